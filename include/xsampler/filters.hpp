@@ -1,0 +1,234 @@
+// xsampler — token samplers for language-model inference. BSD-3-Clause.
+//
+// The stages that reshape or truncate the distribution. Each is a small value
+// type, validated when constructed (invalid_parameter naming the stage, the
+// parameter, the range and the value), with `apply(candidates<T>&)`. Each
+// keeps a prefix of the rank (logit desc, id asc) — candidates.hpp.
+//
+// temperature{T}
+//   T > 0: the logits are divided by T (deferred into the exp: no pass over
+//   the row). T == 0: greedy, the limit of T -> 0: only the argmax is kept
+//   (ties: the lowest id), special-cased, never a division by zero. T < 0, NaN
+//   or inf: error. Temperature never changes which tokens a top-k keeps, and
+//   changes a later top-p or min-p set (it moves the mass).
+// top_k{K}
+//   Keeps the K tokens of highest rank, by selection (std::nth_element, O(V)),
+//   never a full sort. K == 0 disables it; K >= the number of candidates keeps
+//   all; ties at the cut go to the lower ids. K < 0: error.
+// top_p{P}, P in (0, 1]
+//   With p_i the current probabilities (temperature so far included), keeps
+//   the shortest prefix of the rank whose mass reaches P, *inclusive* of the
+//   token that crosses P — so a confident step keeps its top token, never an
+//   empty set. Precisely: with w_i and Z as in row.hpp, the running sum c_n of
+//   the first n weights in rank order (double, sequential), n is the least
+//   with c_n >= P * Z (all of them if rounding leaves every c_n below). The
+//   kept tokens are renormalised by the draw. P == 1 keeps all. A tie group
+//   may be split: the lower ids are kept.
+//   llama.cpp accumulates in float and compares cum >= p; Hugging Face drops
+//   tokens whose cumulative mass in ascending order is <= 1 - p. Both agree
+//   with this in exact arithmetic up to the token exactly at P.
+// min_p{M}, M in [0, 1]
+//   Keeps the tokens whose probability is >= M times the top probability,
+//   decided in logit space: keep iff (x_i - x_max) * s >= ln M (no exp).
+//   M == 0 disables it; M == 1 keeps the tokens tied with the max.
+#ifndef XSAMPLER_FILTERS_HPP
+#define XSAMPLER_FILTERS_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "candidates.hpp"
+
+namespace xsampler
+{
+    class temperature
+    {
+    public:
+        explicit temperature(double t) : m_t(t)
+        {
+            if (!(t >= 0.0 && t <= std::numeric_limits<double>::max()))
+            {
+                throw invalid_parameter("temperature: T must be finite and >= 0, got " + detail::format_value(t));
+            }
+        }
+        double value() const noexcept { return m_t; }
+
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            if (m_t == 0.0)
+            {
+                c.keep_argmax();
+            }
+            else
+            {
+                c.divide_scale(m_t);
+            }
+        }
+
+    private:
+        double m_t;
+    };
+
+    class top_k
+    {
+    public:
+        explicit top_k(std::int64_t k) : m_k(k)
+        {
+            if (k < 0)
+            {
+                throw invalid_parameter("top_k: k must be >= 0 (0 disables it), got " + std::to_string(k));
+            }
+        }
+        std::int64_t value() const noexcept { return m_k; }
+
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            const auto k = std::uint64_t(m_k);
+            if (k == 0 || k >= c.size())
+            {
+                return;
+            }
+            c.materialise();
+            auto& items = c.items();
+            std::nth_element(items.begin(), items.begin() + std::ptrdiff_t(k - 1), items.end(), ranks_before<T>);
+            items.resize(std::size_t(k));
+            c.set_items_changed(false);
+        }
+
+    private:
+        std::int64_t m_k;
+    };
+
+    class top_p
+    {
+    public:
+        explicit top_p(double p) : m_p(p)
+        {
+            if (!(p > 0.0 && p <= 1.0))
+            {
+                throw invalid_parameter("top_p: p must be in (0, 1], got " + detail::format_value(p));
+            }
+        }
+        double value() const noexcept { return m_p; }
+
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            if (m_p == 1.0 || c.size() == 1)
+            {
+                return;
+            }
+            const double target = m_p * c.total_weight();
+            c.materialise();
+            auto& items = c.items();
+            const auto first = items.begin();
+            const std::size_t n = items.size();
+            double cum = 0.0;
+            if (!c.sorted())
+            {
+                // Rank the candidates a window at a time: select the next best
+                // `window` (nth_element, O(n)), sort only those, and stop as soon
+                // as the running mass reaches the target. The prefix so built is
+                // the prefix a full sort would give.
+                std::size_t done = 0;
+                for (std::size_t window = 64; done < n; window *= 4)
+                {
+                    const std::size_t end = std::min(n, done + window);
+                    if (end < n)
+                    {
+                        std::nth_element(first + std::ptrdiff_t(done), first + std::ptrdiff_t(end), items.end(),
+                                         ranks_before<T>);
+                    }
+                    std::sort(first + std::ptrdiff_t(done), first + std::ptrdiff_t(end), ranks_before<T>);
+                    if (keep_prefix(c, done, end, target, cum))
+                    {
+                        return;
+                    }
+                    done = end;
+                }
+            }
+            else if (keep_prefix(c, 0, n, target, cum))
+            {
+                return;
+            }
+            c.set_items_changed(true);  // rounding left the mass short of P * Z: keep all
+        }
+
+    private:
+        // Adds the weights of ranked items [from, to) to `cum`; at the first
+        // that brings it to the target, cuts the list after it and returns true.
+        template <class T>
+        static bool keep_prefix(candidates<T>& c, std::size_t from, std::size_t to, double target, double& cum)
+        {
+            auto& items = c.items();
+            for (std::size_t i = from; i < to; ++i)
+            {
+                cum += c.weight(items[i].logit);
+                if (cum >= target)
+                {
+                    items.resize(i + 1);
+                    c.set_items_changed(true);
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        double m_p;
+    };
+
+    class min_p
+    {
+    public:
+        explicit min_p(double m) : m_m(m), m_log_m(std::log(m))
+        {
+            if (!(m >= 0.0 && m <= 1.0))
+            {
+                throw invalid_parameter("min_p: m must be in [0, 1], got " + detail::format_value(m));
+            }
+        }
+        double value() const noexcept { return m_m; }
+
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            if (m_m == 0.0)
+            {
+                return;
+            }
+            const auto keep = [&](T logit) { return c.log_weight(logit) >= m_log_m; };
+            if (!c.dense())
+            {
+                auto& items = c.items();
+                items.erase(std::remove_if(items.begin(), items.end(), [&](const scored<T>& s) { return !keep(s.logit); }),
+                            items.end());
+                c.set_items_changed(c.sorted());
+                return;
+            }
+            // The kept logits are those >= the smallest logit that passes.
+            T cut = std::numeric_limits<T>::max();
+            std::size_t kept = 0;
+            const T* row = c.row();
+            for (std::size_t i = 0; i < c.vocab(); ++i)
+            {
+                if (row[i] >= c.cut() && keep(row[i]))
+                {
+                    cut = std::min(cut, row[i]);
+                    ++kept;
+                }
+            }
+            c.raise_cut(cut, kept);
+        }
+
+    private:
+        double m_m;
+        double m_log_m;
+    };
+}
+
+#endif

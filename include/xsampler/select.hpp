@@ -1,0 +1,108 @@
+// xsampler — token samplers for language-model inference. BSD-3-Clause.
+//
+// The terminal step: choose one token.
+//
+// greedy(logits)
+//   The argmax of the row; ties go to the lowest id. Validates the row like
+//   every other function (NaN, +inf, empty, all masked: invalid_logits).
+//   Consumes no randomness.
+// draw(candidates, rng)
+//   A categorical draw from the kept set, renormalised: token i with
+//   probability w_i / Z (row.hpp). It consumes exactly one uniform01(rng) per
+//   call, always — even when one candidate is left — so a sequence's position
+//   in the stream never depends on the parameters. The inverse CDF walks the
+//   blocks of the contract's sum in id order: u in [0, 1), target = u * Z;
+//   the first block whose running total exceeds the target, then the first id
+//   in it whose running total (from the block's start) exceeds the target. If
+//   rounding leaves the target at or past the end, the last kept id with a
+//   positive weight in that block (or overall) is taken. A token of weight 0
+//   is never drawn. Returns the id and its log-probability under the
+//   distribution drawn from: (x - max) * s - log Z.
+// distribution_of(candidates)
+//   The kept tokens and their probabilities w_i / Z, sorted by probability
+//   descending, then id ascending.
+#ifndef XSAMPLER_SELECT_HPP
+#define XSAMPLER_SELECT_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "candidates.hpp"
+#include "random.hpp"
+
+namespace xsampler
+{
+    /// The argmax of a row of logits (ties: lowest id).
+    template <class E>
+    token_id greedy(const xt::xexpression<E>& logits)
+    {
+        std::vector<detail::logit_type<E>> scratch;
+        return detail::scan_row(detail::contiguous_row(logits, scratch)).argmax;
+    }
+
+    /// Draws one token from the kept set of `c` (see the contract above).
+    template <class T, class URBG>
+    sampled_token draw(candidates<T>& c, URBG& rng)
+    {
+        const double u = uniform01(rng);
+        const double z = c.total_weight_by_block();
+        const double target = u * z;
+        const auto& blocks = c.block_totals();  // only blocks of positive weight
+        double before = 0.0;
+        std::size_t hit = blocks.size() - 1;
+        bool past_end = true;  // rounding: u * Z >= Z; then the last positive token
+        for (std::size_t b = 0; b < blocks.size(); ++b)
+        {
+            if (before + blocks[b].sum > target)
+            {
+                hit = b;
+                past_end = false;
+                break;
+            }
+            before += blocks[b].sum;
+        }
+        sampled_token chosen{-1, 0.0};
+        T chosen_logit = 0;
+        double run = before;
+        bool crossed = false;
+        c.for_each_in_block(blocks[hit].block, [&](token_id id, T logit) {
+            const double w = c.weight(logit);
+            if (crossed || !(w > 0.0))
+            {
+                return;
+            }
+            chosen.id = id;
+            chosen_logit = logit;
+            run += w;
+            crossed = !past_end && run > target;
+        });
+        chosen.logprob = c.log_weight(chosen_logit) - std::log(z);
+        return chosen;
+    }
+
+    /// The kept tokens of `c` with their probabilities, most probable first.
+    template <class T>
+    distribution distribution_of(candidates<T>& c)
+    {
+        const double z = c.total_weight();
+        std::vector<std::pair<double, token_id>> kept;
+        kept.reserve(c.size());
+        c.for_each_by_id([&](token_id id, T logit) { kept.emplace_back(c.weight(logit) / z, id); });
+        std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+            return a.first > b.first || (a.first == b.first && a.second < b.second);
+        });
+        distribution d;
+        d.ids.reserve(kept.size());
+        d.probs.reserve(kept.size());
+        for (const auto& k : kept)
+        {
+            d.ids.push_back(k.second);
+            d.probs.push_back(k.first);
+        }
+        return d;
+    }
+}
+
+#endif

@@ -1,0 +1,16 @@
+// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// The umbrella header: includes everything.
+#ifndef XSAMPLER_XSAMPLER_HPP
+#define XSAMPLER_XSAMPLER_HPP
+
+#include "version.hpp"
+#include "types.hpp"
+#include "random.hpp"
+#include "row.hpp"
+#include "candidates.hpp"
+#include "softmax.hpp"
+#include "filters.hpp"
+#include "select.hpp"
+#include "chain.hpp"
+
+#endif
