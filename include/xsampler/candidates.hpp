@@ -59,6 +59,8 @@ namespace xsampler
         {
             m_row = detail::contiguous_row(logits, m_scratch);
             const auto stats = detail::scan_row(m_row);
+            m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
+            m_blocks.reserve(m_row.size / detail::block_size + 1);
             m_max = stats.max;
             m_argmax = stats.argmax;
             m_size = stats.unmasked;

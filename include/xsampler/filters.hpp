@@ -19,11 +19,13 @@
 //   With p_i the current probabilities (temperature so far included), keeps
 //   the shortest prefix of the rank whose mass reaches P, *inclusive* of the
 //   token that crosses P — so a confident step keeps its top token, never an
-//   empty set. Precisely: with w_i and Z as in row.hpp, the running sum c_n of
-//   the first n weights in rank order (double, sequential), n is the least
-//   with c_n >= P * Z (all of them if rounding leaves every c_n below). The
-//   kept tokens are renormalised by the draw. P == 1 keeps all. A tie group
-//   may be split: the lower ids are kept.
+//   empty set. Precisely: with w_i and Z as in row.hpp, and c_n the running
+//   sum of the first n weights in rank order (double, sequential), n is the
+//   least with c_n >= (P - 1e-12) * Z (all of them if rounding leaves every
+//   c_n below). The 1e-12 of slack makes a mass that equals P up to rounding
+//   count as reaching it: {.1, .2, .3, .4} at P = 0.7 keeps {.4, .3}, though
+//   0.7 has no exact binary form. The kept tokens are renormalised by the
+//   draw. P == 1 keeps all. A tie group may be split: the lower ids are kept.
 //   llama.cpp accumulates in float and compares cum >= p; Hugging Face drops
 //   tokens whose cumulative mass in ascending order is <= 1 - p. Both agree
 //   with this in exact arithmetic up to the token exactly at P.
@@ -116,6 +118,9 @@ namespace xsampler
         }
         double value() const noexcept { return m_p; }
 
+        /// Probability mass by which the kept prefix may fall short of P.
+        static constexpr double mass_slack = 1e-12;
+
         template <class T>
         void apply(candidates<T>& c) const
         {
@@ -123,7 +128,7 @@ namespace xsampler
             {
                 return;
             }
-            const double target = m_p * c.total_weight();
+            const double target = (m_p - mass_slack) * c.total_weight();
             c.materialise();
             auto& items = c.items();
             const auto first = items.begin();

@@ -1,0 +1,167 @@
+// Shared by the sampler tests: rows from literals, random rows, and a plain
+// sort-based reference of the filters to check the library against.
+#ifndef XSAMPLER_TESTS_HELPERS_HPP
+#define XSAMPLER_TESTS_HELPERS_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <initializer_list>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include <xsampler/xsampler.hpp>
+
+namespace test_helpers
+{
+    constexpr double inf = std::numeric_limits<double>::infinity();
+
+    template <class T>
+    xt::xtensor<T, 1> row(std::initializer_list<double> values)
+    {
+        xt::xtensor<T, 1> r = xt::empty<T>({values.size()});
+        std::transform(values.begin(), values.end(), r.begin(), [](double v) { return T(v); });
+        return r;
+    }
+
+    /// Logits whose softmax is `probs` (up to the rounding of log in T).
+    template <class T>
+    xt::xtensor<T, 1> logits_of(std::initializer_list<double> probs)
+    {
+        xt::xtensor<T, 1> r = xt::empty<T>({probs.size()});
+        std::transform(probs.begin(), probs.end(), r.begin(), [](double p) { return T(std::log(p)); });
+        return r;
+    }
+
+    /// N(0, sigma^2) logits from a philox stream; `ties` rounds them to
+    /// integers (many equal logits), `masked` sets that fraction to -inf.
+    template <class T>
+    xt::xtensor<T, 1> random_row(std::size_t vocab, std::uint64_t seed, double sigma = 3.0, bool ties = false,
+                                 double masked = 0.0)
+    {
+        xsampler::philox4x32 rng(seed, 99);
+        xt::xtensor<T, 1> r = xt::empty<T>({vocab});
+        for (auto& x : r)
+        {
+            const double radius = std::sqrt(-2.0 * std::log(1.0 - xsampler::uniform01(rng)));
+            const double v = sigma * radius * std::cos(6.283185307179586 * xsampler::uniform01(rng));
+            x = T(ties ? std::round(v) : v);
+            if (xsampler::uniform01(rng) < masked)
+            {
+                x = -std::numeric_limits<T>::infinity();
+            }
+        }
+        r(std::size_t(seed % vocab)) = T(1);  // never all masked
+        return r;
+    }
+
+    inline std::map<xsampler::token_id, double> as_map(const xsampler::distribution& d)
+    {
+        std::map<xsampler::token_id, double> m;
+        for (std::size_t i = 0; i < d.ids.size(); ++i)
+        {
+            m[d.ids[i]] = d.probs[i];
+        }
+        return m;
+    }
+
+    /// The plain definition, for checking: sort everything by (logit desc,
+    /// id asc), softmax with std::exp at scale s, and cut as the contracts say.
+    struct reference
+    {
+        double scale = 1.0;
+        std::vector<std::pair<double, xsampler::token_id>> kept;  // (logit, id), ranked
+
+        template <class T>
+        explicit reference(const xt::xtensor<T, 1>& logits)
+        {
+            for (std::size_t i = 0; i < logits.size(); ++i)
+            {
+                if (logits(i) != -std::numeric_limits<T>::infinity())
+                {
+                    kept.emplace_back(double(logits(i)), xsampler::token_id(i));
+                }
+            }
+            std::sort(kept.begin(), kept.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+        }
+
+        std::vector<double> probs() const
+        {
+            std::vector<double> w;
+            for (const auto& k : kept)
+            {
+                w.push_back(std::exp((k.first - kept.front().first) * scale));
+            }
+            const double z = std::accumulate(w.begin(), w.end(), 0.0);
+            for (auto& x : w)
+            {
+                x /= z;
+            }
+            return w;
+        }
+
+        reference& temperature(double t)
+        {
+            if (t == 0.0)
+            {
+                kept.resize(1);
+            }
+            else
+            {
+                scale /= t;
+            }
+            return *this;
+        }
+        reference& top_k(std::size_t k)
+        {
+            if (k > 0 && k < kept.size())
+            {
+                kept.resize(k);
+            }
+            return *this;
+        }
+        reference& top_p(double p)
+        {
+            const auto pr = probs();
+            double cum = 0.0;
+            for (std::size_t i = 0; i < pr.size(); ++i)
+            {
+                cum += pr[i];
+                if (cum >= p - xsampler::top_p::mass_slack)
+                {
+                    kept.resize(i + 1);
+                    break;
+                }
+            }
+            return *this;
+        }
+        reference& min_p(double m)
+        {
+            const auto pr = probs();
+            std::size_t n = 0;
+            while (n < pr.size() && pr[n] >= m * pr[0])
+            {
+                ++n;
+            }
+            kept.resize(n);
+            return *this;
+        }
+
+        std::map<xsampler::token_id, double> as_map() const
+        {
+            const auto pr = probs();
+            std::map<xsampler::token_id, double> m;
+            for (std::size_t i = 0; i < kept.size(); ++i)
+            {
+                m[kept[i].second] = pr[i];
+            }
+            return m;
+        }
+    };
+}
+
+#endif

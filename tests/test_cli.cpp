@@ -1,0 +1,275 @@
+// The `xsampler` tool: its output contract, checked against the library, and
+// one clear line on stderr for every kind of bad input.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <sys/wait.h>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <xtensor/xnpy.hpp>
+#include <xtensor/xview.hpp>
+
+#include "helpers.hpp"
+
+#ifdef XSAMPLER_CLI
+
+using namespace xsampler;
+using test_helpers::inf;
+
+namespace
+{
+    struct result
+    {
+        int status;
+        std::string out;
+        std::string err;
+    };
+
+    std::string dir()
+    {
+        static const std::string d = [] {
+            std::filesystem::create_directories(XSAMPLER_TEST_DIR);
+            return std::string(XSAMPLER_TEST_DIR);
+        }();
+        return d;
+    }
+
+    std::string path(const std::string& name) { return dir() + "/" + name; }
+
+    result run(const std::string& args)
+    {
+        const std::string err_file = path("stderr.txt");
+        const std::string cmd = std::string("'") + XSAMPLER_CLI + "' " + args + " 2>'" + err_file + "'";
+        FILE* pipe = popen(cmd.c_str(), "r");
+        REQUIRE(pipe != nullptr);
+        std::string out;
+        char buf[4096];
+        for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, pipe)) > 0;)
+        {
+            out.append(buf, n);
+        }
+        const int status = pclose(pipe);
+        std::ifstream err_in(err_file);
+        std::stringstream err;
+        err << err_in.rdbuf();
+        return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out, err.str()};
+    }
+
+    std::vector<std::string> lines(const std::string& text)
+    {
+        std::vector<std::string> v;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);)
+        {
+            v.push_back(line);
+        }
+        return v;
+    }
+
+    std::string write_bytes(const std::string& name, const std::string& bytes)
+    {
+        std::ofstream(path(name), std::ios::binary) << bytes;
+        return path(name);
+    }
+
+    template <class E>
+    std::string write_npy(const std::string& name, const E& e)
+    {
+        xt::dump_npy(path(name), e);
+        return path(name);
+    }
+
+    std::size_t significant_digits(std::string s)
+    {
+        s = s.substr(0, s.find('e'));
+        s.erase(std::remove(s.begin(), s.end(), '.'), s.end());
+        s.erase(0, s.find_first_not_of('0'));
+        return s.size();
+    }
+
+    // The tool's dist output must be the library's final distribution.
+    template <class Row>
+    void check_dist(const std::string& args, const Row& logits, const sampling_params& params)
+    {
+        const auto r = run("dist " + args);
+        INFO(args << "\n" << r.err);
+        REQUIRE(r.status == 0);
+        CHECK(r.err.empty());
+        sampler s(params);
+        const auto want = s.final_distribution(logits);
+        std::vector<std::pair<token_id, double>> nonzero;
+        for (std::size_t i = 0; i < want.ids.size(); ++i)
+        {
+            if (want.probs[i] > 0.0)
+            {
+                nonzero.emplace_back(want.ids[i], want.probs[i]);
+            }
+        }
+        const auto got = lines(r.out);
+        REQUIRE(got.size() == nonzero.size());
+        for (std::size_t i = 0; i < got.size(); ++i)
+        {
+            const auto tab = got[i].find('\t');
+            REQUIRE(tab != std::string::npos);
+            CHECK(std::stoi(got[i].substr(0, tab)) == nonzero[i].first);
+            const std::string prob = got[i].substr(tab + 1);
+            CHECK(significant_digits(prob) >= 9);
+            CHECK_THAT(std::stod(prob), Catch::Matchers::WithinRel(nonzero[i].second, 1e-11));
+        }
+    }
+
+    void check_error(const std::string& args, const std::string& expected_part)
+    {
+        const auto r = run(args);
+        INFO(args << "\nstderr: " << r.err);
+        CHECK(r.status != 0);
+        CHECK(r.status < 128);  // an exit, never a signal
+        CHECK(r.out.empty());
+        CHECK(lines(r.err).size() == 1);
+        CHECK(r.err.rfind("xsampler: error: ", 0) == 0);
+        CHECK(r.err.find(expected_part) != std::string::npos);
+    }
+}
+
+TEST_CASE("xsampler dist prints the library's final distribution", "[cli]")
+{
+    auto logits = test_helpers::random_row<float>(300, 31, 2.0, true, 0.2);
+    const auto file = write_npy("row.npy", logits);
+    sampling_params p;
+    check_dist("--logits " + file, logits, p);
+
+    p.temperature = 0.7;
+    p.top_k = 40;
+    p.top_p = 0.9;
+    check_dist("--logits " + file + " --temp 0.7 --top-k 40 --top-p 0.9", logits, p);
+
+    p = sampling_params{};
+    p.min_p = 0.1;
+    p.temperature = 1.5;
+    p.order = parse_stage_order("min_p;temperature");
+    check_dist("--logits " + file + " --min-p 0.1 --temp 1.5 --samplers 'min_p;temperature'", logits, p);
+
+    p = sampling_params{};
+    p.temperature = 0.0;
+    const auto greedy_out = run("dist --logits " + file + " --temp 0");
+    CHECK(greedy_out.out == std::to_string(greedy(logits)) + "\t1.00000000000\n");
+
+    const auto hand = write_npy("hand.npy", test_helpers::logits_of<double>({0.1, 0.2, 0.3, 0.4}));
+    CHECK(run("dist --logits " + hand + " --top-p 0.7").out == "3\t0.571428571429\n2\t0.428571428571\n");
+}
+
+TEST_CASE("xsampler reads float64, 2-D files by --row, and Fortran order", "[cli]")
+{
+    xt::xtensor<double, 2> batch = xt::zeros<double>({3, 200});
+    for (std::size_t r = 0; r < 3; ++r)
+    {
+        xt::view(batch, r, xt::all()) = test_helpers::random_row<double>(200, 40 + r);
+    }
+    const auto file = write_npy("batch.npy", batch);
+    sampling_params p;
+    p.top_p = 0.8;
+    check_dist("--logits " + file + " --row 2 --top-p 0.8", xt::xtensor<double, 1>(xt::view(batch, 2, xt::all())), p);
+    check_dist("--logits " + file + " --top-p 0.8", xt::xtensor<double, 1>(xt::view(batch, 0, xt::all())), p);
+
+    xt::xtensor<float, 2, xt::layout_type::column_major> fortran = xt::cast<float>(batch);
+    const auto ffile = write_npy("fortran.npy", fortran);
+    check_dist("--logits " + ffile + " --row 1 --top-p 0.8",
+               xt::xtensor<float, 1>(xt::cast<float>(xt::view(batch, 1, xt::all()))), p);
+}
+
+TEST_CASE("xsampler sample prints the library's draws and --counts tallies them", "[cli]")
+{
+    const auto logits = test_helpers::random_row<float>(500, 32);
+    const auto file = write_npy("sample.npy", logits);
+    const auto r = run("sample --logits " + file + " --seed 5 -n 25 --temp 0.8 --top-k 10");
+    REQUIRE(r.status == 0);
+    sampling_params p;
+    p.temperature = 0.8;
+    p.top_k = 10;
+    p.seed = 5;
+    sampler s(p);
+    std::string want;
+    std::map<token_id, int> tally;
+    for (int i = 0; i < 25; ++i)
+    {
+        const auto id = s.sample(logits, {}).id;
+        want += std::to_string(id) + "\n";
+        ++tally[id];
+    }
+    CHECK(r.out == want);
+    CHECK(run("sample --logits " + file + " --seed 5 --temp 0.8 --top-k 10").out == lines(want)[0] + "\n");
+
+    const auto counted = run("sample --logits " + file + " --seed 5 -n 25 --temp 0.8 --top-k 10 --counts");
+    REQUIRE(counted.status == 0);
+    int total = 0;
+    int previous = 1 << 30;
+    for (const auto& line : lines(counted.out))
+    {
+        const auto tab = line.find('\t');
+        const token_id id = std::stoi(line.substr(0, tab));
+        const int count = std::stoi(line.substr(tab + 1));
+        CHECK(count == tally[id]);
+        CHECK(count <= previous);
+        previous = count;
+        total += count;
+    }
+    CHECK(total == 25);
+}
+
+TEST_CASE("xsampler: every bad input is one line on stderr and a non-zero exit", "[cli][errors]")
+{
+    const auto good = write_npy("good.npy", test_helpers::row<float>({0.0, 1.0, 2.0}));
+    const auto nan = write_npy("nan.npy", test_helpers::row<float>({0.0, std::nan(""), 2.0}));
+    const auto pinf = write_npy("inf.npy", test_helpers::row<double>({0.0, inf}));
+    const auto masked = write_npy("masked.npy", test_helpers::row<float>({-inf, -inf}));
+    const auto empty = write_npy("empty.npy", xt::xtensor<float, 1>(xt::empty<float>({0})));
+    const auto ints = write_npy("ints.npy", xt::xtensor<int, 1>{1, 2, 3});
+    const auto rank3 = write_npy("rank3.npy", xt::xtensor<float, 3>(xt::zeros<float>({2, 2, 2})));
+    const auto scalar = write_npy("scalar.npy", xt::xtensor<float, 0>(1.0f));
+    std::ifstream in(good, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto truncated_data = write_bytes("truncated_data.npy", bytes.substr(0, bytes.size() - 3));
+    const auto truncated_header = write_bytes("truncated_header.npy", bytes.substr(0, 40));
+    const auto garbage = write_bytes("garbage.npy", "this is not an npy file at all");
+    std::string bad_header = bytes;
+    bad_header.replace(bad_header.find("'descr'"), 7, "'dascr'");
+    const auto corrupt = write_bytes("corrupt.npy", bad_header);
+    std::string no_header = bytes.substr(0, 8) + std::string("\0\0", 2);
+    const auto zero_header = write_bytes("zero_header.npy", no_header);
+
+    check_error("dist --logits " + path("missing.npy"), "cannot open");
+    check_error("dist --logits " + nan, "NaN at index 1");
+    check_error("dist --logits " + pinf, "+inf at index 1");
+    check_error("dist --logits " + masked, "every token is masked");
+    check_error("dist --logits " + empty, "the row is empty");
+    check_error("dist --logits " + ints, "dtype '<i4'");
+    check_error("dist --logits " + rank3, "got 3-D");
+    check_error("dist --logits " + scalar, "got 0-D");
+    check_error("dist --logits " + truncated_data, "truncated npy data");
+    check_error("dist --logits " + truncated_header, "truncated npy header");
+    check_error("dist --logits " + garbage, "not an npy file");
+    check_error("dist --logits " + corrupt, "corrupt npy header");
+    check_error("dist --logits " + zero_header, "truncated npy header");
+    check_error("dist --logits " + good + " --row 1", "--row 1 is out of range");
+    check_error("dist --logits " + good + " --top-p 0", "top_p: p must be in (0, 1], got 0");
+    check_error("dist --logits " + good + " --top-p 1.5", "top_p: p must be in (0, 1], got 1.5");
+    check_error("dist --logits " + good + " --temp -1", "temperature: T must be finite and >= 0, got -1");
+    check_error("dist --logits " + good + " --temp nan", "temperature");
+    check_error("dist --logits " + good + " --top-k -3", "top_k: k must be >= 0");
+    check_error("dist --logits " + good + " --min-p 2", "min_p: m must be in [0, 1], got 2");
+    check_error("dist --logits " + good + " --samplers 'top_k;nucleus'", "unknown sampler 'nucleus'");
+    check_error("dist --logits " + good + " --temp 0.5 --samplers top_k", "temperature is set but not in the sampler order");
+    check_error("dist --logits " + good + " --top-p abc", "--top-p");
+    check_error("dist --logits " + good + " --row -1", "--row");
+    check_error("dist --logits " + good + " --bogus", "bogus");
+    check_error("dist", "--logits is required");
+    check_error("sample --logits " + good, "--seed is required");
+    check_error("sample --logits " + good + " --seed 1 -n 0", "-n: must be >= 1, got 0");
+    check_error("", "subcommand");
+}
+
+#endif

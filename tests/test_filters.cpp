@@ -1,0 +1,326 @@
+// filters.hpp, candidates.hpp, softmax.hpp, row.hpp: the contracts with
+// exact values, their edge cases, and every error.
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+#include <catch2/catch.hpp>
+#include <xtensor/xmath.hpp>
+
+#include "helpers.hpp"
+
+using namespace xsampler;
+using test_helpers::as_map;
+using test_helpers::inf;
+using test_helpers::logits_of;
+using test_helpers::row;
+using Catch::Matchers::Message;
+using Catch::Matchers::WithinAbs;
+using Catch::Matchers::WithinRel;
+
+namespace
+{
+    // Tolerance of probabilities that went through log() in T and back.
+    template <class T>
+    constexpr double tol = std::is_same<T, float>::value ? 1e-6 : 1e-12;
+
+    template <class T, class... Stages>
+    std::map<token_id, double> dist(const xt::xtensor<T, 1>& logits, Stages... stages)
+    {
+        chain c{stages...};
+        return as_map(c.final_distribution(logits));
+    }
+
+    template <class T>
+    void check_probs(const std::map<token_id, double>& got, const std::map<token_id, double>& want)
+    {
+        REQUIRE(got.size() == want.size());
+        for (const auto& [id, p] : want)
+        {
+            REQUIRE(got.count(id) == 1);
+            CHECK_THAT(got.at(id), WithinRel(p, tol<T>));
+        }
+    }
+}
+
+TEST_CASE("exp_nonpos agrees with std::exp to 2 ulp and flushes below 2^-1022", "[row]")
+{
+    double worst = 0.0;
+    for (int i = 0; i <= 200000; ++i)
+    {
+        const double x = -708.0 * i / 200000.0;
+        const double want = std::exp(x);
+        worst = std::max(worst, std::fabs(detail::exp_nonpos(x) - want) / want);
+    }
+    CHECK(worst < 4.5e-16);
+    CHECK(detail::exp_nonpos(0.0) == 1.0);
+    CHECK(detail::exp_nonpos(-0.0) == 1.0);
+    CHECK(detail::exp_nonpos(-709.0) == 0.0);
+    CHECK(detail::exp_nonpos(-inf) == 0.0);
+}
+
+TEMPLATE_TEST_CASE("softmax, log_softmax, logsumexp and entropy", "[softmax]", float, double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    const auto p = softmax(l);
+    const double want[] = {0.1, 0.2, 0.3, 0.4};
+    for (std::size_t i = 0; i < 4; ++i)
+    {
+        CHECK_THAT(p(i), WithinRel(want[i], tol<TestType>));
+        CHECK_THAT(log_softmax(l)(i), WithinAbs(std::log(want[i]), tol<TestType>));
+    }
+    CHECK_THAT(logsumexp(l), WithinAbs(0.0, tol<TestType>));
+    const double h = -(0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.4 * std::log(0.4));
+    CHECK_THAT(entropy(l), WithinRel(h, tol<TestType>));
+
+    const auto masked = row<TestType>({0.0, -inf, 0.0});
+    CHECK(softmax(masked)(1) == 0.0);
+    CHECK(softmax(masked)(0) == 0.5);
+    CHECK(log_softmax(masked)(1) == -inf);
+    CHECK_THAT(entropy(masked), WithinRel(std::log(2.0), 1e-15));
+    CHECK_THAT(logsumexp(row<TestType>({1000.0, 1000.0})), WithinRel(1000.0 + std::log(2.0), 1e-15));
+}
+
+TEMPLATE_TEST_CASE("bad rows throw invalid_logits naming the index or reason", "[row][errors]", float, double)
+{
+    chain c{top_k{2}};
+    const auto nan = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_MATCHES(c.final_distribution(row<TestType>({0.0, 1.0, nan})), invalid_logits,
+                         Message("logits: NaN at index 2"));
+    CHECK_THROWS_MATCHES(c.final_distribution(row<TestType>({inf, 1.0})), invalid_logits,
+                         Message("logits: +inf at index 0"));
+    CHECK_THROWS_MATCHES(c.final_distribution(row<TestType>({-inf, -inf})), invalid_logits,
+                         Message("logits: every token is masked (-inf)"));
+    CHECK_THROWS_MATCHES(c.final_distribution(xt::xtensor<TestType, 1>(xt::empty<TestType>({0}))), invalid_logits,
+                         Message("logits: the row is empty"));
+    const xt::xtensor<TestType, 2> matrix = xt::zeros<TestType>({2, 3});
+    CHECK_THROWS_MATCHES(greedy(matrix), invalid_logits, Message("logits: expected a 1-D row, got 2-D"));
+    CHECK_THROWS_AS(softmax(row<TestType>({nan})), invalid_logits);
+    CHECK_THROWS_AS(greedy(row<TestType>({-inf})), invalid_logits);
+}
+
+TEST_CASE("parameters are validated at construction with a message naming them", "[filters][errors]")
+{
+    const auto nan = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_MATCHES(top_p(1.5), invalid_parameter, Message("top_p: p must be in (0, 1], got 1.5"));
+    CHECK_THROWS_MATCHES(top_p(0.0), invalid_parameter, Message("top_p: p must be in (0, 1], got 0"));
+    CHECK_THROWS_MATCHES(top_p(nan), invalid_parameter, Message("top_p: p must be in (0, 1], got nan"));
+    CHECK_THROWS_MATCHES(temperature(-0.5), invalid_parameter,
+                         Message("temperature: T must be finite and >= 0, got -0.5"));
+    CHECK_THROWS_MATCHES(temperature(inf), invalid_parameter,
+                         Message("temperature: T must be finite and >= 0, got inf"));
+    CHECK_THROWS_AS(temperature(nan), invalid_parameter);
+    CHECK_THROWS_MATCHES(top_k(-1), invalid_parameter, Message("top_k: k must be >= 0 (0 disables it), got -1"));
+    CHECK_THROWS_MATCHES(min_p(1.01), invalid_parameter, Message("min_p: m must be in [0, 1], got 1.01"));
+    CHECK_THROWS_MATCHES(min_p(-0.1), invalid_parameter, Message("min_p: m must be in [0, 1], got -0.1"));
+    CHECK_THROWS_AS(min_p(nan), invalid_parameter);
+    CHECK_NOTHROW(top_p(1.0));
+    CHECK_NOTHROW(min_p(0.0));
+    CHECK_NOTHROW(min_p(1.0));
+    CHECK_NOTHROW(temperature(0.0));
+    CHECK_NOTHROW(top_k(0));
+}
+
+TEMPLATE_TEST_CASE("no stage: the plain softmax, masked tokens excluded", "[filters]", float, double)
+{
+    check_probs<TestType>(dist(logits_of<TestType>({0.1, 0.2, 0.3, 0.4})), {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
+    check_probs<TestType>(dist(row<TestType>({0.0, -inf, 0.0, -inf})), {{0, 0.5}, {2, 0.5}});
+    const auto d = chain{}.final_distribution(logits_of<TestType>({0.1, 0.2, 0.3, 0.4}));
+    CHECK(d.ids == std::vector<token_id>{3, 2, 1, 0});  // probability desc
+}
+
+TEMPLATE_TEST_CASE("top_p: inclusive cut, renormalised", "[filters][top_p]", float, double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    SECTION("0.7 keeps {.4, .3} as {.571429, .428571}")
+    {
+        check_probs<TestType>(dist(l, top_p{0.7}), {{3, 0.4 / 0.7}, {2, 0.3 / 0.7}});
+    }
+    SECTION("0.5: the token that crosses p is kept")
+    {
+        check_probs<TestType>(dist(l, top_p{0.5}), {{3, 0.4 / 0.7}, {2, 0.3 / 0.7}});
+    }
+    SECTION("0.35: the top token alone")
+    {
+        check_probs<TestType>(dist(l, top_p{0.35}), {{3, 1.0}});
+    }
+    SECTION("a confident step keeps its top token, never an empty set")
+    {
+        const auto confident = row<TestType>({0.0, 12.0, 0.0, 0.0});
+        check_probs<TestType>(dist(confident, top_p{0.9}), {{1, 1.0}});
+        check_probs<TestType>(dist(confident, top_p{1e-9}), {{1, 1.0}});
+    }
+    SECTION("mass exactly at p stops there; ties at the cut go to lower ids")
+    {
+        // Four equal logits: weights exactly 1, Z exactly 4.
+        const auto flat = row<TestType>({2.0, 2.0, 2.0, 2.0});
+        check_probs<TestType>(dist(flat, top_p{0.5}), {{0, 0.5}, {1, 0.5}});
+        check_probs<TestType>(dist(flat, top_p{0.25}), {{0, 1.0}});
+        check_probs<TestType>(dist(flat, top_p{0.2500001}), {{0, 0.5}, {1, 0.5}});
+    }
+    SECTION("p == 1 keeps all")
+    {
+        check_probs<TestType>(dist(l, top_p{1.0}), {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
+    }
+}
+
+TEMPLATE_TEST_CASE("top_k: selection of the K best, ties to lower ids", "[filters][top_k]", float, double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    check_probs<TestType>(dist(l, top_k{2}), {{3, 0.4 / 0.7}, {2, 0.3 / 0.7}});
+    check_probs<TestType>(dist(l, top_k{1}), {{3, 1.0}});
+    CHECK(dist(l, top_k{0}).size() == 4);
+    CHECK(dist(l, top_k{4}).size() == 4);
+    CHECK(dist(l, top_k{1000}).size() == 4);
+
+    const auto tied = row<TestType>({1.0, 2.0, 2.0, 2.0, 0.0});
+    check_probs<TestType>(dist(tied, top_k{2}), {{1, 0.5}, {2, 0.5}});
+    const auto masked = row<TestType>({-inf, 1.0, -inf, 1.0});
+    check_probs<TestType>(dist(masked, top_k{3}), {{1, 0.5}, {3, 0.5}});
+}
+
+TEMPLATE_TEST_CASE("temperature: scales, 0 is greedy, never changes the top-k set", "[filters][temperature]", float,
+                   double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    SECTION("T = 2 gives p^(1/2) renormalised; T = 0.5 gives p^2")
+    {
+        const double z2 = std::sqrt(0.1) + std::sqrt(0.2) + std::sqrt(0.3) + std::sqrt(0.4);
+        check_probs<TestType>(dist(l, temperature{2.0}), {{0, std::sqrt(0.1) / z2},
+                                                          {1, std::sqrt(0.2) / z2},
+                                                          {2, std::sqrt(0.3) / z2},
+                                                          {3, std::sqrt(0.4) / z2}});
+        const double zh = 0.01 + 0.04 + 0.09 + 0.16;
+        check_probs<TestType>(dist(l, temperature{0.5}), {{0, 0.01 / zh}, {1, 0.04 / zh}, {2, 0.09 / zh}, {3, 0.16 / zh}});
+    }
+    SECTION("T = 0 keeps the argmax, ties to the lowest id, probability exactly 1")
+    {
+        CHECK(dist(l, temperature{0.0}) == std::map<token_id, double>{{3, 1.0}});
+        CHECK(dist(row<TestType>({1.0, 3.0, 3.0, -inf}), temperature{0.0}) == std::map<token_id, double>{{1, 1.0}});
+        CHECK(dist(l, temperature{0.0}, top_p{0.1}, min_p{0.9}) == std::map<token_id, double>{{3, 1.0}});
+    }
+    SECTION("tiny T is the limit: the other weights underflow to 0")
+    {
+        const auto d = dist(row<TestType>({0.0, 1.0, 0.5}), temperature{1e-3});
+        CHECK(d.at(1) == 1.0);
+        CHECK(d.at(0) == 0.0);
+        const auto subnormal = dist(row<TestType>({0.0, 1.0}), temperature{1e-310});  // 1/T overflows
+        CHECK(subnormal.at(1) == 1.0);
+    }
+    SECTION("the top-k set is the same at every T; the top-p set is not")
+    {
+        const auto r = test_helpers::random_row<TestType>(1000, 5);
+        std::map<token_id, double> base = dist(r, top_k{40});
+        for (const double t : {0.1, 0.5, 0.8, 1.0, 1.5, 4.0})
+        {
+            const auto d = dist(r, temperature{t}, top_k{40});
+            REQUIRE(d.size() == 40);
+            for (const auto& kv : base)
+            {
+                CHECK(d.count(kv.first) == 1);
+            }
+        }
+        const auto sharp = dist(r, temperature{0.5}, top_p{0.9}).size();
+        const auto plain = dist(r, top_p{0.9}).size();
+        const auto flat = dist(r, temperature{2.0}, top_p{0.9}).size();
+        CHECK(sharp < plain);
+        CHECK(plain < flat);
+    }
+}
+
+TEMPLATE_TEST_CASE("min_p: p >= M * p_max, decided in logit space", "[filters][min_p]", float, double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    check_probs<TestType>(dist(l, min_p{0.6}), {{3, 0.4 / 0.7}, {2, 0.3 / 0.7}});
+    check_probs<TestType>(dist(l, min_p{0.45}), {{3, 0.4 / 0.9}, {2, 0.3 / 0.9}, {1, 0.2 / 0.9}});
+    CHECK(dist(l, min_p{0.0}).size() == 4);
+    CHECK(dist(l, min_p{1.0}) == std::map<token_id, double>{{3, 1.0}});
+    check_probs<TestType>(dist(row<TestType>({1.0, 3.0, 3.0}), min_p{1.0}), {{1, 0.5}, {2, 0.5}});
+    // After temperature 2 the ratios are square roots: sqrt(.1/.4) = .5 passes .45.
+    CHECK(dist(l, temperature{2.0}, min_p{0.45}).size() == 4);
+    CHECK(dist(l, min_p{0.45}, temperature{2.0}).size() == 3);
+    // On a sparse set too.
+    check_probs<TestType>(dist(l, top_k{3}, min_p{0.6}), {{3, 0.4 / 0.7}, {2, 0.3 / 0.7}});
+}
+
+TEMPLATE_TEST_CASE("stage order matters and follows the documented semantics", "[filters]", float, double)
+{
+    const auto l = logits_of<TestType>({0.05, 0.1, 0.15, 0.3, 0.4});
+    // top_p 0.6 first: {.4, .3} (mass .7); then top_k 1: {.4}.
+    CHECK(dist(l, top_p{0.6}, top_k{1}).size() == 1);
+    // top_k 3 first: {.4, .3, .15} renormalised to {.47, .35, .18}; top_p .6 keeps {.4, .3}.
+    check_probs<TestType>(dist(l, top_k{3}, top_p{0.6}), {{4, 0.4 / 0.7}, {3, 0.3 / 0.7}});
+    // top_k 3 then top_p .4: .47 alone reaches .4.
+    check_probs<TestType>(dist(l, top_k{3}, top_p{0.4}), {{4, 1.0}});
+}
+
+TEMPLATE_TEST_CASE("every filter equals the plain sort-based reference on random rows", "[filters][reference]",
+                   float, double)
+{
+    for (std::uint64_t seed = 1; seed <= 24; ++seed)
+    {
+        const bool ties = seed % 3 == 0;
+        const double masked = seed % 4 == 0 ? 0.3 : 0.0;
+        const std::size_t vocab = seed % 2 ? 3000 : 257;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 3.0, ties, masked);
+        const double t = 0.3 + 0.1 * double(seed % 9);
+        const double p = 0.5 + 0.02 * double(seed);
+        const std::size_t k = 1 + seed * 7;
+        const double m = 0.001 * double(seed);
+        INFO("seed " << seed);
+
+        const auto check = [&](const std::map<token_id, double>& got, const test_helpers::reference& want) {
+            const auto w = want.as_map();
+            REQUIRE(got.size() == w.size());
+            for (const auto& [id, prob] : w)
+            {
+                REQUIRE(got.count(id) == 1);
+                CHECK_THAT(got.at(id), WithinAbs(prob, 1e-12));
+            }
+        };
+        check(dist(r, temperature{t}, top_p{p}), test_helpers::reference(r).temperature(t).top_p(p));
+        check(dist(r, top_k{std::int64_t(k)}), test_helpers::reference(r).top_k(k));
+        check(dist(r, temperature{t}, min_p{m}), test_helpers::reference(r).temperature(t).min_p(m));
+        check(dist(r, temperature{t}, top_k{std::int64_t(k)}, top_p{p}, min_p{m}),
+              test_helpers::reference(r).temperature(t).top_k(k).top_p(p).min_p(m));
+        check(dist(r, min_p{m}, top_p{p}, temperature{t}, top_k{std::int64_t(k)}),
+              test_helpers::reference(r).min_p(m).top_p(p).temperature(t).top_k(k));
+    }
+}
+
+TEST_CASE("top_p accumulates in double: exact nucleus on a 128k row", "[filters][top_p]")
+{
+    // The failure the issue quotes: a float running sum drifts by tens of
+    // tokens on a 128k row. The nucleus here must equal the one computed in
+    // long double from the sorted probabilities.
+    const std::size_t vocab = 128256;
+    const auto r = test_helpers::random_row<float>(vocab, 2025, 2.0);
+    const double p = 0.95;
+    chain c{top_p{p}};
+    const std::size_t got = c.final_distribution(r).ids.size();
+
+    std::vector<long double> w;
+    const float mx = xt::amax(r)();
+    for (const float x : r)
+    {
+        w.push_back(std::exp((long double)x - (long double)mx));
+    }
+    std::sort(w.rbegin(), w.rend());
+    const long double z = std::accumulate(w.begin(), w.end(), 0.0L);
+    long double cum = 0.0L;
+    std::size_t exact = 0;
+    while (cum < (long double)p * z)
+    {
+        cum += w[exact++];
+    }
+    float fcum = 0.0f;
+    std::size_t float_count = 0;
+    while (fcum < float(p))
+    {
+        fcum += float(w[float_count++] / z);
+    }
+    CHECK(got == exact);
+    CHECK(exact > 10000);
+    CHECK(float_count != exact);  // why the issue asks for double
+}
