@@ -1,0 +1,236 @@
+// xsampler_bench: every stage beside the floor and a naive reference, on the
+// same rows, in the same run.
+//
+// Rows: float32 logits drawn N(0, 3^2) with a fixed seed; `peaked` variants
+// raise one logit by 15 (a confident step). Each case times the whole call an
+// engine makes per token (the row in, the token out) with the workspace reused
+// across iterations. Names are a contract other tooling reads.
+//
+//   xsampler_bench --benchmark_filter='/128256$' --benchmark_repetitions=5 \
+//                  --benchmark_report_aggregates_only=true
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <xsimd/xsimd.hpp>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include <xsampler/xsampler.hpp>
+
+namespace
+{
+    const std::int64_t vocabs[] = {32000, 50257, 128256, 262144};
+
+    // N(0, sigma^2) float32 logits, fixed seed; `peak` is added to one token.
+    const std::vector<float>& logits(std::size_t vocab, bool peaked)
+    {
+        static std::vector<std::vector<float>> cache(8);
+        const std::size_t slot = std::size_t(std::find(std::begin(vocabs), std::end(vocabs), std::int64_t(vocab)) -
+                                             std::begin(vocabs)) * 2 + (peaked ? 1 : 0);
+        auto& row = cache[slot];
+        if (row.empty())
+        {
+            xsampler::philox4x32 rng(20261129, vocab);
+            row.resize(vocab);
+            for (auto& x : row)
+            {
+                const double r = std::sqrt(-2.0 * std::log(1.0 - xsampler::uniform01(rng)));
+                x = float(3.0 * r * std::cos(6.283185307179586 * xsampler::uniform01(rng)));
+            }
+            if (peaked)
+            {
+                row[vocab / 3] += 15.0f;
+            }
+        }
+        return row;
+    }
+
+    auto adapt(const std::vector<float>& row)
+    {
+        return xt::adapt(row.data(), row.size(), xt::no_ownership(), std::vector<std::size_t>{row.size()});
+    }
+
+    void finish(benchmark::State& state, std::size_t vocab)
+    {
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(vocab));
+    }
+
+    // The floor: one max pass and one exp-sum pass over the row, vectorised
+    // with xsimd (float lanes, xsimd's exp) — the least work of any exact
+    // sampler that needs the softmax normaliser.
+    float floor_max_expsum(const float* x, std::size_t n)
+    {
+        using batch = xsimd::batch<float>;
+        constexpr std::size_t w = batch::size;
+        const std::size_t vec_end = n - n % (4 * w);
+        batch m0(x[0]), m1(x[0]), m2(x[0]), m3(x[0]);
+        for (std::size_t i = 0; i < vec_end; i += 4 * w)
+        {
+            m0 = xsimd::max(m0, batch::load_unaligned(x + i));
+            m1 = xsimd::max(m1, batch::load_unaligned(x + i + w));
+            m2 = xsimd::max(m2, batch::load_unaligned(x + i + 2 * w));
+            m3 = xsimd::max(m3, batch::load_unaligned(x + i + 3 * w));
+        }
+        alignas(64) float lanes[w];
+        xsimd::max(xsimd::max(m0, m1), xsimd::max(m2, m3)).store_aligned(lanes);
+        float m = *std::max_element(lanes, lanes + w);
+        for (std::size_t i = vec_end; i < n; ++i)
+        {
+            m = std::max(m, x[i]);
+        }
+        const batch vm(m);
+        batch s0(0.0f), s1(0.0f);
+        for (std::size_t i = 0; i < vec_end; i += 4 * w)
+        {
+            s0 += xsimd::exp(batch::load_unaligned(x + i) - vm) + xsimd::exp(batch::load_unaligned(x + i + w) - vm);
+            s1 += xsimd::exp(batch::load_unaligned(x + i + 2 * w) - vm) +
+                  xsimd::exp(batch::load_unaligned(x + i + 3 * w) - vm);
+        }
+        float s = xsimd::hadd(s0 + s1);
+        for (std::size_t i = vec_end; i < n; ++i)
+        {
+            s += std::exp(x[i] - m);
+        }
+        return m + std::log(s);
+    }
+
+    void BM_floor(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(floor_max_expsum(row.data(), row.size()));
+        }
+        finish(state, row.size());
+    }
+
+    void BM_greedy(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        const auto view = adapt(row);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(xsampler::greedy(view));
+        }
+        finish(state, row.size());
+    }
+
+    template <class Chain>
+    void run_chain(benchmark::State& state, Chain chain, bool peaked)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), peaked);
+        const auto view = adapt(row);
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(chain.sample(view, {}, rng));
+        }
+        finish(state, row.size());
+    }
+
+    void BM_sample_temperature(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}}, false);
+    }
+    void BM_sample_top_k(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::top_k{40}}, false);
+    }
+    void BM_sample_top_p(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::top_p{0.95}}, false);
+    }
+    void BM_sample_top_p_peaked(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::top_p{0.95}}, true);
+    }
+    void BM_sample_min_p(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::min_p{0.05}}, false);
+    }
+    // llama.cpp's default chain without penalties.
+    auto llama_default()
+    {
+        return xsampler::chain{xsampler::top_k{40}, xsampler::top_p{0.95}, xsampler::min_p{0.05},
+                               xsampler::temperature{0.8}};
+    }
+    void BM_sample_chain(benchmark::State& state) { run_chain(state, llama_default(), false); }
+    void BM_sample_chain_peaked(benchmark::State& state) { run_chain(state, llama_default(), true); }
+
+    // The seed text's algorithm done plainly: divide by T, sort everything,
+    // softmax, cumulative sum, inclusive cut, renormalise, draw.
+    void BM_reference_sort_top_p(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        std::vector<std::pair<float, std::int32_t>> sorted(row.size());
+        std::vector<double> probs(row.size());
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                sorted[i] = {row[i] / 0.8f, std::int32_t(i)};
+            }
+            std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
+            double z = 0.0;
+            for (std::size_t i = 0; i < sorted.size(); ++i)
+            {
+                probs[i] = std::exp(double(sorted[i].first - sorted[0].first));
+                z += probs[i];
+            }
+            double cum = 0.0;
+            std::size_t kept = sorted.size();
+            for (std::size_t i = 0; i < sorted.size(); ++i)
+            {
+                cum += probs[i] / z;
+                if (cum >= 0.95)
+                {
+                    kept = i + 1;
+                    break;
+                }
+            }
+            const double target = xsampler::uniform01(rng) * cum * z;
+            double run = 0.0;
+            std::int32_t chosen = sorted[kept - 1].second;
+            for (std::size_t i = 0; i < kept; ++i)
+            {
+                run += probs[i];
+                if (run > target)
+                {
+                    chosen = sorted[i].second;
+                    break;
+                }
+            }
+            benchmark::DoNotOptimize(chosen);
+        }
+        finish(state, row.size());
+    }
+
+    void vocab_args(benchmark::internal::Benchmark* b)
+    {
+        for (const auto v : vocabs)
+        {
+            b->Arg(v);
+        }
+        b->Unit(benchmark::kMicrosecond);
+    }
+}
+
+BENCHMARK(BM_floor)->Apply(vocab_args);
+BENCHMARK(BM_greedy)->Apply(vocab_args);
+BENCHMARK(BM_sample_temperature)->Apply(vocab_args);
+BENCHMARK(BM_sample_top_k)->Apply(vocab_args);
+BENCHMARK(BM_sample_top_p)->Apply(vocab_args);
+BENCHMARK(BM_sample_top_p_peaked)->Apply(vocab_args);
+BENCHMARK(BM_sample_min_p)->Apply(vocab_args);
+BENCHMARK(BM_sample_chain)->Apply(vocab_args);
+BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
+BENCHMARK(BM_reference_sort_top_p)->Apply(vocab_args);
+
+BENCHMARK_MAIN();
