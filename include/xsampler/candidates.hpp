@@ -10,9 +10,9 @@
 // - Every filter keeps a prefix of that rank (top-k, top-p, min-p, and
 //   temperature 0, which keeps the argmax), so the kept set is always a
 //   prefix and always holds the argmax.
-// - The set is dense (every unmasked token whose logit is >= a cut, no ids
-//   stored: the state after min-p or no filter at all) or sparse (an explicit
-//   list of (logit, id), after top-k, top-p or temperature 0).
+// - The set is dense (every unmasked token of the row, no ids stored: the
+//   state before any filter truncates) or sparse (an explicit list of
+//   (logit, id), after top-k, top-p, min-p or temperature 0).
 // - The temperature is deferred: a scale s (the product of 1/T over the
 //   temperature stages run so far) that later stages and the draw fold into
 //   the exp, so temperature is never a pass over the row.
@@ -66,9 +66,9 @@ namespace xsampler
             m_size = stats.unmasked;
             m_scale = 1.0;
             m_dense = true;
-            m_cut = std::numeric_limits<T>::lowest();
             m_items.clear();
-            m_sorted = false;
+            m_rank_sorted = false;
+            m_id_sorted = false;
         }
 
         std::size_t vocab() const noexcept { return m_row.size; }
@@ -77,17 +77,19 @@ namespace xsampler
         token_id argmax() const noexcept { return m_argmax; }
         /// Number of kept tokens (always >= 1).
         std::size_t size() const noexcept { return m_size; }
-        double scale() const noexcept { return m_scale; }
+        /// Dense: every unmasked token of the row is kept, no ids stored.
         bool dense() const noexcept { return m_dense; }
-        /// Dense sets: the smallest kept logit bound.
-        T cut() const noexcept { return m_cut; }
 
-        /// The scaled log-weight (x - m) * s; 0 for the argmax, <= 0 always.
-        double log_weight(T logit) const noexcept { return (double(logit) - double(m_max)) * m_scale; }
-        double weight(T logit) const noexcept { return detail::exp_nonpos(log_weight(logit)); }
+        /// The scale s in T (the contract of row.hpp).
+        T scale() const noexcept
+        {
+            return T(std::min(m_scale, double(std::numeric_limits<T>::max())));
+        }
+        /// d = (x - m) * s in T; 0 for the argmax, <= 0 always.
+        T log_weight(T logit) const noexcept { return (logit - m_max) * scale(); }
+        T weight(T logit) const noexcept { return detail::exp_nonpos(log_weight(logit)); }
 
-        /// Divide the logits by t > 0 (deferred). A scale that overflows is
-        /// clamped to the largest double: every non-max token then has weight 0.
+        /// Divide the logits by t > 0 (deferred).
         void divide_scale(double t) noexcept
         {
             m_scale = std::min(m_scale / t, std::numeric_limits<double>::max());
@@ -97,49 +99,22 @@ namespace xsampler
         void keep_argmax()
         {
             m_items.assign(1, scored<T>{m_max, m_argmax});
-            m_dense = false;
-            m_sorted = true;
-            m_size = 1;
-        }
-
-        /// Dense sets: keep the tokens whose logit is >= cut (cut > the old cut).
-        void raise_cut(T cut, std::size_t kept) noexcept
-        {
-            m_cut = cut;
-            m_size = kept;
-        }
-
-        /// Turn a dense set into a sparse one (ids ascending). O(V), no
-        /// allocation once the buffer has grown.
-        void materialise()
-        {
-            if (!m_dense)
-            {
-                return;
-            }
-            m_items.resize(m_size);
-            std::size_t n = 0;
-            for (std::size_t i = 0; i < m_row.size; ++i)
-            {
-                if (m_row.data[i] >= m_cut)
-                {
-                    m_items[n++] = scored<T>{m_row.data[i], token_id(i)};
-                }
-            }
-            m_dense = false;
-            m_sorted = false;
+            become_sparse(true, true);
         }
 
         /// Sparse sets: the kept tokens, which a filter may reorder or shrink
-        /// (then it calls set_items_changed).
+        /// (then it calls become_sparse to say what order they are in). A
+        /// filter on a dense set fills them and calls become_sparse too.
         std::vector<scored<T>>& items() noexcept { return m_items; }
         const std::vector<scored<T>>& items() const noexcept { return m_items; }
         /// Sparse sets: whether items() is in rank order.
-        bool sorted() const noexcept { return m_sorted; }
-        void set_items_changed(bool sorted) noexcept
+        bool rank_sorted() const noexcept { return m_rank_sorted; }
+        void become_sparse(bool rank_sorted, bool id_sorted) noexcept
         {
+            m_dense = false;
             m_size = m_items.size();
-            m_sorted = sorted;
+            m_rank_sorted = rank_sorted;
+            m_id_sorted = id_sorted;
         }
 
         /// Calls f(id, logit) for every kept token in increasing id order
@@ -151,16 +126,14 @@ namespace xsampler
             {
                 for (std::size_t i = 0; i < m_row.size; ++i)
                 {
-                    if (m_row.data[i] >= m_cut)
+                    if (m_row.data[i] != -std::numeric_limits<T>::infinity())
                     {
                         f(token_id(i), m_row.data[i]);
                     }
                 }
                 return;
             }
-            std::sort(m_items.begin(), m_items.end(),
-                      [](const scored<T>& a, const scored<T>& b) { return a.id < b.id; });
-            m_sorted = false;
+            sort_by_id();
             for (const auto& item : m_items)
             {
                 f(item.id, item.logit);
@@ -168,10 +141,9 @@ namespace xsampler
         }
 
         /// Calls f(id, logit) for every kept token of block `b` (ids
-        /// [64b, 64b + 64)) in increasing id order. Sparse sets must be in id
-        /// order (as for_each_by_id leaves them).
+        /// [64b, 64b + 64)) in increasing id order.
         template <class F>
-        void for_each_in_block(std::size_t b, F&& f) const
+        void for_each_in_block(std::size_t b, F&& f)
         {
             const std::size_t lo = b * detail::block_size;
             const std::size_t hi = std::min(lo + detail::block_size, m_row.size);
@@ -179,13 +151,14 @@ namespace xsampler
             {
                 for (std::size_t i = lo; i < hi; ++i)
                 {
-                    if (m_row.data[i] >= m_cut)
+                    if (m_row.data[i] != -std::numeric_limits<T>::infinity())
                     {
                         f(token_id(i), m_row.data[i]);
                     }
                 }
                 return;
             }
+            sort_by_id();
             auto it = std::lower_bound(m_items.begin(), m_items.end(), lo,
                                        [](const scored<T>& s, std::size_t id) { return std::size_t(s.id) < id; });
             for (; it != m_items.end() && std::size_t(it->id) < hi; ++it)
@@ -206,25 +179,98 @@ namespace xsampler
         const std::vector<detail::block_total>& block_totals() const noexcept { return m_blocks; }
 
     private:
+        void sort_by_id()
+        {
+            if (!m_id_sorted)
+            {
+                std::sort(m_items.begin(), m_items.end(),
+                          [](const scored<T>& a, const scored<T>& b) { return a.id < b.id; });
+                m_id_sorted = true;
+                m_rank_sorted = m_items.size() <= 1;
+            }
+        }
+
         double sum_weights(std::vector<detail::block_total>* record)
         {
+            if (m_dense)
+            {
+                return detail::dense_total(m_row.data, m_row.size, m_max, scale(), record);
+            }
             detail::blocked_sum sum(record);
-            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(logit)); });
+            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), double(weight(logit))); });
             return sum.total();
         }
 
         detail::row_ref<T> m_row{nullptr, 0};
-        std::vector<detail::block_total> m_blocks;
         std::vector<T> m_scratch;
         std::vector<scored<T>> m_items;
+        std::vector<detail::block_total> m_blocks;
         T m_max = 0;
         token_id m_argmax = 0;
         std::size_t m_size = 0;
         double m_scale = 1.0;
-        T m_cut = std::numeric_limits<T>::lowest();
         bool m_dense = true;
-        bool m_sorted = false;
+        bool m_rank_sorted = false;
+        bool m_id_sorted = false;
     };
+
+    namespace detail
+    {
+        /// The k best-ranked unmasked tokens of a row, unordered, into `out`
+        /// (all of them if fewer). One pass in id order keeps a threshold tau,
+        /// the k-th best logit so far: a later token enters only if its logit
+        /// exceeds tau (an equal logit has a higher id, so it ranks below), and
+        /// a vector block whose max does not exceed tau is skipped whole. The
+        /// buffer is cut back to k by nth_element when it reaches its cap.
+        template <class T>
+        void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out)
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            out.clear();
+            if (k == 0)
+            {
+                return;
+            }
+            const std::size_t cap = std::max<std::size_t>(2 * k, 512);
+            T tau = -std::numeric_limits<T>::infinity();
+            const auto shrink = [&] {
+                std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), ranks_before<T>);
+                out.resize(k);
+                tau = out[k - 1].logit;
+            };
+            const auto scan = [&](std::size_t lo, std::size_t hi) {
+                for (std::size_t i = lo; i < hi; ++i)
+                {
+                    if (x[i] > tau)
+                    {
+                        out.push_back({x[i], token_id(i)});
+                        if (out.size() == cap)
+                        {
+                            shrink();
+                        }
+                    }
+                }
+            };
+            const std::size_t group = 4 * width;
+            const std::size_t vec_end = n - n % group;
+            for (std::size_t i = 0; i < vec_end; i += group)
+            {
+                const B m = xsimd::max(xsimd::max(B::load_unaligned(x + i), B::load_unaligned(x + i + width)),
+                                       xsimd::max(B::load_unaligned(x + i + 2 * width),
+                                                  B::load_unaligned(x + i + 3 * width)));
+                if (xsimd::any(m > B(tau)))
+                {
+                    scan(i, i + group);
+                }
+            }
+            scan(vec_end, n);
+            if (out.size() > k)
+            {
+                shrink();
+            }
+        }
+    }
 }
 
 #endif

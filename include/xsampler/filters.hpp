@@ -95,11 +95,17 @@ namespace xsampler
             {
                 return;
             }
-            c.materialise();
             auto& items = c.items();
-            std::nth_element(items.begin(), items.begin() + std::ptrdiff_t(k - 1), items.end(), ranks_before<T>);
-            items.resize(std::size_t(k));
-            c.set_items_changed(false);
+            if (c.dense())
+            {
+                detail::select_top(c.row(), c.vocab(), std::size_t(k), items);
+            }
+            else
+            {
+                std::nth_element(items.begin(), items.begin() + std::ptrdiff_t(k - 1), items.end(), ranks_before<T>);
+                items.resize(std::size_t(k));
+            }
+            c.become_sparse(false, false);
         }
 
     private:
@@ -129,39 +135,32 @@ namespace xsampler
                 return;
             }
             const double target = (m_p - mass_slack) * c.total_weight();
-            c.materialise();
             auto& items = c.items();
-            const auto first = items.begin();
-            const std::size_t n = items.size();
             double cum = 0.0;
-            if (!c.sorted())
+            if (c.dense())
             {
-                // Rank the candidates a window at a time: select the next best
-                // `window` (nth_element, O(n)), sort only those, and stop as soon
-                // as the running mass reaches the target. The prefix so built is
-                // the prefix a full sort would give.
-                std::size_t done = 0;
-                for (std::size_t window = 64; done < n; window *= 4)
+                // Rank a window of the best W (selection, O(V)), sort only
+                // those, and stop as soon as the running mass reaches the
+                // target; a window too small for the nucleus is grown 8x.
+                for (std::size_t window = 256;; window *= 8)
                 {
-                    const std::size_t end = std::min(n, done + window);
-                    if (end < n)
+                    detail::select_top(c.row(), c.vocab(), window, items);
+                    std::sort(items.begin(), items.end(), ranks_before<T>);
+                    cum = 0.0;
+                    if (keep_prefix(c, 0, items.size(), target, cum) || items.size() < window)
                     {
-                        std::nth_element(first + std::ptrdiff_t(done), first + std::ptrdiff_t(end), items.end(),
-                                         ranks_before<T>);
+                        break;  // found, or the window held every token
                     }
-                    std::sort(first + std::ptrdiff_t(done), first + std::ptrdiff_t(end), ranks_before<T>);
-                    if (keep_prefix(c, done, end, target, cum))
-                    {
-                        return;
-                    }
-                    done = end;
                 }
-            }
-            else if (keep_prefix(c, 0, n, target, cum))
-            {
+                c.become_sparse(true, items.size() <= 1);
                 return;
             }
-            c.set_items_changed(true);  // rounding left the mass short of P * Z: keep all
+            if (!c.rank_sorted())
+            {
+                std::sort(items.begin(), items.end(), ranks_before<T>);
+            }
+            keep_prefix(c, 0, items.size(), target, cum);
+            c.become_sparse(true, items.size() <= 1);
         }
 
     private:
@@ -173,11 +172,10 @@ namespace xsampler
             auto& items = c.items();
             for (std::size_t i = from; i < to; ++i)
             {
-                cum += c.weight(items[i].logit);
+                cum += double(c.weight(items[i].logit));
                 if (cum >= target)
                 {
                     items.resize(i + 1);
-                    c.set_items_changed(true);
                     return true;
                 }
             }
@@ -206,28 +204,53 @@ namespace xsampler
             {
                 return;
             }
-            const auto keep = [&](T logit) { return c.log_weight(logit) >= m_log_m; };
+            // keep iff double(d) >= ln M, tested as d >= the least T not below ln M.
+            T threshold = T(m_log_m);
+            if (double(threshold) < m_log_m)
+            {
+                threshold = std::nextafter(threshold, std::numeric_limits<T>::infinity());
+            }
+            const auto keep = [&](T logit) { return c.log_weight(logit) >= threshold; };
+            auto& items = c.items();
             if (!c.dense())
             {
-                auto& items = c.items();
                 items.erase(std::remove_if(items.begin(), items.end(), [&](const scored<T>& s) { return !keep(s.logit); }),
                             items.end());
-                c.set_items_changed(c.sorted());
+                c.become_sparse(c.rank_sorted(), false);
                 return;
             }
-            // The kept logits are those >= the smallest logit that passes.
-            T cut = std::numeric_limits<T>::max();
-            std::size_t kept = 0;
-            const T* row = c.row();
-            for (std::size_t i = 0; i < c.vocab(); ++i)
-            {
-                if (row[i] >= c.cut() && keep(row[i]))
+            // One pass in id order; a vector block whose max fails is skipped
+            // whole (keep is monotone in the logit).
+            using B = detail::batch<T>;
+            constexpr std::size_t group = 4 * B::size;
+            const T* x = c.row();
+            const std::size_t n = c.vocab();
+            const B vm(c.max_logit());
+            const B vs(c.scale());
+            const B vt(threshold);
+            items.clear();
+            const auto scan = [&](std::size_t lo, std::size_t hi) {
+                for (std::size_t i = lo; i < hi; ++i)
                 {
-                    cut = std::min(cut, row[i]);
-                    ++kept;
+                    if (keep(x[i]))
+                    {
+                        items.push_back({x[i], token_id(i)});
+                    }
+                }
+            };
+            const std::size_t vec_end = n - n % group;
+            for (std::size_t i = 0; i < vec_end; i += group)
+            {
+                const B m = xsimd::max(xsimd::max(B::load_unaligned(x + i), B::load_unaligned(x + i + B::size)),
+                                       xsimd::max(B::load_unaligned(x + i + 2 * B::size),
+                                                  B::load_unaligned(x + i + 3 * B::size)));
+                if (xsimd::any((m - vm) * vs >= vt))
+                {
+                    scan(i, i + group);
                 }
             }
-            c.raise_cut(cut, kept);
+            scan(vec_end, n);
+            c.become_sparse(false, true);
         }
 
     private:

@@ -17,7 +17,8 @@
 //   rounding leaves the target at or past the end, the last kept id with a
 //   positive weight in that block (or overall) is taken. A token of weight 0
 //   is never drawn. Returns the id and its log-probability under the
-//   distribution drawn from: (x - max) * s - log Z.
+//   distribution drawn from: log(w / Z), the log of what distribution_of
+//   reports for it.
 // distribution_of(candidates)
 //   The kept tokens and their probabilities w_i / Z, sorted by probability
 //   descending, then id ascending.
@@ -78,7 +79,7 @@ namespace xsampler
             run += w;
             crossed = !past_end && run > target;
         });
-        chosen.logprob = c.log_weight(chosen_logit) - std::log(z);
+        chosen.logprob = std::log(double(c.weight(chosen_logit)) / z);
         return chosen;
     }
 
