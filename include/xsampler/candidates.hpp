@@ -63,7 +63,7 @@ namespace xsampler
             m_blocks.reserve(m_row.size / detail::block_size + 1);
             m_max = stats.max;
             m_argmax = stats.argmax;
-            m_size = stats.unmasked;
+            m_size = unknown;
             m_scale = 1.0;
             m_dense = true;
             m_items.clear();
@@ -75,8 +75,18 @@ namespace xsampler
         const T* row() const noexcept { return m_row.data; }
         T max_logit() const noexcept { return m_max; }
         token_id argmax() const noexcept { return m_argmax; }
-        /// Number of kept tokens (always >= 1).
-        std::size_t size() const noexcept { return m_size; }
+        /// Number of kept tokens (always >= 1); counted on first use for a
+        /// dense set (a pass over the row).
+        std::size_t size() noexcept
+        {
+            if (m_size == unknown)
+            {
+                m_size = std::size_t(std::count_if(m_row.data, m_row.data + m_row.size, [](T x) {
+                    return x != -std::numeric_limits<T>::infinity();
+                }));
+            }
+            return m_size;
+        }
         /// Dense: every unmasked token of the row is kept, no ids stored.
         bool dense() const noexcept { return m_dense; }
 
@@ -85,9 +95,15 @@ namespace xsampler
         {
             return T(std::min(m_scale, double(std::numeric_limits<T>::max())));
         }
-        /// d = (x - m) * s in T; 0 for the argmax, <= 0 always.
+        /// s2 = s log2(e) in T: weights are 2^((x - m) s2).
+        T scale2() const noexcept
+        {
+            return T(std::min(m_scale * detail::log2e, double(std::numeric_limits<T>::max())));
+        }
+        /// d = (x - m) * s in T (natural-log units); 0 for the argmax, <= 0 always.
         T log_weight(T logit) const noexcept { return (logit - m_max) * scale(); }
-        T weight(T logit) const noexcept { return detail::exp_nonpos(log_weight(logit)); }
+        /// The contract's weight w = 2^((x - m) s2); 1 for the argmax.
+        T weight(T logit) const noexcept { return detail::weight(logit, m_max, scale2()); }
 
         /// Divide the logits by t > 0 (deferred).
         void divide_scale(double t) noexcept
@@ -194,12 +210,14 @@ namespace xsampler
         {
             if (m_dense)
             {
-                return detail::dense_total(m_row.data, m_row.size, m_max, scale(), record);
+                return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), record);
             }
-            detail::blocked_sum sum(record);
-            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), double(weight(logit))); });
+            detail::blocked_sum<T> sum(record);
+            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(logit)); });
             return sum.total();
         }
+
+        static constexpr std::size_t unknown = ~std::size_t(0);
 
         detail::row_ref<T> m_row{nullptr, 0};
         std::vector<T> m_scratch;

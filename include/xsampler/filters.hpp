@@ -91,9 +91,9 @@ namespace xsampler
         void apply(candidates<T>& c) const
         {
             const auto k = std::uint64_t(m_k);
-            if (k == 0 || k >= c.size())
+            if (k == 0 || k >= (c.dense() ? c.vocab() : c.size()))
             {
-                return;
+                return;  // a dense set with fewer than k unmasked tokens is kept whole below
             }
             auto& items = c.items();
             if (c.dense())
@@ -130,7 +130,7 @@ namespace xsampler
         template <class T>
         void apply(candidates<T>& c) const
         {
-            if (m_p == 1.0 || c.size() == 1)
+            if (m_p == 1.0 || (!c.dense() && c.size() == 1))
             {
                 return;
             }

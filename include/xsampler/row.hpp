@@ -17,17 +17,17 @@
 //     m   = the largest logit (exact);
 //     s   = the temperature scale (the product of 1/T over the temperature
 //           stages so far), rounded to T and clamped to T's largest value;
-//     d_i = (x_i - m) * s, in T;
-//     w_i = exp_nonpos(d_i), in T: the library's own exp (below), a fixed
-//           sequence of IEEE operations that gives the same bits in scalar
-//           and SIMD code, with every compiler, libm and optimisation level;
-//           0 when d_i <= -87.3 (float) or -708 (double), and for masked tokens;
-//     Z   = the sum of the w_i (converted to double) in a fixed order: ids are
-//           cut into blocks of 64; in a block, lane j (ids = j mod 8) is
-//           summed in id order, the eight lane sums are added as
+//     w_i = 2^((x_i - m) * s2), in T, where s2 = s * log2(e) rounded to T:
+//           the library's own exp2 (below), a fixed sequence of IEEE
+//           operations that gives the same bits in scalar and SIMD code, with
+//           every compiler, libm and optimisation level; 0 when the exponent
+//           is <= -126 (float) or -1022 (double), and for masked tokens;
+//     Z   = the sum of the w_i in a fixed order: ids are cut into blocks of
+//           64; in a block, lane j (ids = j mod 8) is summed in T in id
+//           order, the eight lane sums are converted to double and added as
 //           ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), and the block sums are added
-//           in block order;
-//     p_i = w_i / Z,   log p_i = d_i - log(Z)   (in double).
+//           in double in block order;
+//     p_i = w_i / Z,   log p_i = log(w_i / Z)   (in double).
 //   The weights are as precise as the row: a float row's logits carry
 //   relative errors of 6e-8 already. The blocked order is what a SIMD loop
 //   computes, so vectorised and scalar code give the same Z.
@@ -56,10 +56,17 @@ namespace xsampler
 {
     namespace detail
     {
+        // The kernels work on vectors of at most 8 floats (the 8 lanes of the
+        // blocked sum); on wider machines (AVX-512) they use AVX2.
+#if XSIMD_WITH_AVX512F
+        using kernel_arch = xsimd::avx2;
+#else
+        using kernel_arch = xsimd::default_arch;
+#endif
         template <class T>
-        using batch = xsimd::batch<T>;
+        using batch = xsimd::batch<T, kernel_arch>;
 
-        // --- exp_nonpos: one sequence of operations for scalars and batches ---
+        // --- exp2_nonpos: one sequence of operations for scalars and batches ---
 
         template <class T>
         struct exp_constants;
@@ -68,35 +75,42 @@ namespace xsampler
         struct exp_constants<float>
         {
             using bits = std::uint32_t;
-            static constexpr float limit = -87.3f;  // below: 0 (2^k would leave the normal range)
-            static constexpr float log2e = 1.44269504088896341f;
+            static constexpr float limit = -126.0f;      // 2^t at or below: 0 (2^k stays normal above)
             static constexpr float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-            static constexpr float ln2_hi = 0.693359375f;
-            static constexpr float ln2_lo = -2.12194440e-4f;
             static constexpr int mantissa = 23;
             static constexpr bits bias = 127;
-            // Taylor coefficients of exp(r), highest degree first (degree 7).
-            static constexpr float poly[] = {1.0f / 5040.0f, 1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f,
-                                             1.0f / 6.0f, 0.5f, 1.0f, 1.0f};
+            // 2^f on [-1/2, 1/2]: Chebyshev interpolant of degree 6, lowest
+            // degree first (relative error 2e-8 before rounding).
+            static constexpr float poly[] = {1.0f,           0.693147182f,   0.240226507f,    0.0555032715f,
+                                             0.00961805694f, 0.0013400428f, 0.000154614449f};
         };
 
         template <>
         struct exp_constants<double>
         {
             using bits = std::uint64_t;
-            static constexpr double limit = -708.0;
-            static constexpr double log2e = 1.4426950408889634;
+            static constexpr double limit = -1022.0;
             static constexpr double magic = 6755399441055744.0;  // 1.5 * 2^52
-            static constexpr double ln2_hi = 6.93147180369123816490e-01;
-            static constexpr double ln2_lo = 1.90821492927058770002e-10;
             static constexpr int mantissa = 52;
             static constexpr bits bias = 1023;
-            static constexpr double poly[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0,
-                                              1.0 / 3628800.0,    1.0 / 362880.0,    1.0 / 40320.0,
-                                              1.0 / 5040.0,       1.0 / 720.0,       1.0 / 120.0,
-                                              1.0 / 24.0,         1.0 / 6.0,         0.5,
-                                              1.0,                1.0};
+            // 2^f = exp(f ln2): Taylor coefficients ln2^n / n!, degree 13.
+            static constexpr double poly[] = {1.0,
+                                              6.931471805599453094e-01,
+                                              2.402265069591007123e-01,
+                                              5.550410866482157995e-02,
+                                              9.618129107628477161e-03,
+                                              1.333355814642844343e-03,
+                                              1.540353039338160995e-04,
+                                              1.525273380405984001e-05,
+                                              1.321548679014430912e-06,
+                                              1.017808600923969859e-07,
+                                              7.054911620801123330e-09,
+                                              4.445538271870811497e-10,
+                                              2.567843599348820539e-11,
+                                              1.369148885390412878e-12};
         };
+
+        constexpr double log2e = 1.4426950408889634074;
 
         template <class T>
         typename exp_constants<T>::bits to_bits(T x) noexcept
@@ -123,42 +137,50 @@ namespace xsampler
             return xsimd::bitwise_cast<xsimd::batch<T, A>>(b);
         }
 
-        /// exp(x) for limit < x <= 0, within 2 ulp, as a fixed sequence of IEEE
-        /// operations: x = k ln2 + r with k = round(x log2e) (by adding 1.5 *
-        /// 2^mantissa), Cody-Waite r = (x - k ln2_hi) - k ln2_lo, the Taylor
-        /// polynomial of exp(r) in Horner form, then times 2^k built from bits.
-        /// V is T or xsimd::batch<T>; the lanes of a batch get exactly the
-        /// scalar results.
+        /// 2^t for limit < t <= 0, as a fixed sequence of IEEE operations:
+        /// k = round(t) (by adding 1.5 * 2^mantissa), f = t - k in [-1/2, 1/2]
+        /// (exact), 2^f by its polynomial in Horner form, times 2^k built from
+        /// bits. Relative error within 2 ulp. V is T or xsimd::batch<T>; the
+        /// lanes of a batch get exactly the scalar results.
         template <class T, class V>
-        V exp_core(V x) noexcept
+        V exp2_core(V t) noexcept
         {
             using c = exp_constants<T>;
-            const V shifted = x * V(c::log2e) + V(c::magic);
-            const V k = shifted - V(c::magic);
-            const V r = (x - k * V(c::ln2_hi)) - k * V(c::ln2_lo);
-            V p(c::poly[0]);
-            for (std::size_t i = 1; i < sizeof(c::poly) / sizeof(c::poly[0]); ++i)
+            const V shifted = t + V(c::magic);
+            const V f = t - (shifted - V(c::magic));
+            constexpr std::size_t count = sizeof(c::poly) / sizeof(c::poly[0]);
+            V p(c::poly[count - 1]);
+            for (std::size_t i = count - 1; i-- > 0;)
             {
-                p = V(c::poly[i]) + r * p;
+                p = V(c::poly[i]) + f * p;
             }
             // The low bits of `shifted` hold k; 2^k = (k + bias) << mantissa.
             using K = decltype(to_bits(shifted));
-            const K ki = to_bits(shifted) - K(to_bits(T(c::magic)));
-            return p * from_bits<T>(K((ki + K(c::bias)) << c::mantissa));
+            const K k = to_bits(shifted) - K(to_bits(T(c::magic)));
+            return p * from_bits<T>(K((k + K(c::bias)) << c::mantissa));
         }
 
-        /// exp(x) for x <= 0 or -inf; 0 at or below the limit.
+        /// 2^t for t <= 0 or -inf; 0 at or below the limit (and for NaN).
         template <class T>
-        T exp_nonpos(T x) noexcept
+        T exp2_nonpos(T t) noexcept
         {
-            return x > exp_constants<T>::limit ? exp_core<T>(x) : T(0);
+            return t > exp_constants<T>::limit ? exp2_core<T>(t) : T(0);
         }
         template <class T, class A>
-        xsimd::batch<T, A> exp_nonpos(xsimd::batch<T, A> x) noexcept
+        xsimd::batch<T, A> exp2_nonpos(xsimd::batch<T, A> t) noexcept
         {
+            // Lanes at or below the limit compute garbage, then are zeroed.
             using V = xsimd::batch<T, A>;
-            const V lim(exp_constants<T>::limit);
-            return xsimd::select(x > lim, exp_core<T>(xsimd::max(x, lim)), V(T(0)));
+            return xsimd::select(t > V(exp_constants<T>::limit), exp2_core<T>(t), V(T(0)));
+        }
+
+        /// exp(d) for d <= 0: 2^(d log2e), log2e rounded to T. Within a few ulp
+        /// plus |d| ulp (the rounding of d log2e; a float logit of size |d|
+        /// carries that much error already).
+        template <class T>
+        T exp_nonpos(T d) noexcept
+        {
+            return exp2_nonpos(d * T(log2e));
         }
 
         // --- the blocked sum ---
@@ -173,20 +195,24 @@ namespace xsampler
             double sum;
         };
 
-        inline double combine_lanes(const double (&l)[lanes]) noexcept
+        template <class T>
+        double combine_lanes(const T (&l)[lanes]) noexcept
         {
-            return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+            const double d[lanes] = {l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]};
+            return ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
         }
 
         /// Accumulates weights given in increasing id order into the blocked
-        /// sum of the contract; ids that are skipped count as weight 0. With a
-        /// `record` vector, every block of positive sum is appended to it.
+        /// sum of the contract (lanes in T, blocks in double); ids that are
+        /// skipped count as weight 0. With a `record` vector, every block of
+        /// positive sum is appended to it.
+        template <class T>
         class blocked_sum
         {
         public:
             explicit blocked_sum(std::vector<block_total>* record = nullptr) noexcept : m_record(record) {}
 
-            void add(std::size_t id, double w) noexcept
+            void add(std::size_t id, T w) noexcept
             {
                 const std::size_t b = id / block_size;
                 if (b != m_block)
@@ -197,12 +223,12 @@ namespace xsampler
                 m_lane[id % lanes] += w;
             }
 
-            /// Adds a whole block's sum (computed elsewhere in the same order).
-            void add_block(std::size_t b, double sum)
+            /// Adds block b's lane sums (computed elsewhere in the same order).
+            void add_block(std::size_t b, const T (&lane)[lanes])
             {
                 flush();
                 m_block = b;
-                push(sum);
+                push(combine_lanes(lane));
             }
 
             double total()
@@ -215,7 +241,7 @@ namespace xsampler
             void flush()
             {
                 push(combine_lanes(m_lane));
-                std::fill(std::begin(m_lane), std::end(m_lane), 0.0);
+                std::fill(std::begin(m_lane), std::end(m_lane), T(0));
             }
 
             void push(double s)
@@ -227,63 +253,57 @@ namespace xsampler
                 }
             }
 
-            double m_lane[lanes] = {};
+            T m_lane[lanes] = {};
             double m_total = 0.0;
             std::size_t m_block = 0;
             std::vector<block_total>* m_record;
         };
 
-        /// The contract's weight of logit x at max m and scale s.
+        /// The contract's weight of logit x at max m and base-2 scale s2.
         template <class T>
-        T weight(T x, T m, T s) noexcept
+        T weight(T x, T m, T s2) noexcept
         {
-            return exp_nonpos((x - m) * s);
+            return exp2_nonpos((x - m) * s2);
         }
 
-        /// Z over a whole row at (m, s), SIMD over full blocks, scalar over
+        /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
         /// the tail: the same bits either way.
         template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T s, std::vector<block_total>* record)
+        double dense_total(const T* x, std::size_t n, T m, T s2, std::vector<block_total>* record)
         {
             using B = batch<T>;
-            using D = batch<double>;
             constexpr std::size_t width = B::size;
-            constexpr std::size_t dwidth = D::size;
-            static_assert(block_size % width == 0 && lanes % dwidth == 0, "xsampler: unsupported SIMD width");
-            blocked_sum sum(record);
+            static_assert(lanes % width == 0, "xsampler: unsupported SIMD width");
+            constexpr std::size_t groups = lanes / width;  // vectors per lane set
+            blocked_sum<T> sum(record);
             const B vm(m);
-            const B vs(s);
-            alignas(64) T w[block_size];
-            alignas(64) double lane[lanes];
+            const B vs(s2);
+            alignas(64) T lane[lanes];
             const std::size_t full = n / block_size;
             for (std::size_t b = 0; b < full; ++b)
             {
                 const T* block = x + b * block_size;
-                for (std::size_t i = 0; i < block_size; i += width)
+                B acc[groups];
+                for (std::size_t g = 0; g < groups; ++g)
                 {
-                    exp_nonpos((B::load_unaligned(block + i) - vm) * vs).store_aligned(w + i);
+                    acc[g] = exp2_nonpos((B::load_unaligned(block + g * width) - vm) * vs);
                 }
-                D acc[lanes / dwidth];
-                for (auto& a : acc)
+                for (std::size_t t = lanes; t < block_size; t += lanes)
                 {
-                    a = D(0.0);
-                }
-                for (std::size_t t = 0; t < block_size; t += lanes)
-                {
-                    for (std::size_t a = 0; a < lanes / dwidth; ++a)
+                    for (std::size_t g = 0; g < groups; ++g)
                     {
-                        acc[a] += D::load_aligned(w + t + a * dwidth);
+                        acc[g] += exp2_nonpos((B::load_unaligned(block + t + g * width) - vm) * vs);
                     }
                 }
-                for (std::size_t a = 0; a < lanes / dwidth; ++a)
+                for (std::size_t g = 0; g < groups; ++g)
                 {
-                    acc[a].store_aligned(lane + a * dwidth);
+                    acc[g].store_aligned(lane + g * width);
                 }
-                sum.add_block(b, combine_lanes(lane));
+                sum.add_block(b, lane);
             }
             for (std::size_t i = full * block_size; i < n; ++i)
             {
-                sum.add(i, weight(x[i], m, s));
+                sum.add(i, weight(x[i], m, s2));
             }
             return sum.total();
         }
@@ -332,11 +352,10 @@ namespace xsampler
         {
             T max;
             token_id argmax;
-            std::size_t unmasked;
         };
 
-        /// One pass: validates the row, finds its max and counts its unmasked
-        /// tokens (SIMD); then finds the first index of the max (ties: lowest).
+        /// One pass (SIMD): validates the row and finds its max; then finds
+        /// the first index of the max (ties: the lowest id).
         template <class T>
         row_stats<T> scan_row(row_ref<T> row)
         {
@@ -350,43 +369,31 @@ namespace xsampler
                                      " tokens is longer than token_id can index");
             }
             using B = batch<T>;
-            using I = xsimd::batch<typename exp_constants<T>::bits>;
             constexpr std::size_t width = B::size;
             constexpr T inf = std::numeric_limits<T>::infinity();
             const T* x = row.data;
             const std::size_t n = row.size;
             const std::size_t vec_end = n - n % (2 * width);
             B mx0(-inf), mx1(-inf);
-            I masked(0);  // minus the count of -inf per lane (a true lane's bits are all ones)
-            auto bad = B(T(0)) != B(T(0));
+            auto nan = mx0 != mx0;  // a NaN seen (+inf shows in the max)
             for (std::size_t i = 0; i < vec_end; i += 2 * width)
             {
                 const B a = B::load_unaligned(x + i);
                 const B b = B::load_unaligned(x + i + width);
                 mx0 = xsimd::max(mx0, a);
                 mx1 = xsimd::max(mx1, b);
-                bad = bad | !(a < B(inf)) | !(b < B(inf));
-                masked += xsimd::bitwise_cast<I>(xsimd::select(a == B(-inf), B(from_bits<T>(~typename exp_constants<T>::bits(0))), B(T(0))));
-                masked += xsimd::bitwise_cast<I>(xsimd::select(b == B(-inf), B(from_bits<T>(~typename exp_constants<T>::bits(0))), B(T(0))));
+                nan = nan | (a != a) | (b != b);
             }
-            alignas(64) T lanes_max[width];
-            xsimd::max(mx0, mx1).store_aligned(lanes_max);
-            T best = *std::max_element(lanes_max, lanes_max + width);
-            alignas(64) typename exp_constants<T>::bits lanes_masked[width];
-            masked.store_aligned(lanes_masked);
-            std::size_t masked_count = 0;
-            for (const auto c : lanes_masked)
-            {
-                masked_count += std::size_t(typename exp_constants<T>::bits(0) - c);
-            }
-            bool any_bad = xsimd::any(bad);
+            alignas(64) T lane_max[width];
+            xsimd::max(mx0, mx1).store_aligned(lane_max);
+            T best = *std::max_element(lane_max, lane_max + width);
+            bool any_nan = xsimd::any(nan);
             for (std::size_t i = vec_end; i < n; ++i)
             {
-                any_bad = any_bad || !(x[i] < inf);
-                masked_count += x[i] == -inf;
+                any_nan = any_nan || x[i] != x[i];
                 best = std::max(best, x[i]);
             }
-            if (any_bad)
+            if (any_nan || best == inf)
             {
                 for (std::size_t i = 0; i < n; ++i)
                 {
@@ -402,14 +409,15 @@ namespace xsampler
                 throw invalid_logits("logits: every token is masked (-inf)");
             }
             std::size_t arg = 0;
-            for (const B vbest(best); arg + width <= n && !xsimd::any(B::load_unaligned(x + arg) == vbest); arg += width)
+            for (const B vbest(best); arg + width <= n && !xsimd::any(B::load_unaligned(x + arg) == vbest);
+                 arg += width)
             {
             }
             while (x[arg] != best)
             {
                 ++arg;
             }
-            return {best, token_id(arg), n - masked_count};
+            return {best, token_id(arg)};
         }
     }
 }

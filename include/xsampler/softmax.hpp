@@ -25,7 +25,8 @@ namespace xsampler
         return double(c.max_logit()) + std::log(c.total_weight());
     }
 
-    /// log p_i for every token (-inf for masked tokens).
+    /// log p_i for every token (-inf for masked tokens), computed as
+    /// (x_i - m) - log Z, so it stays accurate where p_i underflows.
     template <class E>
     xt::xtensor<double, 1> log_softmax(const xt::xexpression<E>& logits)
     {
