@@ -23,7 +23,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "row.hpp"
@@ -60,6 +62,8 @@ namespace xsampler
             m_row = detail::contiguous_row(logits, m_scratch);
             const auto stats = detail::scan_row(m_row);
             m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
+            m_weights.reserve(m_row.size);
+            m_bits.reserve(m_row.size / 64 + 1);
             m_blocks.reserve(m_row.size / detail::block_size + 1);
             m_max = stats.max;
             m_argmax = stats.argmax;
@@ -128,28 +132,31 @@ namespace xsampler
         void become_sparse(bool rank_sorted, bool id_sorted) noexcept
         {
             m_dense = false;
+            m_bits_valid = false;
             m_size = m_items.size();
             m_rank_sorted = rank_sorted;
             m_id_sorted = id_sorted;
         }
 
-        /// Calls f(id, logit) for every kept token in increasing id order
-        /// (sorting a sparse set by id first).
+        /// Calls f(id, logit) for every kept token in increasing id order. A
+        /// short sparse list is sorted by id; a long one is walked through a
+        /// bitmap of its ids (O(n + V/64), no sort).
         template <class F>
         void for_each_by_id(F&& f)
         {
             if (m_dense)
             {
-                for (std::size_t i = 0; i < m_row.size; ++i)
+                for_each_unmasked(0, m_row.size, f);
+                return;
+            }
+            if (use_bitmap())
+            {
+                for (std::size_t b = 0; b < m_bits.size(); ++b)
                 {
-                    if (m_row.data[i] != -std::numeric_limits<T>::infinity())
-                    {
-                        f(token_id(i), m_row.data[i]);
-                    }
+                    for_each_bit(b, f);
                 }
                 return;
             }
-            sort_by_id();
             for (const auto& item : m_items)
             {
                 f(item.id, item.logit);
@@ -162,22 +169,19 @@ namespace xsampler
         void for_each_in_block(std::size_t b, F&& f)
         {
             const std::size_t lo = b * detail::block_size;
-            const std::size_t hi = std::min(lo + detail::block_size, m_row.size);
             if (m_dense)
             {
-                for (std::size_t i = lo; i < hi; ++i)
-                {
-                    if (m_row.data[i] != -std::numeric_limits<T>::infinity())
-                    {
-                        f(token_id(i), m_row.data[i]);
-                    }
-                }
+                for_each_unmasked(lo, std::min(lo + detail::block_size, m_row.size), f);
                 return;
             }
-            sort_by_id();
+            if (use_bitmap())
+            {
+                for_each_bit(b, f);
+                return;
+            }
             auto it = std::lower_bound(m_items.begin(), m_items.end(), lo,
                                        [](const scored<T>& s, std::size_t id) { return std::size_t(s.id) < id; });
-            for (; it != m_items.end() && std::size_t(it->id) < hi; ++it)
+            for (; it != m_items.end() && std::size_t(it->id) < lo + detail::block_size; ++it)
             {
                 f(it->id, it->logit);
             }
@@ -194,16 +198,79 @@ namespace xsampler
         }
         const std::vector<detail::block_total>& block_totals() const noexcept { return m_blocks; }
 
-    private:
-        void sort_by_id()
+        /// Dense sets: Z, also storing every token's weight (weights()).
+        double total_weight_keeping_weights()
         {
-            if (!m_id_sorted)
+            m_weights.resize(m_row.size);
+            return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), nullptr, m_weights.data());
+        }
+        /// The weights stored by total_weight_keeping_weights, by id.
+        const std::vector<T>& weights() const noexcept { return m_weights; }
+        /// Scratch for filters that bucket the row (top-p); reused across calls.
+        std::vector<double>& bucket_mass() noexcept { return m_bucket_mass; }
+        /// Scratch of vocab() uninitialised entries for branch-free gathers.
+        scored<T>* gather_buffer()
+        {
+            if (m_gather_size < m_row.size)
+            {
+                m_gather.reset(new scored<T>[m_row.size]);
+                m_gather_size = m_row.size;
+            }
+            return m_gather.get();
+        }
+
+    private:
+        static_assert(detail::block_size == 64, "one bitmap word per block");
+
+        template <class F>
+        void for_each_unmasked(std::size_t lo, std::size_t hi, F& f) const
+        {
+            for (std::size_t i = lo; i < hi; ++i)
+            {
+                if (m_row.data[i] != -std::numeric_limits<T>::infinity())
+                {
+                    f(token_id(i), m_row.data[i]);
+                }
+            }
+        }
+
+        template <class F>
+        void for_each_bit(std::size_t word, F& f) const
+        {
+            for (std::uint64_t bits = m_bits[word]; bits != 0; bits &= bits - 1)
+            {
+                const std::size_t id = word * 64 + std::size_t(__builtin_ctzll(bits));
+                f(token_id(id), m_row.data[id]);
+            }
+        }
+
+        // Sparse sets: orders the ids for a walk — a sort for a short list,
+        // else a bitmap of the ids (built once per change of the list).
+        // Returns whether the bitmap is the way.
+        bool use_bitmap()
+        {
+            if (m_id_sorted)
+            {
+                return false;
+            }
+            if (m_items.size() <= 512)
             {
                 std::sort(m_items.begin(), m_items.end(),
                           [](const scored<T>& a, const scored<T>& b) { return a.id < b.id; });
                 m_id_sorted = true;
                 m_rank_sorted = m_items.size() <= 1;
+                return false;
             }
+            if (!m_bits_valid)
+            {
+                m_bits.assign(m_row.size / 64 + 1, 0);
+                for (const auto& item : m_items)
+                {
+                    m_bits[std::size_t(item.id) / 64] |= std::uint64_t(1) << (std::size_t(item.id) % 64);
+                }
+                m_bits_valid = true;
+            }
+            return true;
         }
 
         double sum_weights(std::vector<detail::block_total>* record)
@@ -223,6 +290,12 @@ namespace xsampler
         std::vector<T> m_scratch;
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;
+        std::vector<T> m_weights;
+        std::vector<double> m_bucket_mass;
+        std::vector<std::uint64_t> m_bits;
+        bool m_bits_valid = false;
+        std::unique_ptr<scored<T>[]> m_gather;
+        std::size_t m_gather_size = 0;
         T m_max = 0;
         token_id m_argmax = 0;
         std::size_t m_size = 0;
@@ -250,7 +323,7 @@ namespace xsampler
             {
                 return;
             }
-            const std::size_t cap = std::max<std::size_t>(2 * k, 512);
+            const std::size_t cap = std::max<std::size_t>(2 * k, 128);
             T tau = -std::numeric_limits<T>::infinity();
             const auto shrink = [&] {
                 std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), ranks_before<T>);
@@ -274,12 +347,22 @@ namespace xsampler
             const std::size_t vec_end = n - n % group;
             for (std::size_t i = 0; i < vec_end; i += group)
             {
-                const B m = xsimd::max(xsimd::max(B::load_unaligned(x + i), B::load_unaligned(x + i + width)),
-                                       xsimd::max(B::load_unaligned(x + i + 2 * width),
-                                                  B::load_unaligned(x + i + 3 * width)));
-                if (xsimd::any(m > B(tau)))
+                const B a = B::load_unaligned(x + i);
+                const B b = B::load_unaligned(x + i + width);
+                const B c = B::load_unaligned(x + i + 2 * width);
+                const B d = B::load_unaligned(x + i + 3 * width);
+                const B t(tau);
+                if (xsimd::any(xsimd::max(xsimd::max(a, b), xsimd::max(c, d)) > t))
                 {
-                    scan(i, i + group);
+                    // Look closer, one vector at a time.
+                    const bool hit[] = {xsimd::any(a > t), xsimd::any(b > t), xsimd::any(c > t), xsimd::any(d > t)};
+                    for (std::size_t v = 0; v < 4; ++v)
+                    {
+                        if (hit[v])
+                        {
+                            scan(i + v * width, i + (v + 1) * width);
+                        }
+                    }
                 }
             }
             scan(vec_end, n);

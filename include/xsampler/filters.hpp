@@ -134,52 +134,134 @@ namespace xsampler
             {
                 return;
             }
-            const double target = (m_p - mass_slack) * c.total_weight();
-            auto& items = c.items();
-            double cum = 0.0;
             if (c.dense())
             {
-                // Rank a window of the best W (selection, O(V)), sort only
-                // those, and stop as soon as the running mass reaches the
-                // target; a window too small for the nucleus is grown 8x.
-                for (std::size_t window = 256;; window *= 8)
-                {
-                    detail::select_top(c.row(), c.vocab(), window, items);
-                    std::sort(items.begin(), items.end(), ranks_before<T>);
-                    cum = 0.0;
-                    if (keep_prefix(c, 0, items.size(), target, cum) || items.size() < window)
-                    {
-                        break;  // found, or the window held every token
-                    }
-                }
-                c.become_sparse(true, items.size() <= 1);
+                dense_nucleus(c);
                 return;
             }
+            // A short list: sort it and cut.
+            const double target = (m_p - mass_slack) * c.total_weight();
+            auto& items = c.items();
             if (!c.rank_sorted())
             {
                 std::sort(items.begin(), items.end(), ranks_before<T>);
             }
-            keep_prefix(c, 0, items.size(), target, cum);
+            double cum = 0.0;
+            keep_prefix(c, items.begin(), items.end(), target, cum);
             c.become_sparse(true, items.size() <= 1);
         }
 
     private:
         // Adds the weights of ranked items [from, to) to `cum`; at the first
         // that brings it to the target, cuts the list after it and returns true.
-        template <class T>
-        static bool keep_prefix(candidates<T>& c, std::size_t from, std::size_t to, double target, double& cum)
+        template <class T, class It>
+        static bool keep_prefix(candidates<T>& c, It from, It to, double target, double& cum)
         {
-            auto& items = c.items();
-            for (std::size_t i = from; i < to; ++i)
+            for (It it = from; it != to; ++it)
             {
-                cum += double(c.weight(items[i].logit));
+                cum += double(c.weight(it->logit));
                 if (cum >= target)
                 {
-                    items.resize(i + 1);
+                    c.items().erase(it + 1, c.items().end());
                     return true;
                 }
             }
             return false;
+        }
+
+        // The nucleus of a whole row in O(V + n log n) for a nucleus of n
+        // tokens, without sorting the row:
+        //  1. one SIMD pass computes Z and keeps every weight;
+        //  2. tail bound: tokens lighter than (Z - target) / V hold less than
+        //     Z - target together, so the nucleus is among the heavier ones (G);
+        //  3. G is bucketed by the top bits of each weight's representation
+        //     (monotone in the weight, so in the rank: 4 buckets an octave);
+        //     the bucket masses locate the bucket where the running mass
+        //     crosses the target;
+        //  4. only that bucket is sorted by rank and walked token by token.
+        // Masses are summed in double: per bucket in id order, then bucket by
+        // bucket, then token by token in the crossing bucket. That differs from
+        // one running sum in rank order only in rounding, which can decide
+        // only when a prefix's mass is within ~1e-15 Z of the target.
+        template <class T>
+        void dense_nucleus(candidates<T>& c) const
+        {
+            using bits = typename detail::exp_constants<T>::bits;
+            constexpr int shift = detail::exp_constants<T>::mantissa - 2;
+            const double z = c.total_weight_keeping_weights();
+            const double target = (m_p - mass_slack) * z;
+            const T* w = c.weights().data();
+            const T* x = c.row();
+            const std::size_t n = c.vocab();
+
+            T floor_w = std::nextafter(T((z - target) / double(n)), T(0));
+            floor_w = std::max(floor_w, std::numeric_limits<T>::min());
+            const bits low = detail::to_bits(floor_w) >> shift;
+            const auto key = [&](const scored<T>& s) { return (detail::to_bits(w[s.id]) >> shift) - low; };
+            // Gather G, branch-free, from the vectors that hold any of it.
+            scored<T>* out = c.gather_buffer();
+            std::size_t count = 0;
+            const auto take = [&](std::size_t j) {
+                out[count] = {x[j], token_id(j)};
+                count += w[j] >= floor_w;
+            };
+            using B = detail::batch<T>;
+            const std::size_t vec_end = n - n % B::size;
+            for (std::size_t i = 0; i < vec_end; i += B::size)
+            {
+                if (xsimd::any(B::load_unaligned(w + i) >= B(floor_w)))
+                {
+                    for (std::size_t j = i; j < i + B::size; ++j)
+                    {
+                        take(j);
+                    }
+                }
+            }
+            for (std::size_t j = vec_end; j < n; ++j)
+            {
+                take(j);
+            }
+            auto& items = c.items();
+            items.assign(out, out + count);
+
+            auto& mass = c.bucket_mass();
+            mass.reserve(std::size_t((detail::to_bits(T(1)) >> shift) -
+                                     (detail::to_bits(std::numeric_limits<T>::min()) >> shift) + 1));
+            mass.assign(std::size_t((detail::to_bits(T(1)) >> shift) - low + 1), 0.0);
+            for (const auto& s : items)
+            {
+                mass[key(s)] += double(w[s.id]);
+            }
+            double cum = 0.0;
+            for (std::size_t b = mass.size(); b-- > 0;)
+            {
+                if (mass[b] == 0.0 || cum + mass[b] < target)
+                {
+                    cum += mass[b];
+                    continue;
+                }
+                // The crossing bucket: everything heavier, then this bucket
+                // in rank order until the target.
+                const auto heavier = std::partition(items.begin(), items.end(), [&](const scored<T>& s) { return key(s) > b; });
+                const auto here = std::partition(heavier, items.end(), [&](const scored<T>& s) { return key(s) == b; });
+                std::sort(heavier, here, ranks_before<T>);
+                if (keep_prefix(c, heavier, here, target, cum))
+                {
+                    c.become_sparse(false, items.size() <= 1);
+                    return;
+                }
+            }
+            // Rounding left the mass of G short of the target: keep every token.
+            items.clear();
+            items.reserve(n);
+            for (std::size_t j = 0; j < n; ++j)
+            {
+                if (x[j] != -std::numeric_limits<T>::infinity())
+                {
+                    items.push_back({x[j], token_id(j)});
+                }
+            }
+            c.become_sparse(false, true);
         }
 
         double m_p;

@@ -267,9 +267,11 @@ namespace xsampler
         }
 
         /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
-        /// the tail: the same bits either way.
+        /// the tail: the same bits either way. With `w_out`, every weight is
+        /// also stored there (n of them).
         template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T s2, std::vector<block_total>* record)
+        double dense_total(const T* x, std::size_t n, T m, T s2, std::vector<block_total>* record,
+                           T* w_out = nullptr)
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
@@ -284,15 +286,16 @@ namespace xsampler
             {
                 const T* block = x + b * block_size;
                 B acc[groups];
-                for (std::size_t g = 0; g < groups; ++g)
-                {
-                    acc[g] = exp2_nonpos((B::load_unaligned(block + g * width) - vm) * vs);
-                }
-                for (std::size_t t = lanes; t < block_size; t += lanes)
+                for (std::size_t t = 0; t < block_size; t += lanes)
                 {
                     for (std::size_t g = 0; g < groups; ++g)
                     {
-                        acc[g] += exp2_nonpos((B::load_unaligned(block + t + g * width) - vm) * vs);
+                        const B w = exp2_nonpos((B::load_unaligned(block + t + g * width) - vm) * vs);
+                        acc[g] = t == 0 ? w : acc[g] + w;
+                        if (w_out != nullptr)
+                        {
+                            w.store_unaligned(w_out + b * block_size + t + g * width);
+                        }
                     }
                 }
                 for (std::size_t g = 0; g < groups; ++g)
@@ -303,7 +306,12 @@ namespace xsampler
             }
             for (std::size_t i = full * block_size; i < n; ++i)
             {
-                sum.add(i, weight(x[i], m, s2));
+                const T w = weight(x[i], m, s2);
+                sum.add(i, w);
+                if (w_out != nullptr)
+                {
+                    w_out[i] = w;
+                }
             }
             return sum.total();
         }
