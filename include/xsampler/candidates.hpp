@@ -25,7 +25,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <vector>
 
 #include "row.hpp"
@@ -208,17 +207,6 @@ namespace xsampler
         const std::vector<T>& weights() const noexcept { return m_weights; }
         /// Scratch for filters that bucket the row (top-p); reused across calls.
         std::vector<double>& bucket_mass() noexcept { return m_bucket_mass; }
-        /// Scratch of vocab() uninitialised entries for branch-free gathers.
-        scored<T>* gather_buffer()
-        {
-            if (m_gather_size < m_row.size)
-            {
-                m_gather.reset(new scored<T>[m_row.size]);
-                m_gather_size = m_row.size;
-            }
-            return m_gather.get();
-        }
-
     private:
         static_assert(detail::block_size == 64, "one bitmap word per block");
 
@@ -294,8 +282,6 @@ namespace xsampler
         std::vector<double> m_bucket_mass;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
-        std::unique_ptr<scored<T>[]> m_gather;
-        std::size_t m_gather_size = 0;
         T m_max = 0;
         token_id m_argmax = 0;
         std::size_t m_size = 0;
@@ -330,16 +316,13 @@ namespace xsampler
                 out.resize(k);
                 tau = out[k - 1].logit;
             };
-            const auto scan = [&](std::size_t lo, std::size_t hi) {
-                for (std::size_t i = lo; i < hi; ++i)
+            const auto take = [&](std::size_t i) {
+                if (x[i] > tau)
                 {
-                    if (x[i] > tau)
+                    out.push_back({x[i], token_id(i)});
+                    if (out.size() == cap)
                     {
-                        out.push_back({x[i], token_id(i)});
-                        if (out.size() == cap)
-                        {
-                            shrink();
-                        }
+                        shrink();
                     }
                 }
             };
@@ -354,18 +337,19 @@ namespace xsampler
                 const B t(tau);
                 if (xsimd::any(xsimd::max(xsimd::max(a, b), xsimd::max(c, d)) > t))
                 {
-                    // Look closer, one vector at a time.
-                    const bool hit[] = {xsimd::any(a > t), xsimd::any(b > t), xsimd::any(c > t), xsimd::any(d > t)};
-                    for (std::size_t v = 0; v < 4; ++v)
+                    // Look closer: the lanes above tau, one vector at a time
+                    // (tau may rise on the way; take() checks again).
+                    const B v[] = {a, b, c, d};
+                    for (std::size_t k = 0; k < 4; ++k)
                     {
-                        if (hit[v])
-                        {
-                            scan(i + v * width, i + (v + 1) * width);
-                        }
+                        for_each_bit(mask_bits(v[k] > t), i + k * width, take);
                     }
                 }
             }
-            scan(vec_end, n);
+            for (std::size_t i = vec_end; i < n; ++i)
+            {
+                take(i);
+            }
             if (out.size() > k)
             {
                 shrink();

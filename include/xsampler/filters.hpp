@@ -186,8 +186,6 @@ namespace xsampler
         template <class T>
         void dense_nucleus(candidates<T>& c) const
         {
-            using bits = typename detail::exp_constants<T>::bits;
-            constexpr int shift = detail::exp_constants<T>::mantissa - 2;
             const double z = c.total_weight_keeping_weights();
             const double target = (m_p - mass_slack) * z;
             const T* w = c.weights().data();
@@ -196,33 +194,87 @@ namespace xsampler
 
             T floor_w = std::nextafter(T((z - target) / double(n)), T(0));
             floor_w = std::max(floor_w, std::numeric_limits<T>::min());
-            const bits low = detail::to_bits(floor_w) >> shift;
+            // The tail bound is loose (it counts every lighter token at the
+            // bound). One more pass estimates the mass above 8x, 64x, 512x and
+            // 4096x the bound; the highest that clearly holds the target gives
+            // a smaller G. Only speed depends on the estimate: a G whose mass
+            // falls short is retried at the bound itself.
+            using B = detail::batch<T>;
+            const std::size_t vec_end = n - n % B::size;
+            const T steps[] = {T(4096), T(512), T(64), T(8)};
+            B above[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
+            for (std::size_t i = 0; i < vec_end; i += B::size)
+            {
+                const B v = B::load_unaligned(w + i);
+                for (std::size_t k = 0; k < 4; ++k)
+                {
+                    above[k] += xsimd::select(v >= B(floor_w * steps[k]), v, B(T(0)));
+                }
+            }
+            T start = floor_w;
+            for (std::size_t k = 0; k < 4; ++k)
+            {
+                if (double(xsimd::hadd(above[k])) >= 1.01 * target)
+                {
+                    start = floor_w * steps[k];
+                    break;
+                }
+            }
+            for (T lower = start;; lower = floor_w)
+            {
+                if (nucleus_above(c, lower, target))
+                {
+                    return;
+                }
+                if (lower == floor_w)
+                {
+                    break;
+                }
+            }
+            // Rounding left the mass of G short of the target: keep every token.
+            auto& items = c.items();
+            items.clear();
+            items.reserve(n);
+            for (std::size_t j = 0; j < n; ++j)
+            {
+                if (x[j] != -std::numeric_limits<T>::infinity())
+                {
+                    items.push_back({x[j], token_id(j)});
+                }
+            }
+            c.become_sparse(false, true);
+        }
+
+        // The nucleus among G = the tokens of weight >= lower (a prefix of
+        // the rank), if the mass of G reaches the target.
+        template <class T>
+        bool nucleus_above(candidates<T>& c, T lower, double target) const
+        {
+            using bits = typename detail::exp_constants<T>::bits;
+            constexpr int shift = detail::exp_constants<T>::mantissa - 2;
+            const T* w = c.weights().data();
+            const T* x = c.row();
+            const std::size_t n = c.vocab();
+            const bits low = detail::to_bits(lower) >> shift;
             const auto key = [&](const scored<T>& s) { return (detail::to_bits(w[s.id]) >> shift) - low; };
-            // Gather G, branch-free, from the vectors that hold any of it.
-            scored<T>* out = c.gather_buffer();
-            std::size_t count = 0;
-            const auto take = [&](std::size_t j) {
-                out[count] = {x[j], token_id(j)};
-                count += w[j] >= floor_w;
-            };
+
+            // Gather G, a vector at a time.
+            auto& items = c.items();
+            items.clear();
+            const auto take = [&](std::size_t j) { items.push_back({x[j], token_id(j)}); };
             using B = detail::batch<T>;
             const std::size_t vec_end = n - n % B::size;
             for (std::size_t i = 0; i < vec_end; i += B::size)
             {
-                if (xsimd::any(B::load_unaligned(w + i) >= B(floor_w)))
-                {
-                    for (std::size_t j = i; j < i + B::size; ++j)
-                    {
-                        take(j);
-                    }
-                }
+                detail::for_each_bit(detail::mask_bits(B::load_unaligned(w + i) >= B(lower)), i, take);
             }
             for (std::size_t j = vec_end; j < n; ++j)
             {
-                take(j);
+                if (w[j] >= lower)
+                {
+                    take(j);
+                }
             }
-            auto& items = c.items();
-            items.assign(out, out + count);
 
             auto& mass = c.bucket_mass();
             mass.reserve(std::size_t((detail::to_bits(T(1)) >> shift) -
@@ -248,20 +300,10 @@ namespace xsampler
                 if (keep_prefix(c, heavier, here, target, cum))
                 {
                     c.become_sparse(false, items.size() <= 1);
-                    return;
+                    return true;
                 }
             }
-            // Rounding left the mass of G short of the target: keep every token.
-            items.clear();
-            items.reserve(n);
-            for (std::size_t j = 0; j < n; ++j)
-            {
-                if (x[j] != -std::numeric_limits<T>::infinity())
-                {
-                    items.push_back({x[j], token_id(j)});
-                }
-            }
-            c.become_sparse(false, true);
+            return false;
         }
 
         double m_p;
@@ -301,10 +343,7 @@ namespace xsampler
                 c.become_sparse(c.rank_sorted(), false);
                 return;
             }
-            // One pass in id order; a vector block whose max fails is skipped
-            // whole (keep is monotone in the logit).
             using B = detail::batch<T>;
-            constexpr std::size_t group = 4 * B::size;
             const T* x = c.row();
             const std::size_t n = c.vocab();
             const B vm(c.max_logit());
@@ -320,15 +359,21 @@ namespace xsampler
                     }
                 }
             };
+            // Four vectors at a time; a group whose max fails is skipped whole
+            // (keep is monotone in the logit).
+            constexpr std::size_t group = 4 * B::size;
             const std::size_t vec_end = n - n % group;
             for (std::size_t i = 0; i < vec_end; i += group)
             {
-                const B m = xsimd::max(xsimd::max(B::load_unaligned(x + i), B::load_unaligned(x + i + B::size)),
-                                       xsimd::max(B::load_unaligned(x + i + 2 * B::size),
-                                                  B::load_unaligned(x + i + 3 * B::size)));
-                if (xsimd::any((m - vm) * vs >= vt))
+                const B v[] = {B::load_unaligned(x + i), B::load_unaligned(x + i + B::size),
+                               B::load_unaligned(x + i + 2 * B::size), B::load_unaligned(x + i + 3 * B::size)};
+                if (xsimd::any((xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3])) - vm) * vs >= vt))
                 {
-                    scan(i, i + group);
+                    for (std::size_t k = 0; k < 4; ++k)
+                    {
+                        detail::for_each_bit(detail::mask_bits((v[k] - vm) * vs >= vt), i + k * B::size,
+                                             [&](std::size_t j) { items.push_back({x[j], token_id(j)}); });
+                    }
                 }
             }
             scan(vec_end, n);

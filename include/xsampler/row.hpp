@@ -66,6 +66,49 @@ namespace xsampler
         template <class T>
         using batch = xsimd::batch<T, kernel_arch>;
 
+        // The lanes of a comparison as bits (lane i -> bit i): one movemask
+        // instruction on x86, a store and a loop elsewhere.
+#if XSIMD_WITH_AVX
+        inline std::uint32_t movemask(__m256 r) noexcept { return std::uint32_t(_mm256_movemask_ps(r)); }
+        inline std::uint32_t movemask(__m256d r) noexcept { return std::uint32_t(_mm256_movemask_pd(r)); }
+#endif
+#if XSIMD_WITH_SSE2
+        inline std::uint32_t movemask(__m128 r) noexcept { return std::uint32_t(_mm_movemask_ps(r)); }
+        inline std::uint32_t movemask(__m128d r) noexcept { return std::uint32_t(_mm_movemask_pd(r)); }
+#endif
+        template <class M>
+        auto mask_bits(const M& m, int) noexcept -> decltype(movemask(std::declval<typename M::register_type>()))
+        {
+            return movemask(typename M::register_type(m));
+        }
+        template <class M>
+        std::uint32_t mask_bits(const M& m, long) noexcept
+        {
+            bool lane[M::size];
+            m.store_unaligned(lane);
+            std::uint32_t bits = 0;
+            for (std::size_t i = 0; i < M::size; ++i)
+            {
+                bits |= std::uint32_t(lane[i]) << i;
+            }
+            return bits;
+        }
+        template <class M>
+        std::uint32_t mask_bits(const M& m) noexcept
+        {
+            return mask_bits(m, 0);
+        }
+
+        /// Calls f(base + i) for every set bit i of `bits`, lowest first.
+        template <class F>
+        void for_each_bit(std::uint32_t bits, std::size_t base, F&& f)
+        {
+            for (; bits != 0; bits &= bits - 1)
+            {
+                f(base + std::size_t(__builtin_ctz(bits)));
+            }
+        }
+
         // --- exp2_nonpos: one sequence of operations for scalars and batches ---
 
         template <class T>
