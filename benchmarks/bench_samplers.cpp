@@ -212,6 +212,42 @@ namespace
         finish(state, row.size());
     }
 
+    // B rows of V through llama.cpp's default chain, one sampler (own
+    // parameters, own philox stream) per row, on 1 or 2 threads.
+    void BM_batch_chain(benchmark::State& state)
+    {
+        const auto batch = std::size_t(state.range(0));
+        const auto vocab = std::size_t(state.range(1));
+        const auto& row = logits(vocab, false);
+        xt::xtensor<float, 2> rows = xt::empty<float>({batch, vocab});
+        for (std::size_t r = 0; r < batch; ++r)
+        {
+            // Each row a rotation of the benchmark row: different, equally hard.
+            std::rotate_copy(row.begin(), row.begin() + std::ptrdiff_t(r * 997 % vocab), row.end(),
+                             rows.begin() + std::ptrdiff_t(r * vocab));
+        }
+        xsampler::sampling_params p;
+        p.top_k = 40;
+        p.top_p = 0.95;
+        p.min_p = 0.05;
+        p.temperature = 0.8;
+        p.order = xsampler::parse_stage_order("top_k;top_p;min_p;temperature");
+        std::vector<xsampler::sampler> samplers;
+        for (std::size_t r = 0; r < batch; ++r)
+        {
+            p.seed = r;
+            samplers.emplace_back(p);
+        }
+        std::vector<xsampler::workspace> pool(std::size_t(state.range(2)));
+        std::vector<xsampler::sampled_token> out;
+        for (auto _ : state)
+        {
+            xsampler::sample_batch(rows, samplers, pool, out);
+            benchmark::DoNotOptimize(out.data());
+        }
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(batch * vocab));
+    }
+
     void vocab_args(benchmark::internal::Benchmark* b)
     {
         for (const auto v : vocabs)
@@ -232,5 +268,7 @@ BENCHMARK(BM_sample_min_p)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
 BENCHMARK(BM_reference_sort_top_p)->Apply(vocab_args);
+// Names: BM_batch_chain/B/V/threads.
+BENCHMARK(BM_batch_chain)->Args({64, 128256, 1})->Args({64, 128256, 2})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -361,6 +361,12 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
     chain min_p_only{min_p{0.05}};
     chain plain{};
     philox4x32 rng(3);
+    xt::xtensor<TestType, 2> batch = xt::empty<TestType>({std::size_t(2), r1.size()});
+    xt::view(batch, 0, xt::all()) = r1;
+    xt::view(batch, 1, xt::all()) = r2;
+    std::vector<sampler> batch_samplers = {sampler(p), sampler(p)};
+    std::vector<workspace> one_thread(1);
+    std::vector<sampled_token> batch_out;
     const auto run_all = [&] {
         for (const auto* logits : {&r1, &r2})
         {
@@ -371,6 +377,7 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
         }
         top_p_only.sample(adapted, {}, rng);
         llama.sample(adapted, {});
+        sample_batch(batch, batch_samplers, one_thread, batch_out);
     };
     run_all();  // the first calls grow the workspaces
     const std::size_t before = allocations.load();

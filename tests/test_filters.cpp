@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <string>
 
 #include <catch2/catch.hpp>
@@ -360,4 +361,62 @@ TEST_CASE("top_p accumulates in double: exact nucleus on a 128k row", "[filters]
     CHECK(got == exact);
     CHECK(exact > 10000);
     CHECK(float_count != exact);  // why the issue asks for double
+}
+
+TEMPLATE_TEST_CASE("the fast paths keep exactly the sets of the plain algorithm on the same weights",
+                   "[filters][reference][fast]", float, double)
+{
+    // The plain algorithm: the library's own weights, every candidate sorted
+    // by rank, one running sum; against it the SIMD selection of top-k, the
+    // bucketed top-p and the vectorised min-p must agree token for token,
+    // ties at the cut and masked tokens included.
+    for (std::uint64_t seed = 100; seed < 160; ++seed)
+    {
+        const bool ties = seed % 3 == 0;
+        const std::size_t vocab = seed % 2 ? 20011 : 4096;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), ties, seed % 5 == 0 ? 0.4 : 0.0);
+        const double t = 0.4 + 0.15 * double(seed % 7);
+        const double ps[] = {0.3, 0.75, 0.9, 0.99, 0.999};
+        const double p = ps[seed % 5];
+        const std::int64_t k = std::int64_t(1 + seed % 200);
+        INFO("seed " << seed << " p " << p << " k " << k);
+
+        candidates<TestType> c;
+        c.load(r);
+        c.divide_scale(t);
+        std::vector<scored<TestType>> ranked;
+        c.for_each_by_id([&](token_id id, TestType x) { ranked.push_back({x, id}); });
+        std::sort(ranked.begin(), ranked.end(), ranks_before<TestType>);
+        const double z = c.total_weight();
+        double cum = 0.0;
+        std::size_t nucleus = ranked.size();
+        for (std::size_t i = 0; i < ranked.size(); ++i)
+        {
+            cum += double(c.weight(ranked[i].logit));
+            if (cum >= (p - top_p::mass_slack) * z)
+            {
+                nucleus = i + 1;
+                break;
+            }
+        }
+        const auto ids = [](const std::vector<scored<TestType>>& v, std::size_t n) {
+            std::set<token_id> s;
+            for (std::size_t i = 0; i < std::min(n, v.size()); ++i)
+            {
+                s.insert(v[i].id);
+            }
+            return s;
+        };
+        const auto kept = [](const distribution& d) { return std::set<token_id>(d.ids.begin(), d.ids.end()); };
+
+        CHECK(kept(chain{temperature{t}, top_p{p}}.final_distribution(r)) == ids(ranked, nucleus));
+        CHECK(kept(chain{temperature{t}, top_k{k}}.final_distribution(r)) == ids(ranked, std::size_t(k)));
+        const double m = 0.001 * double(seed % 50);
+        std::size_t above = 0;
+        while (above < ranked.size() && double(c.log_weight(ranked[above].logit)) >= std::log(m))
+        {
+            ++above;
+        }
+        CHECK(kept(chain{temperature{t}, min_p{m}}.final_distribution(r)) == ids(ranked, m == 0.0 ? ranked.size() : above));
+    }
 }

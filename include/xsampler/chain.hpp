@@ -39,22 +39,21 @@
 
 namespace xsampler
 {
-    namespace detail
+    /// The scratch memory of one sampling call: a candidates set for float
+    /// rows and one for double rows. It grows to the vocabulary once and is
+    /// reused; chains own one, and sample_batch takes one per thread.
+    class workspace
     {
-        // One workspace per logit type, so one chain serves float and double rows.
-        class workspaces
+    public:
+        template <class T>
+        candidates<T>& get() noexcept
         {
-        public:
-            template <class T>
-            candidates<T>& get() noexcept
-            {
-                return std::get<candidates<T>>(m_sets);
-            }
+            return std::get<candidates<T>>(m_sets);
+        }
 
-        private:
-            std::tuple<candidates<float>, candidates<double>> m_sets;
-        };
-    }
+    private:
+        std::tuple<candidates<float>, candidates<double>> m_sets;
+    };
 
     /// A chain of stages composed at compile time.
     template <class... Stages>
@@ -81,14 +80,14 @@ namespace xsampler
         template <class E>
         candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, token_span /*history*/)
         {
-            auto& c = m_ws.template get<detail::logit_type<E>>();
+            auto& c = m_ws.get<detail::logit_type<E>>();
             c.load(logits);
             std::apply([&](const auto&... stage) { (stage.apply(c), ...); }, m_stages);
             return c;
         }
 
         std::tuple<Stages...> m_stages;
-        detail::workspaces m_ws;
+        workspace m_ws;
     };
 
     template <class... Stages>
@@ -207,16 +206,24 @@ namespace xsampler
             return sample(logits, history, m_engine);
         }
 
+        /// Draws with the sampler's own engine, in the caller's workspace (for
+        /// many samplers sharing a few workspaces, as sample_batch does).
+        template <class E>
+        sampled_token sample(const xt::xexpression<E>& logits, token_span history, workspace& ws)
+        {
+            return draw(filter(logits, history, ws), m_engine);
+        }
+
         template <class E, class URBG>
         sampled_token sample(const xt::xexpression<E>& logits, token_span history, URBG& rng)
         {
-            return draw(filter(logits, history), rng);
+            return draw(filter(logits, history, m_ws), rng);
         }
 
         template <class E>
         distribution final_distribution(const xt::xexpression<E>& logits, token_span history = {})
         {
-            return distribution_of(filter(logits, history));
+            return distribution_of(filter(logits, history, m_ws));
         }
 
         const sampling_params& params() const noexcept { return m_params; }
@@ -224,9 +231,10 @@ namespace xsampler
 
     private:
         template <class E>
-        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, token_span /*history*/)
+        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, token_span /*history*/,
+                                                  workspace& ws) const
         {
-            auto& c = m_ws.template get<detail::logit_type<E>>();
+            auto& c = ws.get<detail::logit_type<E>>();
             c.load(logits);
             for (const stage s : m_params.order)
             {
@@ -247,7 +255,7 @@ namespace xsampler
         top_p m_top_p;
         min_p m_min_p;
         philox4x32 m_engine;
-        detail::workspaces m_ws;
+        workspace m_ws;
     };
 }
 

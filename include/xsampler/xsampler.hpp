@@ -12,5 +12,6 @@
 #include "filters.hpp"
 #include "select.hpp"
 #include "chain.hpp"
+#include "batch.hpp"
 
 #endif
