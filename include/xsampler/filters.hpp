@@ -12,19 +12,24 @@
 //   or inf: error. Temperature never changes which tokens a top-k keeps, and
 //   changes a later top-p or min-p set (it moves the mass).
 // top_k{K}
-//   Keeps the K tokens of highest rank, by selection (std::nth_element, O(V)),
-//   never a full sort. K == 0 disables it; K >= the number of candidates keeps
-//   all; ties at the cut go to the lower ids. K < 0: error.
+//   Keeps the K tokens of highest rank, by selection — on a whole row a SIMD
+//   pass with a rising threshold and std::nth_element on the few survivors
+//   (detail::select_top), on a list std::nth_element: O(V), never a full
+//   sort. K == 0 disables it; K >= the number of candidates keeps all; ties
+//   at the cut go to the lower ids. K < 0: error.
 // top_p{P}, P in (0, 1]
 //   With p_i the current probabilities (temperature so far included), keeps
 //   the shortest prefix of the rank whose mass reaches P, *inclusive* of the
 //   token that crosses P — so a confident step keeps its top token, never an
-//   empty set. Precisely: with w_i and Z as in row.hpp, and c_n the running
-//   sum of the first n weights in rank order (double, sequential), n is the
-//   least with c_n >= (P - 1e-12) * Z (all of them if rounding leaves every
-//   c_n below). The 1e-12 of slack makes a mass that equals P up to rounding
-//   count as reaching it: {.1, .2, .3, .4} at P = 0.7 keeps {.4, .3}, though
-//   0.7 has no exact binary form. The kept tokens are renormalised by the
+//   empty set. Precisely: with w_i and Z as in row.hpp, and c_n the mass of
+//   the first n ranked tokens (in double), n is the least with
+//   c_n >= (P - 1e-12) * Z (all of them if rounding leaves every c_n below).
+//   The 1e-12 of slack makes a mass that equals P up to rounding count as
+//   reaching it: {.1, .2, .3, .4} at P = 0.7 keeps {.4, .3}, though 0.7 has no
+//   exact binary form. On a list, c_n is a running sum in rank order; on a
+//   whole row, bucket masses plus a running sum in the crossing bucket
+//   (dense_nucleus, below), equal to it but for rounding that can only decide
+//   within ~1e-15 Z of the target. The kept tokens are renormalised by the
 //   draw. P == 1 keeps all. A tie group may be split: the lower ids are kept.
 //   llama.cpp accumulates in float and compares cum >= p; Hugging Face drops
 //   tokens whose cumulative mass in ascending order is <= 1 - p. Both agree
