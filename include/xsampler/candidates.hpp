@@ -68,6 +68,7 @@ namespace xsampler
             m_argmax = stats.argmax;
             m_size = unknown;
             m_scale = 1.0;
+            m_weights_current = false;
             m_dense = true;
             m_items.clear();
             m_rank_sorted = false;
@@ -107,11 +108,18 @@ namespace xsampler
         T log_weight(T logit) const noexcept { return (logit - m_max) * scale(); }
         /// The contract's weight w = 2^((x - m) s2); 1 for the argmax.
         T weight(T logit) const noexcept { return detail::weight(logit, m_max, scale2()); }
+        /// The same, read from the weights a dense pass kept while they are
+        /// current (the same bits: the kernels compute what weight() does).
+        T weight(token_id id, T logit) const noexcept
+        {
+            return m_weights_current ? m_weights[std::size_t(id)] : weight(logit);
+        }
 
         /// Divide the logits by t > 0 (deferred).
         void divide_scale(double t) noexcept
         {
             m_scale = std::min(m_scale / t, std::numeric_limits<double>::max());
+            m_weights_current = false;
         }
 
         /// Keep only the argmax (temperature 0).
@@ -201,12 +209,23 @@ namespace xsampler
         double total_weight_keeping_weights()
         {
             m_weights.resize(m_row.size);
+            m_weights_current = true;
             return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), nullptr, m_weights.data());
         }
         /// The weights stored by total_weight_keeping_weights, by id.
         const std::vector<T>& weights() const noexcept { return m_weights; }
         /// Scratch for filters that bucket the row (top-p); reused across calls.
         std::vector<double>& bucket_mass() noexcept { return m_bucket_mass; }
+        /// Scratch for vocab() ids plus `slack` (branch-free gathers write past
+        /// their count); grows once.
+        token_id* id_buffer(std::size_t slack)
+        {
+            if (m_ids.size() < m_row.size + slack)
+            {
+                m_ids.resize(m_row.size + slack);
+            }
+            return m_ids.data();
+        }
     private:
         static_assert(detail::block_size == 64, "one bitmap word per block");
 
@@ -268,7 +287,7 @@ namespace xsampler
                 return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), record);
             }
             detail::blocked_sum<T> sum(record);
-            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(logit)); });
+            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(id, logit)); });
             return sum.total();
         }
 
@@ -279,7 +298,9 @@ namespace xsampler
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;
         std::vector<T> m_weights;
+        bool m_weights_current = false;  // m_weights hold the weights at the current scale
         std::vector<double> m_bucket_mass;
+        std::vector<token_id> m_ids;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

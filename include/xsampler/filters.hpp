@@ -164,7 +164,7 @@ namespace xsampler
         {
             for (It it = from; it != to; ++it)
             {
-                cum += double(c.weight(it->logit));
+                cum += double(c.weight(it->id, it->logit));
                 if (cum >= target)
                 {
                     c.items().erase(it + 1, c.items().end());
@@ -263,22 +263,26 @@ namespace xsampler
             const bits low = detail::to_bits(lower) >> shift;
             const auto key = [&](const scored<T>& s) { return (detail::to_bits(w[s.id]) >> shift) - low; };
 
-            // Gather G, a vector at a time.
-            auto& items = c.items();
-            items.clear();
-            const auto take = [&](std::size_t j) { items.push_back({x[j], token_id(j)}); };
+            // Gather G's ids, a vector at a time, branch-free.
             using B = detail::batch<T>;
+            token_id* ids = c.id_buffer(B::size);
+            std::size_t count = 0;
             const std::size_t vec_end = n - n % B::size;
             for (std::size_t i = 0; i < vec_end; i += B::size)
             {
-                detail::for_each_bit(detail::mask_bits(B::load_unaligned(w + i) >= B(lower)), i, take);
+                count += detail::compress_bits<B::size>(detail::mask_bits(B::load_unaligned(w + i) >= B(lower)), i,
+                                                        ids + count);
             }
             for (std::size_t j = vec_end; j < n; ++j)
             {
-                if (w[j] >= lower)
-                {
-                    take(j);
-                }
+                ids[count] = token_id(j);
+                count += w[j] >= lower;
+            }
+            auto& items = c.items();
+            items.resize(count);
+            for (std::size_t k = 0; k < count; ++k)
+            {
+                items[k] = {x[ids[k]], ids[k]};
             }
 
             auto& mass = c.bucket_mass();

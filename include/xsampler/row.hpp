@@ -99,6 +99,43 @@ namespace xsampler
             return mask_bits(m, 0);
         }
 
+        /// For each W-bit mask, the positions of its set bits, in order.
+        template <std::size_t W>
+        struct compress_table
+        {
+            std::uint8_t lane[std::size_t(1) << W][W];
+            constexpr compress_table() : lane{}
+            {
+                for (std::size_t m = 0; m < (std::size_t(1) << W); ++m)
+                {
+                    std::size_t k = 0;
+                    for (std::size_t i = 0; i < W; ++i)
+                    {
+                        if ((m >> i) & 1)
+                        {
+                            lane[m][k++] = std::uint8_t(i);
+                        }
+                    }
+                }
+            }
+        };
+        template <std::size_t W>
+        constexpr compress_table<W> compress_lanes{};
+
+        /// Writes base + i for the set bits i of a W-lane mask to out[0..),
+        /// branch-free (always W entries written; out needs that much room),
+        /// and returns how many bits were set.
+        template <std::size_t W>
+        std::size_t compress_bits(std::uint32_t bits, std::size_t base, token_id* out) noexcept
+        {
+            const auto& lane = compress_lanes<W>.lane[bits];
+            for (std::size_t k = 0; k < W; ++k)
+            {
+                out[k] = token_id(base + lane[k]);
+            }
+            return std::size_t(__builtin_popcount(bits));
+        }
+
         /// Calls f(base + i) for every set bit i of `bits`, lowest first.
         template <class F>
         void for_each_bit(std::uint32_t bits, std::size_t base, F&& f)

@@ -69,7 +69,7 @@ namespace xsampler
         double run = before;
         bool crossed = false;
         c.for_each_in_block(blocks[hit].block, [&](token_id id, T logit) {
-            const double w = c.weight(logit);
+            const double w = c.weight(id, logit);
             if (crossed || !(w > 0.0))
             {
                 return;
@@ -90,7 +90,7 @@ namespace xsampler
         const double z = c.total_weight();
         std::vector<std::pair<double, token_id>> kept;
         kept.reserve(c.size());
-        c.for_each_by_id([&](token_id id, T logit) { kept.emplace_back(c.weight(logit) / z, id); });
+        c.for_each_by_id([&](token_id id, T logit) { kept.emplace_back(c.weight(id, logit) / z, id); });
         std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
             return a.first > b.first || (a.first == b.first && a.second < b.second);
         });
