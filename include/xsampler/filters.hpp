@@ -193,47 +193,21 @@ namespace xsampler
         {
             const double z = c.total_weight_keeping_weights();
             const double target = (m_p - mass_slack) * z;
-            const T* w = c.weights().data();
             const T* x = c.row();
             const std::size_t n = c.vocab();
 
             T floor_w = std::nextafter(T((z - target) / double(n)), T(0));
             floor_w = std::max(floor_w, std::numeric_limits<T>::min());
             // The tail bound is loose (it counts every lighter token at the
-            // bound). One more pass estimates the mass above 8x, 64x, 512x and
-            // 4096x the bound; the highest that clearly holds the target gives
-            // a smaller G. Only speed depends on the estimate: a G whose mass
-            // falls short is retried at the bound itself.
-            using B = detail::batch<T>;
-            const std::size_t vec_end = n - n % B::size;
-            const T steps[] = {T(4096), T(512), T(64), T(8)};
-            B above[4] = {B(T(0)), B(T(0)), B(T(0)), B(T(0))};
-            for (std::size_t i = 0; i < vec_end; i += B::size)
-            {
-                const B v = B::load_unaligned(w + i);
-                for (std::size_t k = 0; k < 4; ++k)
-                {
-                    above[k] += xsimd::select(v >= B(floor_w * steps[k]), v, B(T(0)));
-                }
-            }
-            T start = floor_w;
-            for (std::size_t k = 0; k < 4; ++k)
-            {
-                if (double(xsimd::hadd(above[k])) >= 1.01 * target)
-                {
-                    start = floor_w * steps[k];
-                    break;
-                }
-            }
-            for (T lower = start;; lower = floor_w)
+            // bound), so first try G above 8x the bound: usually still a rank
+            // prefix holding the target, and several times smaller. Only speed
+            // depends on the guess: a G whose mass falls short is retried at
+            // the bound itself.
+            for (const T lower : {T(floor_w * T(8)), floor_w})
             {
                 if (nucleus_above(c, lower, target))
                 {
                     return;
-                }
-                if (lower == floor_w)
-                {
-                    break;
                 }
             }
             // Rounding left the mass of G short of the target: keep every token.
@@ -255,6 +229,10 @@ namespace xsampler
         template <class T>
         bool nucleus_above(candidates<T>& c, T lower, double target) const
         {
+            if (!(lower <= T(1)))
+            {
+                return false;  // no weight exceeds the argmax's 1
+            }
             using bits = typename detail::exp_constants<T>::bits;
             constexpr int shift = detail::exp_constants<T>::mantissa - 2;
             const T* w = c.weights().data();
