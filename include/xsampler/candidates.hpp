@@ -160,7 +160,7 @@ namespace xsampler
             {
                 for (std::size_t b = 0; b < m_bits.size(); ++b)
                 {
-                    for_each_bit(b, f);
+                    for_each_kept_in_word(b, f);
                 }
                 return;
             }
@@ -183,7 +183,7 @@ namespace xsampler
             }
             if (use_bitmap())
             {
-                for_each_bit(b, f);
+                for_each_kept_in_word(b, f);
                 return;
             }
             auto it = std::lower_bound(m_items.begin(), m_items.end(), lo,
@@ -242,13 +242,9 @@ namespace xsampler
         }
 
         template <class F>
-        void for_each_bit(std::size_t word, F& f) const
+        void for_each_kept_in_word(std::size_t word, F& f) const
         {
-            for (std::uint64_t bits = m_bits[word]; bits != 0; bits &= bits - 1)
-            {
-                const std::size_t id = word * 64 + std::size_t(__builtin_ctzll(bits));
-                f(token_id(id), m_row.data[id]);
-            }
+            detail::for_each_bit(m_bits[word], word * 64, [&](std::size_t id) { f(token_id(id), m_row.data[id]); });
         }
 
         // Sparse sets: orders the ids for a walk — a sort for a short list,

@@ -138,11 +138,11 @@ namespace xsampler
 
         /// Calls f(base + i) for every set bit i of `bits`, lowest first.
         template <class F>
-        void for_each_bit(std::uint32_t bits, std::size_t base, F&& f)
+        void for_each_bit(std::uint64_t bits, std::size_t base, F&& f)
         {
             for (; bits != 0; bits &= bits - 1)
             {
-                f(base + std::size_t(__builtin_ctz(bits)));
+                f(base + std::size_t(__builtin_ctzll(bits)));
             }
         }
 
