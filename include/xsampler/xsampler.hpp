@@ -13,5 +13,8 @@
 #include "select.hpp"
 #include "chain.hpp"
 #include "batch.hpp"
+#include "generate.hpp"
+#include "beam_search.hpp"
+#include "vote.hpp"
 
 #endif
