@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
@@ -270,6 +271,129 @@ TEST_CASE("xsampler: every bad input is one line on stderr and a non-zero exit",
     check_error("sample --logits " + good, "--seed is required");
     check_error("sample --logits " + good + " --seed 1 -n 0", "-n: must be >= 1, got 0");
     check_error("", "subcommand");
+}
+
+TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the stop reason", "[cli][decode]")
+{
+    xt::xtensor<float, 2> t = xt::empty<float>({6, 6});
+    for (std::size_t r = 0; r < 6; ++r)
+    {
+        xt::view(t, r, xt::all()) = test_helpers::random_row<float>(6, 70 + r, 1.5);
+    }
+    const auto file = write_npy("markov.npy", t);
+    const auto r = run("generate --transitions " + file + " --bos 2 --eos 0 --seed 9 --max-tokens 40 --temp 0.8 "
+                       "--top-logprobs 2 --json");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+
+    // The library with the same parameters gives the same result.
+    sampling_params p;
+    p.temperature = 0.8;
+    p.seed = 9;
+    sampler s(p);
+    philox4x32 rng(9);
+    generate_options o;
+    o.eos = {0};
+    o.max_tokens = 40;
+    o.top_logprobs = 2;
+    const auto markov = [&](token_span prefix) {
+        return xt::xtensor<double, 1>(xt::cast<double>(xt::view(t, std::size_t(prefix[prefix.size() - 1]), xt::all())));
+    };
+    const auto want = generate(markov, {2}, s, o, rng);
+    CHECK(j.at("tokens").get<std::vector<token_id>>() == want.tokens);
+    CHECK(j.at("logprobs").get<std::vector<double>>() == want.logprobs);
+    CHECK(j.at("model_logprobs").get<std::vector<double>>() == want.model_logprobs);
+    CHECK(j.at("stop_reason") == to_string(want.reason));
+    CHECK(j.at("top_logprobs").size() == want.tokens.size());
+    if (want.reason == stop_reason::eos)
+    {
+        CHECK(want.tokens.back() == 0);
+    }
+
+    const auto cut = nlohmann::json::parse(
+        run("generate --transitions " + file + " --bos 2 --eos 0 --seed 9 --max-tokens 1 --min-tokens 1 --json").out);
+    CHECK(cut.at("stop_reason") == "max_tokens");
+    CHECK(cut.at("tokens").size() == 1);
+}
+
+TEST_CASE("xsampler beam --json: best first, each with its log-probability", "[cli][decode]")
+{
+    xt::xtensor<double, 2> t = xt::empty<double>({5, 5});
+    for (std::size_t r = 0; r < 5; ++r)
+    {
+        xt::view(t, r, xt::all()) = test_helpers::random_row<double>(5, 90 + r, 1.5);
+    }
+    const auto file = write_npy("markov5.npy", t);
+    const auto r = run("beam --transitions " + file + " --bos 1 --eos 0 --beam-width 3 --max-tokens 4 --n-best 3 "
+                       "--length-penalty 0.5 --json");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto hyps = nlohmann::json::parse(r.out).at("hypotheses");
+    beam_options o;
+    o.beam_width = 3;
+    o.max_tokens = 4;
+    o.n_best = 3;
+    o.length_penalty = 0.5;
+    o.eos = {0};
+    const auto model = [&](const std::vector<std::vector<token_id>>& prefixes) {
+        xt::xtensor<double, 2> out = xt::empty<double>({prefixes.size(), std::size_t(5)});
+        for (std::size_t b = 0; b < prefixes.size(); ++b)
+        {
+            xt::view(out, b, xt::all()) = xt::view(t, std::size_t(prefixes[b].back()), xt::all());
+        }
+        return out;
+    };
+    const auto want = beam_search(model, {1}, o);
+    REQUIRE(hyps.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i)
+    {
+        CHECK(hyps[i].at("tokens").get<std::vector<token_id>>() == want[i].tokens);
+        CHECK(hyps[i].at("logprob").get<double>() == want[i].logprob);
+        CHECK(hyps[i].at("score").get<double>() == want[i].score);
+        CHECK(hyps[i].at("finished").get<bool>() == want[i].finished);
+    }
+}
+
+TEST_CASE("xsampler generate, beam and vote over the bigram word model", "[cli][decode]")
+{
+    const auto corpus = write_bytes("corpus.txt", "The cat sat. The cat ran. The dog sat.\n%\nA dog ran!\n");
+    const auto greedy_text = run("generate --corpus " + corpus + " --prompt 'the' --eos 0 --seed 1 --max-tokens 10 --temp 0");
+    INFO(greedy_text.err);
+    CHECK(greedy_text.status == 0);
+    CHECK(greedy_text.out.rfind("the | cat", 0) == 0);  // 'cat' follows 'the' twice, 'dog' once
+    const auto v = nlohmann::json::parse(
+        run("vote --corpus " + corpus + " --prompt 'the' --eos 0 -n 30 --seed 4 --max-tokens 5 --json").out);
+    CHECK(v.at("n") == 30);
+    CHECK(v.at("votes").get<double>() / 30.0 == v.at("agreement").get<double>());
+    CHECK(v.at("distinct").get<int>() >= 2);
+    const auto b = nlohmann::json::parse(run("beam --corpus " + corpus +
+                                             " --prompt 'the' --eos 0 --beam-width 2 --max-tokens 3 --json").out);
+    // p(cat | the) = 2/3, p(sat | cat) = 1/2, p(. | sat) = 1: "cat sat ." has probability 1/3.
+    CHECK_THAT(std::exp(b.at("hypotheses")[0].at("logprob").get<double>()), Catch::Matchers::WithinAbs(1.0 / 3.0, 1e-12));
+    CHECK(run("beam --corpus " + corpus + " --prompt 'the' --eos 0 --beam-width 2 --max-tokens 3 --rank 4 --json").status == 0);
+}
+
+TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][decode][errors]")
+{
+    const auto file = write_npy("markov3.npy", xt::xtensor<float, 2>(xt::zeros<float>({3, 3})));
+    const auto rect = write_npy("rect.npy", xt::xtensor<float, 2>(xt::zeros<float>({3, 4})));
+    const auto corpus = write_bytes("corpus2.txt", "one two. two one.");
+    check_error("generate --transitions " + file + " --bos 7 --eos 0 --seed 1 --max-tokens 3", "--bos: token id 7 is out of range");
+    check_error("generate --transitions " + file + " --bos 1 --eos 9 --seed 1 --max-tokens 3", "--eos: token id 9");
+    check_error("generate --transitions " + rect + " --bos 1 --eos 0 --seed 1 --max-tokens 3", "must be square");
+    check_error("generate --transitions " + file + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --stop-seq '1 x'",
+                "--stop-seq: 'x' is not a token id");
+    check_error("generate --eos 0 --seed 1 --max-tokens 3", "give a model");
+    check_error("generate --corpus " + corpus + " --prompt 'three' --eos 0 --seed 1 --max-tokens 3",
+                "the word 'three' is not in the corpus");
+    check_error("generate --corpus " + path("nope.txt") + " --prompt 'one' --eos 0 --seed 1 --max-tokens 3", "cannot open");
+    check_error("generate --transitions " + file + " --bos 1 --eos 0 --seed 1", "--max-tokens is required");
+    check_error("beam --transitions " + file + " --bos 1 --eos 0 --beam-width 2 --max-tokens 3 --n-best 3",
+                "n_best <= beam_width");
+    check_error("beam --corpus " + corpus + " --prompt one --eos 0 --beam-width 2 --max-tokens 3 --rank 99", "--rank");
+    check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 0 --seed 1", "-n: must be >= 1");
+    check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 3 --seed 1 --top-p 2", "top_p");
 }
 
 #endif
