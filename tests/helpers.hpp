@@ -58,6 +58,20 @@ namespace test_helpers
         return r;
     }
 
+    /// [rows, vocab] logits, row r drawn as random_row(vocab, seed + r, sigma)
+    /// (a Markov model's transitions when rows == vocab).
+    template <class T>
+    xt::xtensor<T, 2> random_matrix(std::size_t rows, std::size_t vocab, std::uint64_t seed, double sigma = 1.5)
+    {
+        xt::xtensor<T, 2> m = xt::empty<T>({rows, vocab});
+        for (std::size_t r = 0; r < rows; ++r)
+        {
+            const auto row = random_row<T>(vocab, seed + r, sigma);
+            std::copy(row.begin(), row.end(), m.begin() + std::ptrdiff_t(r * vocab));
+        }
+        return m;
+    }
+
     inline std::map<xsampler::token_id, double> as_map(const xsampler::distribution& d)
     {
         std::map<xsampler::token_id, double> m;

@@ -275,11 +275,7 @@ TEST_CASE("xsampler: every bad input is one line on stderr and a non-zero exit",
 
 TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the stop reason", "[cli][decode]")
 {
-    xt::xtensor<float, 2> t = xt::empty<float>({6, 6});
-    for (std::size_t r = 0; r < 6; ++r)
-    {
-        xt::view(t, r, xt::all()) = test_helpers::random_row<float>(6, 70 + r, 1.5);
-    }
+    const auto t = test_helpers::random_matrix<float>(6, 6, 70);
     const auto file = write_npy("markov.npy", t);
     const auto r = run("generate --transitions " + file + " --bos 2 --eos 0 --seed 9 --max-tokens 40 --temp 0.8 "
                        "--top-logprobs 2 --json");
@@ -319,11 +315,7 @@ TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the st
 
 TEST_CASE("xsampler beam --json: best first, each with its log-probability", "[cli][decode]")
 {
-    xt::xtensor<double, 2> t = xt::empty<double>({5, 5});
-    for (std::size_t r = 0; r < 5; ++r)
-    {
-        xt::view(t, r, xt::all()) = test_helpers::random_row<double>(5, 90 + r, 1.5);
-    }
+    const auto t = test_helpers::random_matrix<double>(5, 5, 90);
     const auto file = write_npy("markov5.npy", t);
     const auto r = run("beam --transitions " + file + " --bos 1 --eos 0 --beam-width 3 --max-tokens 4 --n-best 3 "
                        "--length-penalty 0.5 --json");

@@ -41,12 +41,7 @@ namespace
 
     markov random_markov(std::size_t vocab, std::uint64_t seed, double sigma = 1.5)
     {
-        markov m{xt::empty<double>({vocab, vocab})};
-        for (std::size_t r = 0; r < vocab; ++r)
-        {
-            xt::view(m.transitions, r, xt::all()) = test_helpers::random_row<double>(vocab, seed * 1000 + r, sigma);
-        }
-        return m;
+        return markov{test_helpers::random_matrix<double>(vocab, vocab, seed * 1000, sigma)};
     }
 
     // Every sequence of up to max_tokens: those ending in eos, and those of
