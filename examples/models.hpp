@@ -33,46 +33,12 @@
 #include <xsampler/types.hpp>
 
 #include "npy_matrix.hpp"
+#include "table_model.hpp"
 
 namespace examples
 {
     using xsampler::token_id;
     using xsampler::token_span;
-
-    /// Rows of a [vocab, vocab] matrix chosen by each prefix's last token.
-    class table_model
-    {
-    public:
-        explicit table_model(xt::xtensor<double, 2> next) : m_next(std::move(next)) {}
-
-        std::size_t vocab() const { return m_next.shape()[1]; }
-
-        xt::xtensor<double, 1> operator()(token_span prefix) const { return xt::view(m_next, row_of(prefix), xt::all()); }
-
-        xt::xtensor<double, 2> operator()(const std::vector<std::vector<token_id>>& prefixes) const
-        {
-            xt::xtensor<double, 2> out = xt::empty<double>({prefixes.size(), vocab()});
-            for (std::size_t b = 0; b < prefixes.size(); ++b)
-            {
-                xt::view(out, b, xt::all()) = xt::view(m_next, row_of(prefixes[b]), xt::all());
-            }
-            return out;
-        }
-
-    protected:
-        std::size_t row_of(token_span prefix) const
-        {
-            if (prefix.empty() || prefix[prefix.size() - 1] < 0 ||
-                std::size_t(prefix[prefix.size() - 1]) >= m_next.shape()[0])
-            {
-                throw std::out_of_range("model: the prefix must end in a token id below " +
-                                        std::to_string(m_next.shape()[0]));
-            }
-            return std::size_t(prefix[prefix.size() - 1]);
-        }
-
-        xt::xtensor<double, 2> m_next;
-    };
 
     /// The Markov model of an .npy transition matrix T [vocab, vocab].
     inline table_model markov_model(const std::string& path)

@@ -14,6 +14,7 @@
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
+#include "../examples/table_model.hpp"
 #include "helpers.hpp"
 
 #ifdef XSAMPLER_CLI
@@ -293,10 +294,7 @@ TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the st
     o.eos = {0};
     o.max_tokens = 40;
     o.top_logprobs = 2;
-    const auto markov = [&](token_span prefix) {
-        return xt::xtensor<double, 1>(xt::cast<double>(xt::view(t, std::size_t(prefix[prefix.size() - 1]), xt::all())));
-    };
-    const auto want = generate(markov, {2}, s, o, rng);
+    const auto want = generate(examples::table_model(xt::cast<double>(t)), {2}, s, o, rng);
     CHECK(j.at("tokens").get<std::vector<token_id>>() == want.tokens);
     CHECK(j.at("logprobs").get<std::vector<double>>() == want.logprobs);
     CHECK(j.at("model_logprobs").get<std::vector<double>>() == want.model_logprobs);
@@ -328,15 +326,7 @@ TEST_CASE("xsampler beam --json: best first, each with its log-probability", "[c
     o.n_best = 3;
     o.length_penalty = 0.5;
     o.eos = {0};
-    const auto model = [&](const std::vector<std::vector<token_id>>& prefixes) {
-        xt::xtensor<double, 2> out = xt::empty<double>({prefixes.size(), std::size_t(5)});
-        for (std::size_t b = 0; b < prefixes.size(); ++b)
-        {
-            xt::view(out, b, xt::all()) = xt::view(t, std::size_t(prefixes[b].back()), xt::all());
-        }
-        return out;
-    };
-    const auto want = beam_search(model, {1}, o);
+    const auto want = beam_search(examples::table_model(t), {1}, o);
     REQUIRE(hyps.size() == want.size());
     for (std::size_t i = 0; i < want.size(); ++i)
     {

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <xtensor/xview.hpp>
 
+#include "../examples/table_model.hpp"
 #include "helpers.hpp"
 
 using namespace xsampler;
@@ -16,32 +17,11 @@ using Catch::Matchers::WithinAbs;
 
 namespace
 {
-    // A Markov model: the logits of the next token are row T[last token].
-    struct markov
-    {
-        xt::xtensor<double, 2> transitions;
-        std::size_t calls = 0;
-
-        xt::xtensor<double, 1> operator()(token_span prefix)
-        {
-            ++calls;
-            return xt::view(transitions, std::size_t(prefix[prefix.size() - 1]), xt::all());
-        }
-        xt::xtensor<double, 2> operator()(const std::vector<std::vector<token_id>>& prefixes)
-        {
-            ++calls;
-            xt::xtensor<double, 2> out = xt::empty<double>({prefixes.size(), transitions.shape()[1]});
-            for (std::size_t b = 0; b < prefixes.size(); ++b)
-            {
-                xt::view(out, b, xt::all()) = xt::view(transitions, std::size_t(prefixes[b].back()), xt::all());
-            }
-            return out;
-        }
-    };
+    using markov = examples::table_model;
 
     markov random_markov(std::size_t vocab, std::uint64_t seed, double sigma = 1.5)
     {
-        return markov{test_helpers::random_matrix<double>(vocab, vocab, seed * 1000, sigma)};
+        return markov(test_helpers::random_matrix<double>(vocab, vocab, seed * 1000, sigma));
     }
 
     // Every sequence of up to max_tokens: those ending in eos, and those of
@@ -51,7 +31,7 @@ namespace
         std::vector<hypothesis> all;
         std::function<void(std::vector<token_id>&, double)> walk = [&](std::vector<token_id>& seq, double lp) {
             const token_id last = seq.empty() ? start : seq.back();
-            const auto lsm = log_softmax(xt::view(m.transitions, std::size_t(last), xt::all()));
+            const auto lsm = log_softmax(xt::view(m.table(), std::size_t(last), xt::all()));
             for (std::size_t v = 0; v < lsm.size(); ++v)
             {
                 seq.push_back(token_id(v));
@@ -95,14 +75,14 @@ TEST_CASE("generate stops at eos and keeps it, with log-probabilities of both ki
     REQUIRE(!g.tokens.empty());
     CHECK(g.tokens.back() == 0);
     CHECK(std::count(g.tokens.begin(), g.tokens.end(), 0) == 1);
-    CHECK(m.calls == g.tokens.size());  // the model runs once per token
+    CHECK(m.calls() == g.tokens.size());  // the model runs once per token
     REQUIRE(g.logprobs.size() == g.tokens.size());
     // Replay: each log-probability is the log of the final distribution it was
     // drawn from, and of the raw softmax.
     std::vector<token_id> prefix = {2};
     for (std::size_t i = 0; i < g.tokens.size(); ++i)
     {
-        const xt::xtensor<double, 1> row = xt::view(m.transitions, std::size_t(prefix.back()), xt::all());
+        const xt::xtensor<double, 1> row = xt::view(m.table(), std::size_t(prefix.back()), xt::all());
         const auto d = test_helpers::as_map(c.final_distribution(row));
         REQUIRE(d.count(g.tokens[i]) == 1);
         CHECK(g.logprobs[i] == std::log(d.at(g.tokens[i])));
@@ -119,8 +99,9 @@ TEST_CASE("generate stops at eos and keeps it, with log-probabilities of both ki
 TEST_CASE("generate: max_tokens truncates and says so; min_tokens suppresses eos", "[generate]")
 {
     // Token 0 (eos) is by far the most likely after every token.
-    markov m{xt::zeros<double>({4, 4})};
-    xt::view(m.transitions, xt::all(), 0) = 8.0;
+    xt::xtensor<double, 2> table = xt::zeros<double>({4, 4});
+    xt::view(table, xt::all(), 0) = 8.0;
+    const markov m(table);
     generate_options o;
     o.eos = {0};
     o.max_tokens = 3;
@@ -152,11 +133,12 @@ TEST_CASE("generate: max_tokens truncates and says so; min_tokens suppresses eos
 TEST_CASE("generate: a stop sequence split across steps ends it", "[generate]")
 {
     // A deterministic cycle 1 -> 2 -> 3 -> 1 under greedy decoding.
-    markov m{xt::zeros<double>({4, 4})};
-    m.transitions(1, 2) = 5.0;
-    m.transitions(2, 3) = 5.0;
-    m.transitions(3, 1) = 5.0;
-    m.transitions(0, 1) = 5.0;
+    xt::xtensor<double, 2> table = xt::zeros<double>({4, 4});
+    table(1, 2) = 5.0;
+    table(2, 3) = 5.0;
+    table(3, 1) = 5.0;
+    table(0, 1) = 5.0;
+    const markov m(table);
     chain g{temperature{0.0}};
     philox4x32 rng(1);
     generate_options o;
@@ -189,8 +171,7 @@ TEST_CASE("beam search equals brute-force enumeration with a wide beam", "[beam]
         o.length_penalty = alpha;
         o.n_best = 5;
         o.early_stopping = seed % 2 == 0;
-        m.calls = 0;
-        const auto got = beam_search(m, {1}, o);
+                const auto got = beam_search(m, {1}, o);
         INFO("seed " << seed << " alpha " << alpha);
         REQUIRE(got.size() == 5);
         for (std::size_t i = 0; i < got.size(); ++i)
@@ -200,7 +181,7 @@ TEST_CASE("beam search equals brute-force enumeration with a wide beam", "[beam]
             CHECK(got[i].score == exhaustive[i].score);
             CHECK(got[i].finished == exhaustive[i].finished);
         }
-        CHECK(m.calls <= max_tokens);  // once per step, all beams in one batch
+        CHECK(m.calls() <= max_tokens);  // once per step, all beams in one batch
     }
 }
 
@@ -214,16 +195,16 @@ TEST_CASE("every beam's reported log-probability is its sequence's probability",
         o.n_best = width;
         o.max_tokens = 7;
         o.eos = {0, 5};
-        m.calls = 0;
+                const std::size_t before = m.calls();
         const auto got = beam_search(m, {3}, o);
-        CHECK(m.calls <= 7);
+        CHECK(m.calls() - before <= 7);
         for (const auto& h : got)
         {
             double lp = 0.0;
             token_id last = 3;
             for (const token_id t : h.tokens)
             {
-                lp += log_softmax(xt::view(m.transitions, std::size_t(last), xt::all()))(std::size_t(t));
+                lp += log_softmax(xt::view(m.table(), std::size_t(last), xt::all()))(std::size_t(t));
                 last = t;
             }
             CHECK(h.logprob == lp);
