@@ -320,7 +320,6 @@ namespace xsampler
         void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out)
         {
             using B = batch<T>;
-            constexpr std::size_t width = B::size;
             out.clear();
             if (k == 0)
             {
@@ -343,30 +342,9 @@ namespace xsampler
                     }
                 }
             };
-            const std::size_t group = 4 * width;
-            const std::size_t vec_end = n - n % group;
-            for (std::size_t i = 0; i < vec_end; i += group)
-            {
-                const B a = B::load_unaligned(x + i);
-                const B b = B::load_unaligned(x + i + width);
-                const B c = B::load_unaligned(x + i + 2 * width);
-                const B d = B::load_unaligned(x + i + 3 * width);
-                const B t(tau);
-                if (xsimd::any(xsimd::max(xsimd::max(a, b), xsimd::max(c, d)) > t))
-                {
-                    // Look closer: the lanes above tau, one vector at a time
-                    // (tau may rise on the way; take() checks again).
-                    const B v[] = {a, b, c, d};
-                    for (std::size_t k = 0; k < 4; ++k)
-                    {
-                        for_each_bit(mask_bits(v[k] > t), i + k * width, take);
-                    }
-                }
-            }
-            for (std::size_t i = vec_end; i < n; ++i)
-            {
-                take(i);
-            }
+            // tau may rise inside a group: take() checks again.
+            for_each_passing(
+                x, n, [&](const B& v) { return v > B(tau); }, [&](T v) { return v > tau; }, take);
             if (out.size() > k)
             {
                 shrink();

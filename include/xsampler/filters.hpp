@@ -337,33 +337,9 @@ namespace xsampler
             const B vs(c.scale());
             const B vt(threshold);
             items.clear();
-            const auto scan = [&](std::size_t lo, std::size_t hi) {
-                for (std::size_t i = lo; i < hi; ++i)
-                {
-                    if (keep(x[i]))
-                    {
-                        items.push_back({x[i], token_id(i)});
-                    }
-                }
-            };
-            // Four vectors at a time; a group whose max fails is skipped whole
-            // (keep is monotone in the logit).
-            constexpr std::size_t group = 4 * B::size;
-            const std::size_t vec_end = n - n % group;
-            for (std::size_t i = 0; i < vec_end; i += group)
-            {
-                const B v[] = {B::load_unaligned(x + i), B::load_unaligned(x + i + B::size),
-                               B::load_unaligned(x + i + 2 * B::size), B::load_unaligned(x + i + 3 * B::size)};
-                if (xsimd::any((xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3])) - vm) * vs >= vt))
-                {
-                    for (std::size_t k = 0; k < 4; ++k)
-                    {
-                        detail::for_each_bit(detail::mask_bits((v[k] - vm) * vs >= vt), i + k * B::size,
-                                             [&](std::size_t j) { items.push_back({x[j], token_id(j)}); });
-                    }
-                }
-            }
-            scan(vec_end, n);
+            detail::for_each_passing(
+                x, n, [&](const B& v) { return (v - vm) * vs >= vt; }, keep,
+                [&](std::size_t j) { items.push_back({x[j], token_id(j)}); });
             c.become_sparse(false, true);
         }
 

@@ -146,6 +146,39 @@ namespace xsampler
             }
         }
 
+        /// Calls f(i), in increasing i, for the logits x[i] that pass a test
+        /// monotone in the logit: passes(v) gives the lanes of a vector that
+        /// pass, passes_one(x) the same for one value. Four vectors at a time;
+        /// a group whose max fails is skipped whole. The test is asked afresh
+        /// for every group, so it may tighten as the walk goes on.
+        template <class T, class Test, class TestOne, class F>
+        void for_each_passing(const T* x, std::size_t n, Test&& passes, TestOne&& passes_one, F&& f)
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            constexpr std::size_t group = 4 * width;
+            const std::size_t vec_end = n - n % group;
+            for (std::size_t i = 0; i < vec_end; i += group)
+            {
+                const B v[] = {B::load_unaligned(x + i), B::load_unaligned(x + i + width),
+                               B::load_unaligned(x + i + 2 * width), B::load_unaligned(x + i + 3 * width)};
+                if (xsimd::any(passes(xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3])))))
+                {
+                    for (std::size_t k = 0; k < 4; ++k)
+                    {
+                        for_each_bit(mask_bits(passes(v[k])), i + k * width, f);
+                    }
+                }
+            }
+            for (std::size_t i = vec_end; i < n; ++i)
+            {
+                if (passes_one(x[i]))
+                {
+                    f(i);
+                }
+            }
+        }
+
         // --- exp2_nonpos: one sequence of operations for scalars and batches ---
 
         template <class T>

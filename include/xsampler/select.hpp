@@ -89,7 +89,7 @@ namespace xsampler
     {
         const double z = c.total_weight();
         std::vector<std::pair<double, token_id>> kept;
-        kept.reserve(c.size());
+        kept.reserve(c.dense() ? c.vocab() : c.size());  // no counting pass for a dense set
         c.for_each_by_id([&](token_id id, T logit) { kept.emplace_back(c.weight(id, logit) / z, id); });
         std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
             return a.first > b.first || (a.first == b.first && a.second < b.second);
