@@ -58,6 +58,19 @@ int main()
         std::printf("\n");
     }
     {
+        // Masked tokens, and weights below exp2's limit (the kernels that test it).
+        auto wide = test_helpers::random_row<float>(10007, 9, 3.0, false, 0.2);
+        for (std::size_t i = 0; i < wide.size(); i += 3)
+        {
+            wide(i) -= 150.0f;
+        }
+        chain c{temperature{0.9}};
+        philox4x32 rng(7);
+        print("masked-wide/float/philox", c, wide, rng);
+        chain p{top_p{0.9}};
+        print("masked-wide-top_p/float/philox", p, wide, rng);
+    }
+    {
         chain c{top_k{1000}, temperature{2.0}};
         std::mt19937_64 rng(99);
         print("top_k-temp/double/mt19937_64", c, d, rng);

@@ -25,7 +25,7 @@
 //     Z   = the sum of the w_i in a fixed order: ids are cut into blocks of
 //           64; in a block, lane j (ids = j mod 8) is summed in T in id
 //           order, the eight lane sums are converted to double and added as
-//           ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7)), and the block sums are added
+//           ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), and the block sums are added
 //           in double in block order;
 //     p_i = w_i / Z,   log p_i = log(w_i / Z)   (in double).
 //   The weights are as precise as the row: a float row's logits carry
@@ -189,13 +189,17 @@ namespace xsampler
         {
             using bits = std::uint32_t;
             static constexpr float limit = -126.0f;      // 2^t at or below: 0 (2^k stays normal above)
-            static constexpr float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
             static constexpr int mantissa = 23;
             static constexpr bits bias = 127;
-            // 2^f on [-1/2, 1/2]: Chebyshev interpolant of degree 6, lowest
-            // degree first (relative error 2e-8 before rounding).
-            static constexpr float poly[] = {1.0f,           0.693147182f,   0.240226507f,    0.0555032715f,
-                                             0.00961805694f, 0.0013400428f, 0.000154614449f};
+            // Table-driven: t = k + j/8 + f with |f| <= 1/16, 2^t = 2^k * 2^(j/8) * 2^f.
+            static constexpr int table_bits = 3;
+            static constexpr float magic = 1572864.0f;  // 1.5 * 2^20: adding it rounds to a multiple of 1/8
+            // 2^(j/8), rounded to float.
+            static constexpr float table[] = {1.0f,         1.09050775f, 1.18920708f, 1.29683959f,
+                                              1.41421354f, 1.54221082f, 1.68179286f, 1.83400810f};
+            // 2^f = 1 + f q(f) on [-1/16, 1/16]: q the Chebyshev interpolant
+            // of degree 2, lowest degree first (2^f within 4e-8 before rounding).
+            static constexpr float poly[] = {0.69314718056f, 0.240254686394f, 0.0555080151116f};
         };
 
         template <>
@@ -250,11 +254,39 @@ namespace xsampler
             return xsimd::bitwise_cast<xsimd::batch<T, A>>(b);
         }
 
+        /// 2^(j/8) for j = the low 3 bits of each index: a register permute
+        /// on AVX2, a table read elsewhere.
+        inline float exp2_table(std::uint32_t j) noexcept
+        {
+            return exp_constants<float>::table[j & 7];
+        }
+        template <class A>
+        xsimd::batch<float, A> exp2_table(xsimd::batch<std::uint32_t, A> j) noexcept
+        {
+#if XSIMD_WITH_AVX2
+            if constexpr (std::is_base_of<xsimd::avx2, A>::value)
+            {
+                return _mm256_permutevar8x32_ps(_mm256_loadu_ps(exp_constants<float>::table), j);
+            }
+#endif
+            constexpr std::size_t width = xsimd::batch<float, A>::size;
+            alignas(64) std::uint32_t in[width];
+            alignas(64) float out[width];
+            j.store_aligned(in);
+            for (std::size_t i = 0; i < width; ++i)
+            {
+                out[i] = exp2_table(in[i]);
+            }
+            return xsimd::batch<float, A>::load_aligned(out);
+        }
+
         /// 2^t for limit < t <= 0, as a fixed sequence of IEEE operations:
-        /// k = round(t) (by adding 1.5 * 2^mantissa), f = t - k in [-1/2, 1/2]
-        /// (exact), 2^f by its polynomial in Horner form, times 2^k built from
-        /// bits. Relative error within 2 ulp. V is T or xsimd::batch<T>; the
-        /// lanes of a batch get exactly the scalar results.
+        /// r = t rounded (by adding the constant `magic`), f = t - r (exact),
+        /// 2^f by a polynomial in Horner form, times 2^r. For float, r is a
+        /// multiple of 1/8, r = k + j/8, and 2^r = 2^(j/8) from a table with k
+        /// added to its exponent bits; for double, r = k, and the polynomial
+        /// covers [-1/2, 1/2]. Relative error within 2 ulp. V is T or
+        /// xsimd::batch<T>; the lanes of a batch get exactly the scalar results.
         template <class T, class V>
         V exp2_core(V t) noexcept
         {
@@ -267,10 +299,22 @@ namespace xsampler
             {
                 p = V(c::poly[i]) + f * p;
             }
-            // The low bits of `shifted` hold k; 2^k = (k + bias) << mantissa.
+            // The low bits of `shifted` hold r's numerator n (r = n / 2^table_bits).
             using K = decltype(to_bits(shifted));
-            const K k = to_bits(shifted) - K(to_bits(T(c::magic)));
-            return p * from_bits<T>(K((k + K(c::bias)) << c::mantissa));
+            if constexpr (std::is_same<T, float>::value)
+            {
+                p = V(T(1)) + f * p;
+                // n << (23 - 3) = (k << 23) + (j << 20), the magic's bits shifted out.
+                const K n = to_bits(shifted);
+                const K k = (n << (c::mantissa - c::table_bits)) & K(~((1u << c::mantissa) - 1u));
+                return p * from_bits<T>(K(to_bits(exp2_table(n)) + k));
+            }
+            else
+            {
+                // 2^k = (k + bias) << mantissa.
+                const K k = to_bits(shifted) - K(to_bits(T(c::magic)));
+                return p * from_bits<T>(K((k + K(c::bias)) << c::mantissa));
+            }
         }
 
         /// 2^t for t <= 0 or -inf; 0 at or below the limit (and for NaN).
@@ -308,11 +352,44 @@ namespace xsampler
             double sum;
         };
 
+        /// A block's sum from its eight lane sums, in double:
+        /// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) — the order in which two
+        /// 4-lane halves fold.
         template <class T>
         double combine_lanes(const T (&l)[lanes]) noexcept
         {
             const double d[lanes] = {l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]};
-            return ((d[0] + d[1]) + (d[2] + d[3])) + ((d[4] + d[5]) + (d[6] + d[7]));
+            return ((d[0] + d[4]) + (d[2] + d[6])) + ((d[1] + d[5]) + (d[3] + d[7]));
+        }
+
+        /// The same from lane sums held in vectors (lanes / width of them).
+        template <class T, class A, std::size_t G>
+        double combine_lanes(const xsimd::batch<T, A> (&acc)[G]) noexcept
+        {
+#if XSIMD_WITH_AVX
+            if constexpr (std::is_base_of<xsimd::avx, A>::value)
+            {
+                __m256d half;  // (l0+l4, l1+l5, l2+l6, l3+l7)
+                if constexpr (std::is_same<T, float>::value)
+                {
+                    const __m256 l = acc[0];
+                    half = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(l)),
+                                         _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1)));
+                }
+                else
+                {
+                    half = _mm256_add_pd(acc[0], acc[1]);
+                }
+                const __m128d quarter = _mm_add_pd(_mm256_castpd256_pd128(half), _mm256_extractf128_pd(half, 1));
+                return _mm_cvtsd_f64(quarter) + _mm_cvtsd_f64(_mm_unpackhi_pd(quarter, quarter));
+            }
+#endif
+            alignas(64) T l[lanes];
+            for (std::size_t g = 0; g < G; ++g)
+            {
+                acc[g].store_aligned(l + g * xsimd::batch<T, A>::size);
+            }
+            return combine_lanes(l);
         }
 
         /// Accumulates weights given in increasing id order into the blocked
@@ -334,14 +411,16 @@ namespace xsampler
                     m_block = b;
                 }
                 m_lane[id % lanes] += w;
+                m_pending = true;
             }
 
-            /// Adds block b's lane sums (computed elsewhere in the same order).
-            void add_block(std::size_t b, const T (&lane)[lanes])
+            /// Adds block b's sum, combined elsewhere in the same order (b
+            /// above every block added before).
+            void add_block(std::size_t b, double s)
             {
                 flush();
                 m_block = b;
-                push(combine_lanes(lane));
+                push(s);
             }
 
             double total()
@@ -353,8 +432,12 @@ namespace xsampler
         private:
             void flush()
             {
-                push(combine_lanes(m_lane));
-                std::fill(std::begin(m_lane), std::end(m_lane), T(0));
+                if (m_pending)
+                {
+                    push(combine_lanes(m_lane));
+                    std::fill(std::begin(m_lane), std::end(m_lane), T(0));
+                    m_pending = false;
+                }
             }
 
             void push(double s)
@@ -367,6 +450,7 @@ namespace xsampler
             }
 
             T m_lane[lanes] = {};
+            bool m_pending = false;
             double m_total = 0.0;
             std::size_t m_block = 0;
             std::vector<block_total>* m_record;
@@ -380,11 +464,24 @@ namespace xsampler
         }
 
         /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
-        /// the tail: the same bits either way. With `w_out`, every weight is
-        /// also stored there (n of them).
+        /// the tail: the same bits either way. `lowest` is the row's smallest
+        /// logit (or any lower bound): when its exponent is above the limit,
+        /// no weight is, and the kernel skips the test. With `w_out`, every
+        /// weight is also stored there (n of them).
         template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T s2, std::vector<block_total>* record,
+        double dense_total(const T* x, std::size_t n, T m, T lowest, T s2, std::vector<block_total>* record,
                            T* w_out = nullptr)
+        {
+            // Rounding is monotone: x >= lowest gives (x - m) * s2 >= (lowest - m) * s2.
+            if ((lowest - m) * s2 > exp_constants<T>::limit)
+            {
+                return dense_total<true>(x, n, m, s2, record, w_out);
+            }
+            return dense_total<false>(x, n, m, s2, record, w_out);
+        }
+
+        template <bool above_limit, class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, std::vector<block_total>* record, T* w_out)
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
@@ -393,7 +490,6 @@ namespace xsampler
             blocked_sum<T> sum(record);
             const B vm(m);
             const B vs(s2);
-            alignas(64) T lane[lanes];
             const std::size_t full = n / block_size;
             for (std::size_t b = 0; b < full; ++b)
             {
@@ -403,7 +499,8 @@ namespace xsampler
                 {
                     for (std::size_t g = 0; g < groups; ++g)
                     {
-                        const B w = exp2_nonpos((B::load_unaligned(block + t + g * width) - vm) * vs);
+                        const B e = (B::load_unaligned(block + t + g * width) - vm) * vs;
+                        const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
                         acc[g] = t == 0 ? w : acc[g] + w;
                         if (w_out != nullptr)
                         {
@@ -411,11 +508,7 @@ namespace xsampler
                         }
                     }
                 }
-                for (std::size_t g = 0; g < groups; ++g)
-                {
-                    acc[g].store_aligned(lane + g * width);
-                }
-                sum.add_block(b, lane);
+                sum.add_block(b, combine_lanes(acc));
             }
             for (std::size_t i = full * block_size; i < n; ++i)
             {
@@ -468,15 +561,36 @@ namespace xsampler
             return {scratch.data(), n};
         }
 
+        /// The lanes where a or b is NaN: one comparison on x86.
+        template <class T, class A>
+        xsimd::batch_bool<T, A> unordered(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) noexcept
+        {
+#if XSIMD_WITH_AVX
+            if constexpr (std::is_base_of<xsimd::avx, A>::value)
+            {
+                if constexpr (std::is_same<T, float>::value)
+                {
+                    return _mm256_cmp_ps(a, b, _CMP_UNORD_Q);
+                }
+                else
+                {
+                    return _mm256_cmp_pd(a, b, _CMP_UNORD_Q);
+                }
+            }
+#endif
+            return (a != a) | (b != b);
+        }
+
         template <class T>
         struct row_stats
         {
             T max;
             token_id argmax;
+            T min;  // -inf when a token is masked
         };
 
-        /// One pass (SIMD): validates the row and finds its max; then finds
-        /// the first index of the max (ties: the lowest id).
+        /// One pass (SIMD): validates the row and finds its max and min; then
+        /// finds the first index of the max (ties: the lowest id).
         template <class T>
         row_stats<T> scan_row(row_ref<T> row)
         {
@@ -495,7 +609,7 @@ namespace xsampler
             const T* x = row.data;
             const std::size_t n = row.size;
             const std::size_t vec_end = n - n % (2 * width);
-            B mx0(-inf), mx1(-inf);
+            B mx0(-inf), mx1(-inf), mn0(inf), mn1(inf);
             auto nan = mx0 != mx0;  // a NaN seen (+inf shows in the max)
             for (std::size_t i = 0; i < vec_end; i += 2 * width)
             {
@@ -503,16 +617,21 @@ namespace xsampler
                 const B b = B::load_unaligned(x + i + width);
                 mx0 = xsimd::max(mx0, a);
                 mx1 = xsimd::max(mx1, b);
-                nan = nan | (a != a) | (b != b);
+                mn0 = xsimd::min(mn0, a);
+                mn1 = xsimd::min(mn1, b);
+                nan = nan | unordered(a, b);
             }
             alignas(64) T lane_max[width];
             xsimd::max(mx0, mx1).store_aligned(lane_max);
             T best = *std::max_element(lane_max, lane_max + width);
+            xsimd::min(mn0, mn1).store_aligned(lane_max);
+            T least = *std::min_element(lane_max, lane_max + width);
             bool any_nan = xsimd::any(nan);
             for (std::size_t i = vec_end; i < n; ++i)
             {
                 any_nan = any_nan || x[i] != x[i];
                 best = std::max(best, x[i]);
+                least = std::min(least, x[i]);
             }
             if (any_nan || best == inf)
             {
@@ -529,16 +648,24 @@ namespace xsampler
             {
                 throw invalid_logits("logits: every token is masked (-inf)");
             }
+            // The first index of the max: four vectors a test, then one by one.
             std::size_t arg = 0;
-            for (const B vbest(best); arg + width <= n && !xsimd::any(B::load_unaligned(x + arg) == vbest);
-                 arg += width)
+            const B vbest(best);
+            for (; arg + 4 * width <= n; arg += 4 * width)
             {
+                const T* v = x + arg;
+                if (xsimd::any((B::load_unaligned(v) == vbest) | (B::load_unaligned(v + width) == vbest) |
+                               (B::load_unaligned(v + 2 * width) == vbest) |
+                               (B::load_unaligned(v + 3 * width) == vbest)))
+                {
+                    break;
+                }
             }
             while (x[arg] != best)
             {
                 ++arg;
             }
-            return {best, token_id(arg)};
+            return {best, token_id(arg), least};
         }
     }
 }
