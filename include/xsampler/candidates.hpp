@@ -227,6 +227,15 @@ namespace xsampler
             }
             return m_ids.data();
         }
+        /// Scratch for vocab() (logit, id) pairs; grows once.
+        scored<T>* item_buffer()
+        {
+            if (m_spare.size() < m_row.size)
+            {
+                m_spare.resize(m_row.size);
+            }
+            return m_spare.data();
+        }
     private:
         static_assert(detail::block_size == 64, "one bitmap word per block");
 
@@ -298,6 +307,7 @@ namespace xsampler
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
         std::vector<double> m_bucket_mass;
         std::vector<token_id> m_ids;
+        std::vector<scored<T>> m_spare;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

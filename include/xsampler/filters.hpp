@@ -175,46 +175,47 @@ namespace xsampler
         }
 
         // The nucleus of a whole row in O(V + n log n) for a nucleus of n
-        // tokens, without sorting the row:
+        // tokens, without sorting the row. Everything is decided on
+        // t = (x - m) s2, the weight's exponent, which is monotone in the
+        // logit (each rounding is), so every set below is a prefix of the
+        // rank — whether or not the rounded exp2 is monotone:
         //  1. one SIMD pass computes Z and keeps every weight;
         //  2. tail bound: tokens lighter than (Z - target) / V hold less than
-        //     Z - target together, so the nucleus is among the heavier ones (G);
-        //  3. G is bucketed by the top bits of each weight's representation
-        //     (monotone in the weight, so in the rank: 4 buckets an octave);
-        //     the bucket masses locate the bucket where the running mass
-        //     crosses the target;
+        //     Z - target together, so the nucleus is among G, the tokens with
+        //     t >= t_low for t_low = log2 of that bound (tried first at 8x
+        //     the bound; any G whose mass reaches the target holds the
+        //     nucleus, so the bound only decides the speed);
+        //  3. G is gathered and bucketed by floor(4 (t - t_low))
+        //     (4 buckets an octave of weight); the bucket masses locate the
+        //     bucket where the running mass crosses the target;
         //  4. only that bucket is sorted by rank and walked token by token.
-        // Masses are summed in double: per bucket in id order, then bucket by
-        // bucket, then token by token in the crossing bucket. That differs from
-        // one running sum in rank order only in rounding, which can decide
-        // only when a prefix's mass is within ~1e-15 Z of the target.
+        // Masses are summed in double: per bucket, G's tokens in id order
+        // into four partial sums (token i into sum i mod 4) added as
+        // (s0 + s1) + (s2 + s3); then bucket by bucket; then token by token in
+        // the crossing bucket. That differs from one running sum in rank
+        // order only in rounding, which can decide only when a prefix's mass
+        // is within ~1e-15 Z of the target.
         template <class T>
         void dense_nucleus(candidates<T>& c) const
         {
             const double z = c.total_weight_keeping_weights();
             const double target = (m_p - mass_slack) * z;
-            const T* x = c.row();
-            const std::size_t n = c.vocab();
-
-            T floor_w = std::nextafter(T((z - target) / double(n)), T(0));
-            floor_w = std::max(floor_w, std::numeric_limits<T>::min());
-            // The tail bound is loose (it counts every lighter token at the
-            // bound), so first try G above 8x the bound: usually still a rank
-            // prefix holding the target, and several times smaller. Only speed
-            // depends on the guess: a G whose mass falls short is retried at
-            // the bound itself.
-            for (const T lower : {T(floor_w * T(8)), floor_w})
+            const T limit = detail::exp_constants<T>::limit;
+            const T t_floor = T(std::log2((z - target) / double(c.vocab())));
+            // The last try, G = every token of positive weight, reaches the
+            // target but for rounding.
+            for (const T t_low : {T(t_floor + T(3)), t_floor, limit})
             {
-                if (nucleus_above(c, lower, target))
+                if (t_low <= T(0) && nucleus_above(c, std::max(t_low, limit), target))
                 {
                     return;
                 }
             }
             // Rounding left the mass of G short of the target: keep every token.
+            const T* x = c.row();
             auto& items = c.items();
             items.clear();
-            items.reserve(n);
-            for (std::size_t j = 0; j < n; ++j)
+            for (std::size_t j = 0; j < c.vocab(); ++j)
             {
                 if (x[j] != -std::numeric_limits<T>::infinity())
                 {
@@ -224,73 +225,123 @@ namespace xsampler
             c.become_sparse(false, true);
         }
 
-        // The nucleus among G = the tokens of weight >= lower (a prefix of
-        // the rank), if the mass of G reaches the target.
+        // The least logit x with (x - m) s2 >= t_low, for limit <= t_low <= 0:
+        // bisection over the floating-point numbers in [-inf, m] (t(m) = 0).
         template <class T>
-        bool nucleus_above(candidates<T>& c, T lower, double target) const
+        static T least_logit_reaching(T m, T s2, T t_low) noexcept
         {
-            if (!(lower <= T(1)))
-            {
-                return false;  // no weight exceeds the argmax's 1
-            }
             using bits = typename detail::exp_constants<T>::bits;
-            constexpr int shift = detail::exp_constants<T>::mantissa - 2;
-            const T* w = c.weights().data();
+            constexpr bits sign = bits(1) << (8 * sizeof(bits) - 1);
+            // The bits of a float, reordered so that integer order is numeric order.
+            const auto order = [](T v) { const bits b = detail::to_bits(v); return b & sign ? bits(~b) : bits(b | sign); };
+            const auto value = [](bits o) { return detail::from_bits<T>(o & sign ? bits(o & ~sign) : bits(~o)); };
+            bits lo = order(-std::numeric_limits<T>::infinity());  // t = -inf < t_low
+            bits hi = order(m);
+            while (hi - lo > 1)
+            {
+                const bits mid = lo + (hi - lo) / 2;
+                ((value(mid) - m) * s2 >= t_low ? hi : lo) = mid;
+            }
+            return value(hi);
+        }
+
+        // The nucleus among G = the tokens with t >= t_low, if the mass of G
+        // reaches the target. The kept tokens end in id order.
+        template <class T>
+        bool nucleus_above(candidates<T>& c, T t_low, double target) const
+        {
             const T* x = c.row();
             const std::size_t n = c.vocab();
-            const bits low = detail::to_bits(lower) >> shift;
-            const auto key = [&](const scored<T>& s) { return (detail::to_bits(w[s.id]) >> shift) - low; };
+            const T m = c.max_logit();
+            const T s2 = c.scale2();
+            const auto key = [&](T logit) { return std::size_t(int(((logit - m) * s2 - t_low) * T(4))); };
 
             // Gather G's ids, a vector at a time, branch-free.
             using B = detail::batch<T>;
+            const T x_low = least_logit_reaching(m, s2, t_low);
             token_id* ids = c.id_buffer(B::size);
             std::size_t count = 0;
             const std::size_t vec_end = n - n % B::size;
             for (std::size_t i = 0; i < vec_end; i += B::size)
             {
-                count += detail::compress_bits<B::size>(detail::mask_bits(B::load_unaligned(w + i) >= B(lower)), i,
+                count += detail::compress_bits<B::size>(detail::mask_bits(B::load_unaligned(x + i) >= B(x_low)), i,
                                                         ids + count);
             }
             for (std::size_t j = vec_end; j < n; ++j)
             {
                 ids[count] = token_id(j);
-                count += w[j] >= lower;
-            }
-            auto& items = c.items();
-            items.resize(count);
-            for (std::size_t k = 0; k < count; ++k)
-            {
-                items[k] = {x[ids[k]], ids[k]};
+                count += x[j] >= x_low;
             }
 
+            // The bucket masses, each bucket's as four partial sums, so that a
+            // run of one bucket is not one chain of additions through memory.
+            const T* w = c.weights().data();
             auto& mass = c.bucket_mass();
-            mass.reserve(std::size_t((detail::to_bits(T(1)) >> shift) -
-                                     (detail::to_bits(std::numeric_limits<T>::min()) >> shift) + 1));
-            mass.assign(std::size_t((detail::to_bits(T(1)) >> shift) - low + 1), 0.0);
-            for (const auto& s : items)
+            const std::size_t buckets = key(m) + 1;
+            mass.reserve(4 * (std::size_t(-limit_key<T>()) + 1));
+            mass.assign(4 * buckets, 0.0);
+            for (std::size_t i = 0; i < count; ++i)
             {
-                mass[key(s)] += double(w[s.id]);
+                mass[4 * key(x[ids[i]]) + i % 4] += double(w[ids[i]]);
             }
+            for (std::size_t b = 0; b < buckets; ++b)
+            {
+                mass[b] = (mass[4 * b] + mass[4 * b + 1]) + (mass[4 * b + 2] + mass[4 * b + 3]);
+            }
+            mass.resize(buckets);
+
             double cum = 0.0;
-            for (std::size_t b = mass.size(); b-- > 0;)
+            for (std::size_t b = buckets; b-- > 0;)
             {
                 if (mass[b] == 0.0 || cum + mass[b] < target)
                 {
                     cum += mass[b];
                     continue;
                 }
-                // The crossing bucket: everything heavier, then this bucket
-                // in rank order until the target.
-                const auto heavier = std::partition(items.begin(), items.end(), [&](const scored<T>& s) { return key(s) > b; });
-                const auto here = std::partition(heavier, items.end(), [&](const scored<T>& s) { return key(s) == b; });
-                std::sort(heavier, here, ranks_before<T>);
-                if (keep_prefix(c, heavier, here, target, cum))
+                // The crossing bucket: everything heavier, in id order, from
+                // the front of `out`; this bucket's tokens from the back (each
+                // token is written at both ends, and counted at one or none:
+                // the two ends never pass each other). G itself is left as it
+                // is: if rounding makes the walk fall short, the next bucket
+                // is split the same way.
+                scored<T>* out = c.item_buffer();
+                std::size_t heavier = 0;
+                std::size_t here = 0;
+                for (std::size_t i = 0; i < count; ++i)
                 {
-                    c.become_sparse(false, items.size() <= 1);
-                    return true;
+                    const scored<T> s{x[ids[i]], ids[i]};
+                    const std::size_t k = key(s.logit);
+                    out[heavier] = s;
+                    out[count - 1 - here] = s;
+                    heavier += k > b;
+                    here += k == b;
+                }
+                scored<T>* const border = out + (count - here);
+                std::sort(border, out + count, [](const scored<T>& l, const scored<T>& r) { return ranks_before(l, r); });
+                for (std::size_t i = 0; i < here; ++i)
+                {
+                    cum += double(w[border[i].id]);
+                    if (cum >= target)
+                    {
+                        // The kept tokens, in id order.
+                        const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
+                        std::sort(border, border + i + 1, by_id);
+                        auto& items = c.items();
+                        items.resize(heavier + i + 1);
+                        std::merge(out, out + heavier, border, border + i + 1, items.begin(), by_id);
+                        c.become_sparse(false, true);
+                        return true;
+                    }
                 }
             }
             return false;
+        }
+
+        // key(m) at t_low = limit: the most buckets there can be.
+        template <class T>
+        static constexpr int limit_key() noexcept
+        {
+            return int(detail::exp_constants<T>::limit) * 4;
         }
 
         double m_p;

@@ -411,7 +411,8 @@ namespace xsampler
                     m_block = b;
                 }
                 m_lane[id % lanes] += w;
-                m_pending = true;
+                m_last = w;
+                ++m_pending;
             }
 
             /// Adds block b's sum, combined elsewhere in the same order (b
@@ -432,11 +433,12 @@ namespace xsampler
         private:
             void flush()
             {
-                if (m_pending)
+                if (m_pending != 0)
                 {
-                    push(combine_lanes(m_lane));
+                    // One weight and seven zero lanes: the combination is the weight.
+                    push(m_pending == 1 ? double(m_last) : combine_lanes(m_lane));
                     std::fill(std::begin(m_lane), std::end(m_lane), T(0));
-                    m_pending = false;
+                    m_pending = 0;
                 }
             }
 
@@ -450,7 +452,8 @@ namespace xsampler
             }
 
             T m_lane[lanes] = {};
-            bool m_pending = false;
+            T m_last = 0;
+            std::size_t m_pending = 0;  // weights added to the block since the last flush
             double m_total = 0.0;
             std::size_t m_block = 0;
             std::vector<block_total>* m_record;
