@@ -63,7 +63,10 @@ namespace xsampler
             m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
             m_weights.reserve(m_row.size);
             m_bits.reserve(m_row.size / 64 + 1);
-            m_blocks.reserve(m_row.size / detail::block_size + 1);
+            if (m_blocks.size() < m_row.size / detail::block_size + 1)
+            {
+                m_blocks.resize(m_row.size / detail::block_size + 1);
+            }
             m_max = stats.max;
             m_min = stats.min;
             m_argmax = stats.argmax;
@@ -201,10 +204,10 @@ namespace xsampler
         /// Z, also keeping each block's positive share (block_totals()).
         double total_weight_by_block()
         {
-            m_blocks.clear();
-            return sum_weights(&m_blocks);
+            m_record = {m_blocks.data()};
+            return sum_weights(&m_record);
         }
-        const std::vector<detail::block_total>& block_totals() const noexcept { return m_blocks; }
+        const detail::block_record& block_totals() const noexcept { return m_record; }
 
         /// Dense sets: Z, also storing every token's weight (weights()).
         double total_weight_keeping_weights()
@@ -286,7 +289,7 @@ namespace xsampler
             return true;
         }
 
-        double sum_weights(std::vector<detail::block_total>* record)
+        double sum_weights(detail::block_record* record)
         {
             if (m_dense)
             {
@@ -302,7 +305,8 @@ namespace xsampler
         detail::row_ref<T> m_row{nullptr, 0};
         std::vector<T> m_scratch;
         std::vector<scored<T>> m_items;
-        std::vector<detail::block_total> m_blocks;
+        std::vector<detail::block_total> m_blocks;  // one per block of the row
+        detail::block_record m_record{nullptr};
         std::vector<T> m_weights;
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
         std::vector<double> m_bucket_mass;

@@ -352,6 +352,17 @@ namespace xsampler
             double sum;
         };
 
+        /// The blocks of positive sum a blocked sum records, in block order:
+        /// `data` has room for one entry per block of the row (n / 64 + 1).
+        struct block_record
+        {
+            block_total* data;
+            std::size_t size = 0;
+            const block_total* begin() const noexcept { return data; }
+            const block_total* end() const noexcept { return data + size; }
+            const block_total& operator[](std::size_t i) const noexcept { return data[i]; }
+        };
+
         /// A block's sum from its eight lane sums, in double:
         /// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) — the order in which two
         /// 4-lane halves fold.
@@ -394,13 +405,13 @@ namespace xsampler
 
         /// Accumulates weights given in increasing id order into the blocked
         /// sum of the contract (lanes in T, blocks in double); ids that are
-        /// skipped count as weight 0. With a `record` vector, every block of
-        /// positive sum is appended to it.
+        /// skipped count as weight 0. With a `record`, every block of positive
+        /// sum is appended to it.
         template <class T>
         class blocked_sum
         {
         public:
-            explicit blocked_sum(std::vector<block_total>* record = nullptr) noexcept : m_record(record) {}
+            explicit blocked_sum(block_record* record = nullptr) noexcept : m_record(record) {}
 
             void add(std::size_t id, T w) noexcept
             {
@@ -445,9 +456,10 @@ namespace xsampler
             void push(double s)
             {
                 m_total += s;
-                if (m_record != nullptr && s > 0.0)
+                if (m_record != nullptr)
                 {
-                    m_record->push_back({m_block, s});
+                    m_record->data[m_record->size] = {m_block, s};  // kept if positive
+                    m_record->size += s > 0.0;
                 }
             }
 
@@ -456,7 +468,7 @@ namespace xsampler
             std::size_t m_pending = 0;  // weights added to the block since the last flush
             double m_total = 0.0;
             std::size_t m_block = 0;
-            std::vector<block_total>* m_record;
+            block_record* m_record;
         };
 
         /// The contract's weight of logit x at max m and base-2 scale s2.
@@ -472,19 +484,22 @@ namespace xsampler
         /// no weight is, and the kernel skips the test. With `w_out`, every
         /// weight is also stored there (n of them).
         template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T lowest, T s2, std::vector<block_total>* record,
+        double dense_total(const T* x, std::size_t n, T m, T lowest, T s2, block_record* record,
                            T* w_out = nullptr)
         {
             // Rounding is monotone: x >= lowest gives (x - m) * s2 >= (lowest - m) * s2.
-            if ((lowest - m) * s2 > exp_constants<T>::limit)
+            const bool above_limit = (lowest - m) * s2 > exp_constants<T>::limit;
+            if (w_out != nullptr)
             {
-                return dense_total<true>(x, n, m, s2, record, w_out);
+                return above_limit ? dense_total<true, true>(x, n, m, s2, record, w_out)
+                                   : dense_total<false, true>(x, n, m, s2, record, w_out);
             }
-            return dense_total<false>(x, n, m, s2, record, w_out);
+            return above_limit ? dense_total<true, false>(x, n, m, s2, record, w_out)
+                               : dense_total<false, false>(x, n, m, s2, record, w_out);
         }
 
-        template <bool above_limit, class T>
-        double dense_total(const T* x, std::size_t n, T m, T s2, std::vector<block_total>* record, T* w_out)
+        template <bool above_limit, bool store, class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out)
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
@@ -505,7 +520,7 @@ namespace xsampler
                         const B e = (B::load_unaligned(block + t + g * width) - vm) * vs;
                         const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
                         acc[g] = t == 0 ? w : acc[g] + w;
-                        if (w_out != nullptr)
+                        if (store)
                         {
                             w.store_unaligned(w_out + b * block_size + t + g * width);
                         }

@@ -52,9 +52,9 @@ namespace xsampler
         const double target = u * z;
         const auto& blocks = c.block_totals();  // only blocks of positive weight
         double before = 0.0;
-        std::size_t hit = blocks.size() - 1;
+        std::size_t hit = blocks.size - 1;
         bool past_end = true;  // rounding: u * Z >= Z; then the last positive token
-        for (std::size_t b = 0; b < blocks.size(); ++b)
+        for (std::size_t b = 0; b < blocks.size; ++b)
         {
             if (before + blocks[b].sum > target)
             {
