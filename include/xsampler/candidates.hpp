@@ -68,7 +68,6 @@ namespace xsampler
                 m_blocks.resize(m_row.size / detail::block_size + 1);
             }
             m_max = stats.max;
-            m_min = stats.min;
             m_argmax = stats.argmax;
             m_size = unknown;
             m_scale = 1.0;
@@ -214,7 +213,7 @@ namespace xsampler
         {
             m_weights.resize(m_row.size);
             m_weights_current = true;
-            return detail::dense_total(m_row.data, m_row.size, m_max, m_min, scale2(), nullptr, m_weights.data());
+            return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), nullptr, m_weights.data());
         }
         /// The weights stored by total_weight_keeping_weights, by id.
         const std::vector<T>& weights() const noexcept { return m_weights; }
@@ -293,7 +292,7 @@ namespace xsampler
         {
             if (m_dense)
             {
-                return detail::dense_total(m_row.data, m_row.size, m_max, m_min, scale2(), record);
+                return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), record);
             }
             detail::blocked_sum<T> sum(record);
             for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(id, logit)); });
@@ -315,7 +314,6 @@ namespace xsampler
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;
-        T m_min = 0;
         token_id m_argmax = 0;
         std::size_t m_size = 0;
         double m_scale = 1.0;

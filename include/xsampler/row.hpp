@@ -478,27 +478,41 @@ namespace xsampler
             return exp2_nonpos((x - m) * s2);
         }
 
-        /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
-        /// the tail: the same bits either way. `lowest` is the row's smallest
-        /// logit (or any lower bound): when its exponent is above the limit,
-        /// no weight is, and the kernel skips the test. With `w_out`, every
-        /// weight is also stored there (n of them).
-        template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T lowest, T s2, block_record* record,
-                           T* w_out = nullptr)
+        /// The weights of one block of 64 logits at (m, s2), summed into its
+        /// lane vectors (and stored to w_out when `store`). With above_limit,
+        /// the caller knows no exponent is at or below exp2's limit.
+        template <bool above_limit, bool store, class T, std::size_t G>
+        void block_weights(const T* block, batch<T> vm, batch<T> vs, batch<T> (&acc)[G], T* w_out) noexcept
         {
-            // Rounding is monotone: x >= lowest gives (x - m) * s2 >= (lowest - m) * s2.
-            const bool above_limit = (lowest - m) * s2 > exp_constants<T>::limit;
-            if (w_out != nullptr)
+            using B = batch<T>;
+            for (std::size_t t = 0; t < block_size; t += lanes)
             {
-                return above_limit ? dense_total<true, true>(x, n, m, s2, record, w_out)
-                                   : dense_total<false, true>(x, n, m, s2, record, w_out);
+                for (std::size_t g = 0; g < G; ++g)
+                {
+                    const B e = (B::load_unaligned(block + t + g * B::size) - vm) * vs;
+                    const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
+                    acc[g] = t == 0 ? w : acc[g] + w;
+                    if (store)
+                    {
+                        w.store_unaligned(w_out + t + g * B::size);
+                    }
+                }
             }
-            return above_limit ? dense_total<true, false>(x, n, m, s2, record, w_out)
-                               : dense_total<false, false>(x, n, m, s2, record, w_out);
         }
 
-        template <bool above_limit, bool store, class T>
+        /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
+        /// the tail: the same bits either way. A block whose smallest logit
+        /// has its exponent above exp2's limit (no masked token, no weight
+        /// below 2^-126) skips the limit's test. With `w_out`, every weight is
+        /// also stored there (n of them).
+        template <class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
+        {
+            return w_out != nullptr ? dense_total<true>(x, n, m, s2, record, w_out)
+                                    : dense_total<false>(x, n, m, s2, record, w_out);
+        }
+
+        template <bool store, class T>
         double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out)
         {
             using B = batch<T>;
@@ -508,23 +522,25 @@ namespace xsampler
             blocked_sum<T> sum(record);
             const B vm(m);
             const B vs(s2);
+            const B limit(exp_constants<T>::limit);
             const std::size_t full = n / block_size;
             for (std::size_t b = 0; b < full; ++b)
             {
                 const T* block = x + b * block_size;
-                B acc[groups];
-                for (std::size_t t = 0; t < block_size; t += lanes)
+                B low = B::load_unaligned(block);
+                for (std::size_t i = width; i < block_size; i += width)
                 {
-                    for (std::size_t g = 0; g < groups; ++g)
-                    {
-                        const B e = (B::load_unaligned(block + t + g * width) - vm) * vs;
-                        const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
-                        acc[g] = t == 0 ? w : acc[g] + w;
-                        if (store)
-                        {
-                            w.store_unaligned(w_out + b * block_size + t + g * width);
-                        }
-                    }
+                    low = xsimd::min(low, B::load_unaligned(block + i));
+                }
+                // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2.
+                B acc[groups];
+                if (xsimd::all((low - vm) * vs > limit))
+                {
+                    block_weights<true, store>(block, vm, vs, acc, w_out + b * block_size);
+                }
+                else
+                {
+                    block_weights<false, store>(block, vm, vs, acc, w_out + b * block_size);
                 }
                 sum.add_block(b, combine_lanes(acc));
             }
@@ -532,7 +548,7 @@ namespace xsampler
             {
                 const T w = weight(x[i], m, s2);
                 sum.add(i, w);
-                if (w_out != nullptr)
+                if (store)
                 {
                     w_out[i] = w;
                 }
@@ -604,11 +620,10 @@ namespace xsampler
         {
             T max;
             token_id argmax;
-            T min;  // -inf when a token is masked
         };
 
-        /// One pass (SIMD): validates the row and finds its max and min; then
-        /// finds the first index of the max (ties: the lowest id).
+        /// One pass (SIMD): validates the row and finds its max; then finds
+        /// the first index of the max (ties: the lowest id).
         template <class T>
         row_stats<T> scan_row(row_ref<T> row)
         {
@@ -627,7 +642,7 @@ namespace xsampler
             const T* x = row.data;
             const std::size_t n = row.size;
             const std::size_t vec_end = n - n % (2 * width);
-            B mx0(-inf), mx1(-inf), mn0(inf), mn1(inf);
+            B mx0(-inf), mx1(-inf);
             auto nan = mx0 != mx0;  // a NaN seen (+inf shows in the max)
             for (std::size_t i = 0; i < vec_end; i += 2 * width)
             {
@@ -635,21 +650,16 @@ namespace xsampler
                 const B b = B::load_unaligned(x + i + width);
                 mx0 = xsimd::max(mx0, a);
                 mx1 = xsimd::max(mx1, b);
-                mn0 = xsimd::min(mn0, a);
-                mn1 = xsimd::min(mn1, b);
                 nan = nan | unordered(a, b);
             }
             alignas(64) T lane_max[width];
             xsimd::max(mx0, mx1).store_aligned(lane_max);
             T best = *std::max_element(lane_max, lane_max + width);
-            xsimd::min(mn0, mn1).store_aligned(lane_max);
-            T least = *std::min_element(lane_max, lane_max + width);
             bool any_nan = xsimd::any(nan);
             for (std::size_t i = vec_end; i < n; ++i)
             {
                 any_nan = any_nan || x[i] != x[i];
                 best = std::max(best, x[i]);
-                least = std::min(least, x[i]);
             }
             if (any_nan || best == inf)
             {
@@ -683,7 +693,7 @@ namespace xsampler
             {
                 ++arg;
             }
-            return {best, token_id(arg), least};
+            return {best, token_id(arg)};
         }
     }
 }
