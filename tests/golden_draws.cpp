@@ -1,5 +1,6 @@
 // Prints draws for fixed rows, chains and seeds. The portability test builds
-// this with g++ and clang++, libstdc++ and libc++, -O0 and -O3, and checks
+// this with g++ and clang++, libstdc++ and libc++, -O0 and -O3, for x86-64's
+// baseline (SSE2) and for the build machine (-march=native), and checks
 // that every build prints tests/golden_draws.txt exactly: the library's
 // promise that the same engine, seed and logits give the same tokens.
 #include <cstdio>
