@@ -203,10 +203,12 @@ namespace xsampler
         /// Z, also keeping each block's positive share (block_totals()).
         double total_weight_by_block()
         {
-            m_record = {m_blocks.data()};
-            return sum_weights(&m_record);
+            detail::block_record record{m_blocks.data()};
+            const double z = sum_weights(&record);
+            m_block_count = record.size;
+            return z;
         }
-        const detail::block_record& block_totals() const noexcept { return m_record; }
+        detail::block_record block_totals() noexcept { return {m_blocks.data(), m_block_count}; }
 
         /// Dense sets: Z, also storing every token's weight (weights()).
         double total_weight_keeping_weights()
@@ -305,7 +307,7 @@ namespace xsampler
         std::vector<T> m_scratch;
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;  // one per block of the row
-        detail::block_record m_record{nullptr};
+        std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
         std::vector<T> m_weights;
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
         std::vector<double> m_bucket_mass;

@@ -50,7 +50,7 @@ namespace xsampler
         const double u = uniform01(rng);
         const double z = c.total_weight_by_block();
         const double target = u * z;
-        const auto& blocks = c.block_totals();  // only blocks of positive weight
+        const auto blocks = c.block_totals();  // only blocks of positive weight
         double before = 0.0;
         std::size_t hit = blocks.size - 1;
         bool past_end = true;  // rounding: u * Z >= Z; then the last positive token
