@@ -231,6 +231,15 @@ namespace xsampler
             }
             return m_ids.data();
         }
+        /// Scratch for vocab() small keys (top-p's buckets); grows once.
+        std::uint16_t* key_buffer()
+        {
+            if (m_keys.size() < m_row.size)
+            {
+                m_keys.resize(m_row.size);
+            }
+            return m_keys.data();
+        }
         /// Scratch for vocab() (logit, id) pairs; grows once.
         scored<T>* item_buffer()
         {
@@ -313,6 +322,7 @@ namespace xsampler
         std::vector<double> m_bucket_mass;
         std::vector<token_id> m_ids;
         std::vector<scored<T>> m_spare;
+        std::vector<std::uint16_t> m_keys;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

@@ -280,9 +280,11 @@ namespace xsampler
             const std::size_t buckets = key(m) + 1;
             mass.reserve(4 * (std::size_t(-limit_key<T>()) + 1));
             mass.assign(4 * buckets, 0.0);
+            std::uint16_t* keys = c.key_buffer();  // at most 4 * 1022 + 1 buckets
             for (std::size_t i = 0; i < count; ++i)
             {
-                mass[4 * key(x[ids[i]]) + i % 4] += double(w[ids[i]]);
+                keys[i] = std::uint16_t(key(x[ids[i]]));
+                mass[4 * keys[i] + i % 4] += double(w[ids[i]]);
             }
             for (std::size_t b = 0; b < buckets; ++b)
             {
@@ -310,7 +312,7 @@ namespace xsampler
                 for (std::size_t i = 0; i < count; ++i)
                 {
                     const scored<T> s{x[ids[i]], ids[i]};
-                    const std::size_t k = key(s.logit);
+                    const std::size_t k = keys[i];
                     out[heavier] = s;
                     out[count - 1 - here] = s;
                     heavier += k > b;
