@@ -357,7 +357,7 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
     p.top_p = 0.95;
     p.min_p = 0.05;
     sampler llama(p);
-    chain top_p_only{temperature{1.2}, top_p{0.9}};  // the windowed top-p over the full row
+    chain top_p_only{temperature{1.2}, top_p{0.9}};  // the bucketed top-p over the full row
     chain min_p_only{min_p{0.05}};
     chain plain{};
     philox4x32 rng(3);
