@@ -156,6 +156,39 @@ TEMPLATE_TEST_CASE("bad rows throw invalid_logits naming the index or reason", "
     CHECK_THROWS_AS(greedy(row<TestType>({-inf})), invalid_logits);
 }
 
+TEMPLATE_TEST_CASE("a chain that starts with top_k validates the row in its selection pass",
+                   "[row][errors][top_k]", float, double)
+{
+    // The first stage other than temperature is top_k: validation and
+    // selection share one pass. Faults in the vector groups and in the tail,
+    // for a compile-time chain and a run-time sampler; then the set it keeps.
+    const auto nan = std::numeric_limits<TestType>::quiet_NaN();
+    chain c{temperature{0.7}, top_k{3}, temperature{0.0}};
+    sampling_params p;
+    p.top_k = 3;
+    p.order = parse_stage_order("top_k;top_p");
+    sampler s(p);
+    auto r = test_helpers::random_row<TestType>(100, 5);
+    const auto check = [&](std::size_t i, TestType bad, const std::string& message) {
+        auto faulty = r;
+        faulty(i) = bad;
+        CHECK_THROWS_MATCHES(c.final_distribution(faulty), invalid_logits, Message(message));
+        CHECK_THROWS_MATCHES(s.final_distribution(faulty), invalid_logits, Message(message));
+    };
+    for (const std::size_t i : {std::size_t(5), std::size_t(98)})
+    {
+        check(i, nan, "logits: NaN at index " + std::to_string(i));
+        check(i, inf, "logits: +inf at index " + std::to_string(i));
+    }
+    CHECK_THROWS_MATCHES(c.final_distribution(xt::xtensor<TestType, 1>(xt::full_like(r, -inf))), invalid_logits,
+                         Message("logits: every token is masked (-inf)"));
+    // Ties for the max: temperature 0 after the fused top-k keeps the lowest id.
+    r(40) = r(70) = TestType(50);
+    CHECK(c.final_distribution(r).ids == std::vector<token_id>{40});
+    CHECK(s.final_distribution(r).ids.size() == 3);
+    CHECK(s.final_distribution(r).ids[0] == 40);
+}
+
 TEST_CASE("parameters are validated at construction with a message naming them", "[filters][errors]")
 {
     const auto nan = std::numeric_limits<double>::quiet_NaN();

@@ -46,6 +46,50 @@ namespace xsampler
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
     }
 
+    namespace detail
+    {
+        /// The k best-ranked unmasked tokens of a row, unordered, into `out`
+        /// (all of them if fewer). One pass in id order keeps a threshold tau,
+        /// the k-th best logit so far: a later token enters only if its logit
+        /// exceeds tau (an equal logit has a higher id, so it ranks below), and
+        /// a vector block whose max does not exceed tau is skipped whole. The
+        /// buffer is cut back to k by nth_element when it reaches its cap.
+        template <class T, class Watch = no_watch>
+        void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out, Watch&& watch = Watch{})
+        {
+            using B = batch<T>;
+            out.clear();
+            if (k == 0)
+            {
+                return;
+            }
+            const std::size_t cap = std::max<std::size_t>(2 * k, 128);
+            T tau = -std::numeric_limits<T>::infinity();
+            const auto shrink = [&] {
+                std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), ranks_before<T>);
+                out.resize(k);
+                tau = out[k - 1].logit;
+            };
+            const auto take = [&](std::size_t i) {
+                if (x[i] > tau)
+                {
+                    out.push_back({x[i], token_id(i)});
+                    if (out.size() == cap)
+                    {
+                        shrink();
+                    }
+                }
+            };
+            // tau may rise inside a group: take() checks again.
+            for_each_passing(
+                x, n, [&](const B& v) { return v > B(tau); }, [&](T v) { return v > tau; }, take, watch);
+            if (out.size() > k)
+            {
+                shrink();
+            }
+        }
+    }
+
     template <class T>
     class candidates
     {
@@ -54,28 +98,21 @@ namespace xsampler
                       "xsampler: logits must be float or double");
 
         /// Start from the whole row: validates it (one pass) and keeps every
-        /// unmasked token at scale 1.
+        /// unmasked token at scale 1. With top_k_first = k > 0, the caller's
+        /// first truncating stage is top_k{k}: the same pass also selects the
+        /// k best tokens, and the set starts as that top-k (the stage then
+        /// finds nothing left to do).
         template <class E>
-        void load(const xt::xexpression<E>& logits)
+        void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0)
         {
             m_row = detail::contiguous_row(logits, m_scratch);
-            const auto stats = detail::scan_row(m_row);
-            m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
-            m_weights.reserve(m_row.size);
-            m_bits.reserve(m_row.size / 64 + 1);
-            if (m_blocks.size() < m_row.size / detail::block_size + 1)
+            if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first))
             {
-                m_blocks.resize(m_row.size / detail::block_size + 1);
+                return;
             }
-            m_max = stats.max;
-            m_argmax = stats.argmax;
-            m_size = unknown;
-            m_scale = 1.0;
-            m_weights_current = false;
-            m_dense = true;
+            const auto stats = detail::scan_row(m_row);
+            reset(stats.max, stats.argmax);
             m_items.clear();
-            m_rank_sorted = false;
-            m_id_sorted = false;
         }
 
         std::size_t vocab() const noexcept { return m_row.size; }
@@ -250,6 +287,44 @@ namespace xsampler
             return m_spare.data();
         }
     private:
+        /// Validation and selection in one pass (see load); false if the row
+        /// is invalid, to be reported by scan_row.
+        bool load_top_k(std::size_t k)
+        {
+            detail::row_watch<T> watch;
+            detail::select_top(m_row.data, m_row.size, k, m_items, watch);
+            if (!watch.valid())
+            {
+                return false;
+            }
+            // The argmax ranks first among the k best (ties: the lowest id).
+            const auto best = *std::min_element(m_items.begin(), m_items.end(), ranks_before<T>);
+            reset(best.logit, best.id);
+            become_sparse(false, false);
+            return true;
+        }
+
+        /// The state of a freshly validated row, at scale 1 (dense; the items
+        /// are the caller's to set).
+        void reset(T max, token_id argmax)
+        {
+            m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
+            m_weights.reserve(m_row.size);
+            m_bits.reserve(m_row.size / 64 + 1);
+            if (m_blocks.size() < m_row.size / detail::block_size + 1)
+            {
+                m_blocks.resize(m_row.size / detail::block_size + 1);
+            }
+            m_max = max;
+            m_argmax = argmax;
+            m_size = unknown;
+            m_scale = 1.0;
+            m_weights_current = false;
+            m_dense = true;
+            m_rank_sorted = false;
+            m_id_sorted = false;
+        }
+
         static_assert(detail::block_size == 64, "one bitmap word per block");
 
         template <class F>
@@ -333,50 +408,6 @@ namespace xsampler
         bool m_rank_sorted = false;
         bool m_id_sorted = false;
     };
-
-    namespace detail
-    {
-        /// The k best-ranked unmasked tokens of a row, unordered, into `out`
-        /// (all of them if fewer). One pass in id order keeps a threshold tau,
-        /// the k-th best logit so far: a later token enters only if its logit
-        /// exceeds tau (an equal logit has a higher id, so it ranks below), and
-        /// a vector block whose max does not exceed tau is skipped whole. The
-        /// buffer is cut back to k by nth_element when it reaches its cap.
-        template <class T>
-        void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out)
-        {
-            using B = batch<T>;
-            out.clear();
-            if (k == 0)
-            {
-                return;
-            }
-            const std::size_t cap = std::max<std::size_t>(2 * k, 128);
-            T tau = -std::numeric_limits<T>::infinity();
-            const auto shrink = [&] {
-                std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), ranks_before<T>);
-                out.resize(k);
-                tau = out[k - 1].logit;
-            };
-            const auto take = [&](std::size_t i) {
-                if (x[i] > tau)
-                {
-                    out.push_back({x[i], token_id(i)});
-                    if (out.size() == cap)
-                    {
-                        shrink();
-                    }
-                }
-            };
-            // tau may rise inside a group: take() checks again.
-            for_each_passing(
-                x, n, [&](const B& v) { return v > B(tau); }, [&](T v) { return v > tau; }, take);
-            if (out.size() > k)
-            {
-                shrink();
-            }
-        }
-    }
 }
 
 #endif

@@ -81,9 +81,35 @@ namespace xsampler
         candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, token_span /*history*/)
         {
             auto& c = m_ws.get<detail::logit_type<E>>();
-            c.load(logits);
+            c.load(logits, top_k_first());
             std::apply([&](const auto&... stage) { (stage.apply(c), ...); }, m_stages);
             return c;
+        }
+
+        // k when the first stage other than temperature is top_k{k} (the
+        // validation pass then selects too), else 0.
+        std::size_t top_k_first() const noexcept
+        {
+            std::size_t k = 0;
+            bool decided = false;
+            std::apply(
+                [&](const auto&... s) {
+                    [[maybe_unused]] const auto see = [&](const auto& stage) {
+                        using S = std::decay_t<decltype(stage)>;
+                        if (decided || std::is_same<S, temperature>::value)
+                        {
+                            return;
+                        }
+                        decided = true;
+                        if constexpr (std::is_same<S, top_k>::value)
+                        {
+                            k = std::size_t(stage.value());
+                        }
+                    };
+                    (see(s), ...);
+                },
+                m_stages);
+            return k;
         }
 
         std::tuple<Stages...> m_stages;
@@ -235,7 +261,7 @@ namespace xsampler
                                                   workspace& ws) const
         {
             auto& c = ws.get<detail::logit_type<E>>();
-            c.load(logits);
+            c.load(logits, top_k_first());
             for (const stage s : m_params.order)
             {
                 switch (s)
@@ -247,6 +273,19 @@ namespace xsampler
                 }
             }
             return c;
+        }
+
+        // k when the first stage other than temperature is top_k{k}, else 0.
+        std::size_t top_k_first() const noexcept
+        {
+            for (const stage s : m_params.order)
+            {
+                if (s != stage::temperature)
+                {
+                    return s == stage::top_k ? std::size_t(m_top_k.value()) : 0;
+                }
+            }
+            return 0;
         }
 
         sampling_params m_params;

@@ -146,13 +146,29 @@ namespace xsampler
             }
         }
 
+        /// Watches nothing (the default of for_each_passing).
+        struct no_watch
+        {
+            template <class... A>
+            void group(const A&...) noexcept
+            {
+            }
+            template <class V>
+            void one(V) noexcept
+            {
+            }
+        };
+
         /// Calls f(i), in increasing i, for the logits x[i] that pass a test
         /// monotone in the logit: passes(v) gives the lanes of a vector that
         /// pass, passes_one(x) the same for one value. Four vectors at a time;
         /// a group whose max fails is skipped whole. The test is asked afresh
-        /// for every group, so it may tighten as the walk goes on.
-        template <class T, class Test, class TestOne, class F>
-        void for_each_passing(const T* x, std::size_t n, Test&& passes, TestOne&& passes_one, F&& f)
+        /// for every group, so it may tighten as the walk goes on. `watch`
+        /// sees every logit: watch.group(max, v) for each group of four
+        /// vectors v (max: their lane-wise max), watch.one(x) for the rest.
+        template <class T, class Test, class TestOne, class F, class Watch = no_watch>
+        void for_each_passing(const T* x, std::size_t n, Test&& passes, TestOne&& passes_one, F&& f,
+                              Watch&& watch = Watch{})
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
@@ -162,7 +178,9 @@ namespace xsampler
             {
                 const B v[] = {B::load_unaligned(x + i), B::load_unaligned(x + i + width),
                                B::load_unaligned(x + i + 2 * width), B::load_unaligned(x + i + 3 * width)};
-                if (xsimd::any(passes(xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3])))))
+                const B max = xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3]));
+                watch.group(max, v);
+                if (xsimd::any(passes(max)))
                 {
                     for (std::size_t k = 0; k < 4; ++k)
                     {
@@ -172,6 +190,7 @@ namespace xsampler
             }
             for (std::size_t i = vec_end; i < n; ++i)
             {
+                watch.one(x[i]);
                 if (passes_one(x[i]))
                 {
                     f(i);
@@ -614,6 +633,38 @@ namespace xsampler
 #endif
             return (a != a) | (b != b);
         }
+
+        /// A for_each_passing watch that does scan_row's checks on the way:
+        /// the row's max and whether a NaN was seen.
+        template <class T>
+        struct row_watch
+        {
+            using B = batch<T>;
+            B max = B(-std::numeric_limits<T>::infinity());
+            decltype(B() != B()) nan = max != max;
+            T tail_max = -std::numeric_limits<T>::infinity();
+            bool tail_nan = false;
+
+            void group(const B& group_max, const B (&v)[4]) noexcept
+            {
+                max = xsimd::max(max, group_max);
+                nan = nan | unordered(v[0], v[1]) | unordered(v[2], v[3]);
+            }
+            void one(T x) noexcept
+            {
+                tail_max = std::max(tail_max, x);
+                tail_nan = tail_nan || x != x;
+            }
+            /// Whether the row is valid: no NaN, no +inf, not every token masked.
+            bool valid() const noexcept
+            {
+                alignas(64) T lane[B::size];
+                max.store_aligned(lane);
+                const T best = std::max(*std::max_element(lane, lane + B::size), tail_max);
+                return !xsimd::any(nan) && !tail_nan && best < std::numeric_limits<T>::infinity() &&
+                       best > -std::numeric_limits<T>::infinity();
+            }
+        };
 
         template <class T>
         struct row_stats
