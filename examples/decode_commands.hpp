@@ -117,7 +117,9 @@ namespace examples
 
     inline int run_generate(const decode_options& o, xsampler::sampler& s)
     {
-        auto [model, prompt] = load_model(o);
+        loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
+        auto& model = input.model;
+        auto& prompt = input.prompt;
         xsampler::generate_options g;
         g.max_tokens = o.max_tokens;
         g.min_tokens = o.min_tokens;
@@ -187,7 +189,9 @@ namespace examples
 
     inline int run_beam(const decode_options& o)
     {
-        auto [model, prompt] = load_model(o);
+        loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
+        auto& model = input.model;
+        auto& prompt = input.prompt;
         xsampler::beam_options b;
         b.beam_width = o.beam_width;
         b.max_tokens = o.max_tokens;
@@ -225,7 +229,9 @@ namespace examples
         {
             throw std::invalid_argument("-n: must be >= 1, got " + std::to_string(o.n));
         }
-        auto [model, prompt] = load_model(o);
+        loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
+        auto& model = input.model;
+        auto& prompt = input.prompt;
         xsampler::generate_options g;
         g.max_tokens = o.max_tokens;
         g.eos = eos_ids(o);

@@ -553,13 +553,14 @@ namespace xsampler
                 }
                 // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2.
                 B acc[groups];
+                T* const block_out = store ? w_out + b * block_size : nullptr;
                 if (xsimd::all((low - vm) * vs > limit))
                 {
-                    block_weights<true, store>(block, vm, vs, acc, w_out + b * block_size);
+                    block_weights<true, store>(block, vm, vs, acc, block_out);
                 }
                 else
                 {
-                    block_weights<false, store>(block, vm, vs, acc, w_out + b * block_size);
+                    block_weights<false, store>(block, vm, vs, acc, block_out);
                 }
                 sum.add_block(b, combine_lanes(acc));
             }
