@@ -106,6 +106,7 @@ namespace xsampler
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0)
         {
             m_row = detail::contiguous_row(logits, m_scratch);
+            detail::check_row_size(m_row.size);
             if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first))
             {
                 return;

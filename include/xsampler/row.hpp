@@ -676,18 +676,24 @@ namespace xsampler
 
         /// One pass (SIMD): validates the row and finds its max; then finds
         /// the first index of the max (ties: the lowest id).
-        template <class T>
-        row_stats<T> scan_row(row_ref<T> row)
+        /// Throws unless a row of n tokens can be sampled: not empty, and
+        /// every index a token_id.
+        inline void check_row_size(std::size_t n)
         {
-            if (row.size == 0)
+            if (n == 0)
             {
                 throw invalid_logits("logits: the row is empty");
             }
-            if (row.size > std::size_t(std::numeric_limits<token_id>::max()))
+            if (n > std::size_t(std::numeric_limits<token_id>::max()))
             {
-                throw invalid_logits("logits: a row of " + std::to_string(row.size) +
-                                     " tokens is longer than token_id can index");
+                throw invalid_logits("logits: a row of " + std::to_string(n) + " tokens is longer than token_id can index");
             }
+        }
+
+        template <class T>
+        row_stats<T> scan_row(row_ref<T> row)
+        {
+            check_row_size(row.size);
             using B = batch<T>;
             constexpr std::size_t width = B::size;
             constexpr T inf = std::numeric_limits<T>::infinity();
