@@ -261,33 +261,23 @@ namespace xsampler
         std::vector<double>& bucket_mass() noexcept { return m_bucket_mass; }
         /// Scratch for vocab() ids plus `slack` (branch-free gathers write past
         /// their count); grows once.
-        token_id* id_buffer(std::size_t slack)
-        {
-            if (m_ids.size() < m_row.size + slack)
-            {
-                m_ids.resize(m_row.size + slack);
-            }
-            return m_ids.data();
-        }
+        token_id* id_buffer(std::size_t slack) { return grown(m_ids, m_row.size + slack); }
         /// Scratch for vocab() small keys (top-p's buckets); grows once.
-        std::uint16_t* key_buffer()
-        {
-            if (m_keys.size() < m_row.size)
-            {
-                m_keys.resize(m_row.size);
-            }
-            return m_keys.data();
-        }
+        std::uint16_t* key_buffer() { return grown(m_keys, m_row.size); }
         /// Scratch for vocab() (logit, id) pairs; grows once.
-        scored<T>* item_buffer()
-        {
-            if (m_spare.size() < m_row.size)
-            {
-                m_spare.resize(m_row.size);
-            }
-            return m_spare.data();
-        }
+        scored<T>* item_buffer() { return grown(m_spare, m_row.size); }
     private:
+        // v with at least n elements (it only ever grows), as a pointer.
+        template <class U>
+        static U* grown(std::vector<U>& v, std::size_t n)
+        {
+            if (v.size() < n)
+            {
+                v.resize(n);
+            }
+            return v.data();
+        }
+
         /// Validation and selection in one pass (see load); false if the row
         /// is invalid, to be reported by scan_row.
         bool load_top_k(std::size_t k)
@@ -312,10 +302,7 @@ namespace xsampler
             m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
             m_weights.reserve(m_row.size);
             m_bits.reserve(m_row.size / 64 + 1);
-            if (m_blocks.size() < m_row.size / detail::block_size + 1)
-            {
-                m_blocks.resize(m_row.size / detail::block_size + 1);
-            }
+            grown(m_blocks, m_row.size / detail::block_size + 1);
             m_max = max;
             m_argmax = argmax;
             m_size = unknown;

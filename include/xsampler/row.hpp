@@ -377,8 +377,6 @@ namespace xsampler
         {
             block_total* data;
             std::size_t size = 0;
-            const block_total* begin() const noexcept { return data; }
-            const block_total* end() const noexcept { return data + size; }
             const block_total& operator[](std::size_t i) const noexcept { return data[i]; }
         };
 
