@@ -60,7 +60,7 @@ namespace xsampler
         const auto rows_of = [&](std::size_t part) {
             for (std::size_t r = part * batch / parts; r < (part + 1) * batch / parts; ++r)
             {
-                const token_span history = histories.empty() ? token_span{} : histories[r];
+                const token_history history = histories.empty() ? token_history{} : token_history(histories[r]);
                 out[r] = rows[r].sample(xt::view(e, r, xt::all()), history, pool[part]);
             }
         };

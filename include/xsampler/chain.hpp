@@ -63,13 +63,13 @@ namespace xsampler
         explicit chain(Stages... stages) : m_stages(std::move(stages)...) {}
 
         template <class E, class URBG>
-        sampled_token sample(const xt::xexpression<E>& logits, token_span history, URBG& rng)
+        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, URBG& rng)
         {
             return draw(filter(logits, history), rng);
         }
 
         template <class E>
-        distribution final_distribution(const xt::xexpression<E>& logits, token_span history = {})
+        distribution final_distribution(const xt::xexpression<E>& logits, const token_history& history = {})
         {
             return distribution_of(filter(logits, history));
         }
@@ -78,7 +78,7 @@ namespace xsampler
 
     private:
         template <class E>
-        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, token_span /*history*/)
+        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& /*history*/)
         {
             auto& c = m_ws.get<detail::logit_type<E>>();
             c.load(logits, top_k_first());
@@ -227,7 +227,7 @@ namespace xsampler
 
         /// Draws with the sampler's own engine (philox4x32(seed, 0)).
         template <class E>
-        sampled_token sample(const xt::xexpression<E>& logits, token_span history)
+        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history)
         {
             return sample(logits, history, m_engine);
         }
@@ -235,19 +235,19 @@ namespace xsampler
         /// Draws with the sampler's own engine, in the caller's workspace (for
         /// many samplers sharing a few workspaces, as sample_batch does).
         template <class E>
-        sampled_token sample(const xt::xexpression<E>& logits, token_span history, workspace& ws)
+        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, workspace& ws)
         {
             return draw(filter(logits, history, ws), m_engine);
         }
 
         template <class E, class URBG>
-        sampled_token sample(const xt::xexpression<E>& logits, token_span history, URBG& rng)
+        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, URBG& rng)
         {
             return draw(filter(logits, history, m_ws), rng);
         }
 
         template <class E>
-        distribution final_distribution(const xt::xexpression<E>& logits, token_span history = {})
+        distribution final_distribution(const xt::xexpression<E>& logits, const token_history& history = {})
         {
             return distribution_of(filter(logits, history, m_ws));
         }
@@ -257,7 +257,7 @@ namespace xsampler
 
     private:
         template <class E>
-        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, token_span /*history*/,
+        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& /*history*/,
                                                   workspace& ws) const
         {
             auto& c = ws.get<detail::logit_type<E>>();

@@ -1,7 +1,8 @@
 // xsampler — token samplers for language-model inference. BSD-3-Clause.
 //
-// The small vocabulary every header shares: token ids, a view of the token
-// history, the sampled token, and the exception family.
+// The small vocabulary every header shares: token ids, spans, the token
+// history (with where its prompt ends), the sampled token, and the exception
+// family.
 //
 // Errors: every bad input throws a class derived from std::invalid_argument,
 // whose message names the function or stage, the parameter, the allowed range
@@ -14,11 +15,14 @@
 #ifndef XSAMPLER_TYPES_HPP
 #define XSAMPLER_TYPES_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace xsampler
@@ -40,27 +44,82 @@ namespace xsampler
         using std::invalid_argument::invalid_argument;
     };
 
-    /// A read-only view of the token history (prompt plus generated tokens).
-    /// Cheap to copy; it does not own the tokens.
-    class token_span
+    /// A view of n contiguous elements (std::span's subset, for C++17): cheap
+    /// to copy, does not own them. span<const T> binds to a std::vector<T> (or
+    /// any container with data() and size()) implicitly.
+    template <class T>
+    class span
     {
     public:
-        token_span() noexcept = default;
-        token_span(const token_id* data, std::size_t size) noexcept : m_data(data), m_size(size) {}
-        token_span(const std::vector<token_id>& tokens) noexcept  // NOLINT: implicit on purpose
-            : m_data(tokens.data()), m_size(tokens.size())
+        using element_type = T;
+        using value_type = std::remove_cv_t<T>;
+
+        span() noexcept = default;
+        span(T* data, std::size_t size) noexcept : m_data(data), m_size(size) {}
+        template <class C, class = std::enable_if_t<std::is_convertible<decltype(std::declval<C&>().data()), T*>::value>>
+        span(C& container) noexcept  // NOLINT: implicit on purpose, like std::span
+            : m_data(container.data()), m_size(container.size())
         {
         }
 
-        const token_id* begin() const noexcept { return m_data; }
-        const token_id* end() const noexcept { return m_data + m_size; }
+        T* begin() const noexcept { return m_data; }
+        T* end() const noexcept { return m_data + m_size; }
+        T* data() const noexcept { return m_data; }
         std::size_t size() const noexcept { return m_size; }
         bool empty() const noexcept { return m_size == 0; }
-        token_id operator[](std::size_t i) const noexcept { return m_data[i]; }
+        T& operator[](std::size_t i) const noexcept { return m_data[i]; }
+        /// Elements [from, from + count), clamped to the span.
+        span subspan(std::size_t from, std::size_t count = ~std::size_t(0)) const noexcept
+        {
+            from = std::min(from, m_size);
+            return {m_data + from, std::min(count, m_size - from)};
+        }
 
     private:
-        const token_id* m_data = nullptr;
+        T* m_data = nullptr;
         std::size_t m_size = 0;
+    };
+
+    /// A read-only view of token ids.
+    using token_span = span<const token_id>;
+
+    /// The token history a stage sees: the prompt followed by the tokens
+    /// generated so far, and where the prompt ends (engines differ on which of
+    /// them a penalty counts). Cheap to copy; it does not own the tokens. A
+    /// history made from tokens alone is all prompt.
+    class token_history
+    {
+    public:
+        token_history() noexcept = default;
+        token_history(token_span tokens) noexcept  // NOLINT: implicit on purpose
+            : m_tokens(tokens), m_prompt(tokens.size())
+        {
+        }
+        token_history(const std::vector<token_id>& tokens) noexcept  // NOLINT: implicit on purpose
+            : token_history(token_span(tokens))
+        {
+        }
+        /// The first prompt_length tokens are the prompt; prompt_length must
+        /// be at most tokens.size() (invalid_parameter otherwise).
+        token_history(token_span tokens, std::size_t prompt_length) : m_tokens(tokens), m_prompt(prompt_length)
+        {
+            if (prompt_length > tokens.size())
+            {
+                throw invalid_parameter("history: prompt length " + std::to_string(prompt_length) + " exceeds the " +
+                                        std::to_string(tokens.size()) + " tokens of the history");
+            }
+        }
+
+        /// Prompt and generated tokens, in order.
+        token_span tokens() const noexcept { return m_tokens; }
+        std::size_t size() const noexcept { return m_tokens.size(); }
+        std::size_t prompt_length() const noexcept { return m_prompt; }
+        token_span prompt() const noexcept { return m_tokens.subspan(0, m_prompt); }
+        token_span generated() const noexcept { return m_tokens.subspan(m_prompt); }
+
+    private:
+        token_span m_tokens;
+        std::size_t m_prompt = 0;
     };
 
     /// One sampled token: its id and its natural-log probability under the
