@@ -135,7 +135,7 @@ namespace xsampler
         /// Dense: every unmasked token of the row is kept, no ids stored.
         bool dense() const noexcept { return m_dense; }
 
-        /// The scale s in T (the contract of row.hpp).
+        /// The scale s in T (the contract of detail/exp2.hpp).
         T scale() const noexcept
         {
             return T(std::min(m_scale, double(std::numeric_limits<T>::max())));

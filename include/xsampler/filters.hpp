@@ -21,9 +21,10 @@
 //   With p_i the current probabilities (temperature so far included), keeps
 //   the shortest prefix of the rank whose mass reaches P, *inclusive* of the
 //   token that crosses P — so a confident step keeps its top token, never an
-//   empty set. Precisely: with w_i and Z as in row.hpp, and c_n the mass of
-//   the first n ranked tokens (in double), n is the least with
-//   c_n >= (P - 1e-12) * Z (all of them if rounding leaves every c_n below).
+//   empty set. Precisely: with w_i and Z as in detail/exp2.hpp and
+//   detail/blocked_sum.hpp, and c_n the mass of the first n ranked tokens
+//   (in double), n is the least with c_n >= (P - 1e-12) * Z (all of them if
+//   rounding leaves every c_n below).
 //   The 1e-12 of slack makes a mass that equals P up to rounding count as
 //   reaching it: {.1, .2, .3, .4} at P = 0.7 keeps {.4, .3}, though 0.7 has no
 //   exact binary form. On a list, c_n is a running sum in rank order; on a

@@ -1,8 +1,9 @@
 // xsampler — token samplers for language-model inference. BSD-3-Clause.
 //
 // The softmax and its relatives over one row of logits, in double, computed
-// exactly as the samplers compute them (row.hpp states the numerics): the
-// probabilities softmax() returns are those a chain with no filter draws from.
+// exactly as the samplers compute them (detail/exp2.hpp and
+// detail/blocked_sum.hpp state the numerics): the probabilities softmax()
+// returns are those a chain with no filter draws from.
 // Masked (-inf) tokens get probability 0 and log-probability -inf; invalid
 // rows throw invalid_logits.
 #ifndef XSAMPLER_SOFTMAX_HPP

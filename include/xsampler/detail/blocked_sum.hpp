@@ -1,0 +1,230 @@
+// xsampler — token samplers for language-model inference. BSD-3-Clause.
+//
+// Z, the sum of the weights, in the one fixed order that a SIMD loop computes
+// and scalar code repeats: so vectorised and scalar code give the same Z.
+//
+// Contract (T the row's type, float or double)
+// - Z = the sum of the w_i (detail/exp2.hpp) in this order: ids are cut into
+//   blocks of 64; in a block, lane j (ids = j mod 8) is summed in T in id
+//   order, the eight lane sums are converted to double and added as
+//   ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)), and the block sums are added in
+//   double in block order.
+// - p_i = w_i / Z,   log p_i = log(w_i / Z)   (in double).
+// - dense_total (SIMD over the full blocks of a row) and blocked_sum (weights
+//   given one by one in id order; a skipped id counts as 0) give the same
+//   bits. Either can record each block of positive sum (block_record), for
+//   draws that walk blocks before tokens.
+#ifndef XSAMPLER_DETAIL_BLOCKED_SUM_HPP
+#define XSAMPLER_DETAIL_BLOCKED_SUM_HPP
+
+#include <algorithm>
+#include <cstddef>
+#include <iterator>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "exp2.hpp"
+#include "simd.hpp"
+
+namespace xsampler
+{
+    namespace detail
+    {
+        constexpr std::size_t block_size = 64;
+        constexpr std::size_t lanes = 8;
+
+        /// One block's share of Z.
+        struct block_total
+        {
+            std::size_t block;
+            double sum;
+        };
+
+        /// The blocks of positive sum a blocked sum records, in block order:
+        /// `data` has room for one entry per block of the row (n / 64 + 1).
+        struct block_record
+        {
+            block_total* data;
+            std::size_t size = 0;
+            const block_total& operator[](std::size_t i) const noexcept { return data[i]; }
+        };
+
+        /// A block's sum from its eight lane sums, in double:
+        /// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)) — the order in which two
+        /// 4-lane halves fold.
+        template <class T>
+        double combine_lanes(const T (&l)[lanes]) noexcept
+        {
+            const double d[lanes] = {l[0], l[1], l[2], l[3], l[4], l[5], l[6], l[7]};
+            return ((d[0] + d[4]) + (d[2] + d[6])) + ((d[1] + d[5]) + (d[3] + d[7]));
+        }
+
+        /// The same from lane sums held in vectors (lanes / width of them).
+        template <class T, class A, std::size_t G>
+        double combine_lanes(const xsimd::batch<T, A> (&acc)[G]) noexcept
+        {
+#if XSIMD_WITH_AVX
+            if constexpr (std::is_base_of<xsimd::avx, A>::value)
+            {
+                return fold_lanes(acc);
+            }
+#endif
+            alignas(64) T l[lanes];
+            for (std::size_t g = 0; g < G; ++g)
+            {
+                acc[g].store_aligned(l + g * xsimd::batch<T, A>::size);
+            }
+            return combine_lanes(l);
+        }
+
+        /// Accumulates weights given in increasing id order into the blocked
+        /// sum of the contract (lanes in T, blocks in double); ids that are
+        /// skipped count as weight 0. With a `record`, every block of positive
+        /// sum is appended to it.
+        template <class T>
+        class blocked_sum
+        {
+        public:
+            explicit blocked_sum(block_record* record = nullptr) noexcept : m_record(record) {}
+
+            void add(std::size_t id, T w) noexcept
+            {
+                const std::size_t b = id / block_size;
+                if (b != m_block)
+                {
+                    flush();
+                    m_block = b;
+                }
+                m_lane[id % lanes] += w;
+                m_last = w;
+                ++m_pending;
+            }
+
+            /// Adds block b's sum, combined elsewhere in the same order (b
+            /// above every block added before).
+            void add_block(std::size_t b, double s)
+            {
+                flush();
+                m_block = b;
+                push(s);
+            }
+
+            double total()
+            {
+                flush();
+                return m_total;
+            }
+
+        private:
+            void flush()
+            {
+                if (m_pending != 0)
+                {
+                    // One weight and seven zero lanes: the combination is the weight.
+                    push(m_pending == 1 ? double(m_last) : combine_lanes(m_lane));
+                    std::fill(std::begin(m_lane), std::end(m_lane), T(0));
+                    m_pending = 0;
+                }
+            }
+
+            void push(double s)
+            {
+                m_total += s;
+                if (m_record != nullptr)
+                {
+                    m_record->data[m_record->size] = {m_block, s};  // kept if positive
+                    m_record->size += s > 0.0;
+                }
+            }
+
+            T m_lane[lanes] = {};
+            T m_last = 0;
+            std::size_t m_pending = 0;  // weights added to the block since the last flush
+            double m_total = 0.0;
+            std::size_t m_block = 0;
+            block_record* m_record;
+        };
+
+        /// The weights of one block of 64 logits at (m, s2), summed into its
+        /// lane vectors (and stored to w_out when `store`). With above_limit,
+        /// the caller knows no exponent is at or below exp2's limit.
+        template <bool above_limit, bool store, class T, std::size_t G>
+        void block_weights(const T* block, batch<T> vm, batch<T> vs, batch<T> (&acc)[G], T* w_out) noexcept
+        {
+            using B = batch<T>;
+            for (std::size_t t = 0; t < block_size; t += lanes)
+            {
+                for (std::size_t g = 0; g < G; ++g)
+                {
+                    const B e = (B::load_unaligned(block + t + g * B::size) - vm) * vs;
+                    const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
+                    acc[g] = t == 0 ? w : acc[g] + w;
+                    if (store)
+                    {
+                        w.store_unaligned(w_out + t + g * B::size);
+                    }
+                }
+            }
+        }
+
+        /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
+        /// the tail: the same bits either way. A block whose smallest logit
+        /// has its exponent above exp2's limit (no masked token, no weight
+        /// below 2^-126) skips the limit's test. With `w_out`, every weight is
+        /// also stored there (n of them).
+        template <class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
+        {
+            return w_out != nullptr ? dense_total<true>(x, n, m, s2, record, w_out)
+                                    : dense_total<false>(x, n, m, s2, record, w_out);
+        }
+
+        template <bool store, class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out)
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            static_assert(lanes % width == 0, "xsampler: unsupported SIMD width");
+            constexpr std::size_t groups = lanes / width;  // vectors per lane set
+            blocked_sum<T> sum(record);
+            const B vm(m);
+            const B vs(s2);
+            const B limit(exp_constants<T>::limit);
+            const std::size_t full = n / block_size;
+            for (std::size_t b = 0; b < full; ++b)
+            {
+                const T* block = x + b * block_size;
+                B low = B::load_unaligned(block);
+                for (std::size_t i = width; i < block_size; i += width)
+                {
+                    low = xsimd::min(low, B::load_unaligned(block + i));
+                }
+                // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2.
+                B acc[groups];
+                T* const block_out = store ? w_out + b * block_size : nullptr;
+                if (xsimd::all((low - vm) * vs > limit))
+                {
+                    block_weights<true, store>(block, vm, vs, acc, block_out);
+                }
+                else
+                {
+                    block_weights<false, store>(block, vm, vs, acc, block_out);
+                }
+                sum.add_block(b, combine_lanes(acc));
+            }
+            for (std::size_t i = full * block_size; i < n; ++i)
+            {
+                const T w = weight(x[i], m, s2);
+                sum.add(i, w);
+                if (store)
+                {
+                    w_out[i] = w;
+                }
+            }
+            return sum.total();
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,247 @@
+// xsampler — token samplers for language-model inference. BSD-3-Clause.
+//
+// SIMD lane helpers (xsimd) for the kernels of the other headers: the vector
+// type, lane masks as bits, the walk over the logits that pass a test, and the
+// few operations that need an instruction xsimd does not name. Every raw
+// intrinsic of the library (_mm256_*, _mm_*) is in this header.
+//
+// Contract
+// - batch<T> is xsimd's vector of T for kernel_arch: the build's default
+//   architecture, but AVX2 where AVX-512 is on, so that a vector never holds
+//   more than the 8 lanes of the blocked sum (detail/blocked_sum.hpp).
+// - Lane i of a mask is bit i; walks over bits and over passing logits go in
+//   increasing index order.
+// - Each helper with an intrinsic path has a portable path that gives the
+//   same bits (unordered, permute8), or is AVX only and says so (fold_lanes,
+//   which adds in the order its comment states). The other helpers move,
+//   compare and select lanes and never round.
+#ifndef XSAMPLER_DETAIL_SIMD_HPP
+#define XSAMPLER_DETAIL_SIMD_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include <xsimd/xsimd.hpp>
+
+#include "../types.hpp"
+
+namespace xsampler
+{
+    namespace detail
+    {
+        // The kernels work on vectors of at most 8 floats (the 8 lanes of the
+        // blocked sum); on wider machines (AVX-512) they use AVX2.
+#if XSIMD_WITH_AVX512F
+        using kernel_arch = xsimd::avx2;
+#else
+        using kernel_arch = xsimd::default_arch;
+#endif
+        template <class T>
+        using batch = xsimd::batch<T, kernel_arch>;
+
+        // The lanes of a comparison as bits (lane i -> bit i): one movemask
+        // instruction on x86, a store and a loop elsewhere.
+#if XSIMD_WITH_AVX
+        inline std::uint32_t movemask(__m256 r) noexcept { return std::uint32_t(_mm256_movemask_ps(r)); }
+        inline std::uint32_t movemask(__m256d r) noexcept { return std::uint32_t(_mm256_movemask_pd(r)); }
+#endif
+#if XSIMD_WITH_SSE2
+        inline std::uint32_t movemask(__m128 r) noexcept { return std::uint32_t(_mm_movemask_ps(r)); }
+        inline std::uint32_t movemask(__m128d r) noexcept { return std::uint32_t(_mm_movemask_pd(r)); }
+#endif
+        template <class M>
+        auto mask_bits(const M& m, int) noexcept -> decltype(movemask(std::declval<typename M::register_type>()))
+        {
+            return movemask(typename M::register_type(m));
+        }
+        template <class M>
+        std::uint32_t mask_bits(const M& m, long) noexcept
+        {
+            bool lane[M::size];
+            m.store_unaligned(lane);
+            std::uint32_t bits = 0;
+            for (std::size_t i = 0; i < M::size; ++i)
+            {
+                bits |= std::uint32_t(lane[i]) << i;
+            }
+            return bits;
+        }
+        template <class M>
+        std::uint32_t mask_bits(const M& m) noexcept
+        {
+            return mask_bits(m, 0);
+        }
+
+        /// The lanes where a or b is NaN: one comparison on x86.
+        template <class T, class A>
+        xsimd::batch_bool<T, A> unordered(const xsimd::batch<T, A>& a, const xsimd::batch<T, A>& b) noexcept
+        {
+#if XSIMD_WITH_AVX
+            if constexpr (std::is_base_of<xsimd::avx, A>::value)
+            {
+                if constexpr (std::is_same<T, float>::value)
+                {
+                    return _mm256_cmp_ps(a, b, _CMP_UNORD_Q);
+                }
+                else
+                {
+                    return _mm256_cmp_pd(a, b, _CMP_UNORD_Q);
+                }
+            }
+#endif
+            return (a != a) | (b != b);
+        }
+
+        /// table[idx & 7] in every lane: one register permute on AVX2
+        /// (vpermps reads the low 3 bits of each index), a table read
+        /// elsewhere.
+        template <class A>
+        xsimd::batch<float, A> permute8(const float (&table)[8], xsimd::batch<std::uint32_t, A> idx) noexcept
+        {
+#if XSIMD_WITH_AVX2
+            if constexpr (std::is_base_of<xsimd::avx2, A>::value)
+            {
+                return _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), idx);
+            }
+#endif
+            constexpr std::size_t width = xsimd::batch<float, A>::size;
+            alignas(64) std::uint32_t in[width];
+            alignas(64) float out[width];
+            idx.store_aligned(in);
+            for (std::size_t i = 0; i < width; ++i)
+            {
+                out[i] = table[in[i] & 7];
+            }
+            return xsimd::batch<float, A>::load_aligned(out);
+        }
+
+#if XSIMD_WITH_AVX
+        /// Eight lane sums l0..l7 in AVX registers (one vector of 8 floats,
+        /// or two of 4 doubles: l0..l3, l4..l7), added in double as
+        /// ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7)): the two 4-lane halves
+        /// added, then that vector's two halves, then its two lanes. AVX
+        /// only; elsewhere callers fold through memory in the same order.
+        template <class T, class A, std::size_t G>
+        double fold_lanes(const xsimd::batch<T, A> (&acc)[G]) noexcept
+        {
+            static_assert(std::is_base_of<xsimd::avx, A>::value, "xsampler: fold_lanes needs AVX");
+            __m256d half;  // (l0+l4, l1+l5, l2+l6, l3+l7)
+            if constexpr (std::is_same<T, float>::value)
+            {
+                const __m256 l = acc[0];
+                half = _mm256_add_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(l)),
+                                     _mm256_cvtps_pd(_mm256_extractf128_ps(l, 1)));
+            }
+            else
+            {
+                half = _mm256_add_pd(acc[0], acc[1]);
+            }
+            const __m128d quarter = _mm_add_pd(_mm256_castpd256_pd128(half), _mm256_extractf128_pd(half, 1));
+            return _mm_cvtsd_f64(quarter) + _mm_cvtsd_f64(_mm_unpackhi_pd(quarter, quarter));
+        }
+#endif
+
+        /// For each W-bit mask, the positions of its set bits, in order.
+        template <std::size_t W>
+        struct compress_table
+        {
+            std::uint8_t lane[std::size_t(1) << W][W];
+            constexpr compress_table() : lane{}
+            {
+                for (std::size_t m = 0; m < (std::size_t(1) << W); ++m)
+                {
+                    std::size_t k = 0;
+                    for (std::size_t i = 0; i < W; ++i)
+                    {
+                        if ((m >> i) & 1)
+                        {
+                            lane[m][k++] = std::uint8_t(i);
+                        }
+                    }
+                }
+            }
+        };
+        template <std::size_t W>
+        constexpr compress_table<W> compress_lanes{};
+
+        /// Writes base + i for the set bits i of a W-lane mask to out[0..),
+        /// branch-free (always W entries written; out needs that much room),
+        /// and returns how many bits were set.
+        template <std::size_t W>
+        std::size_t compress_bits(std::uint32_t bits, std::size_t base, token_id* out) noexcept
+        {
+            const auto& lane = compress_lanes<W>.lane[bits];
+            for (std::size_t k = 0; k < W; ++k)
+            {
+                out[k] = token_id(base + lane[k]);
+            }
+            return std::size_t(__builtin_popcount(bits));
+        }
+
+        /// Calls f(base + i) for every set bit i of `bits`, lowest first.
+        template <class F>
+        void for_each_bit(std::uint64_t bits, std::size_t base, F&& f)
+        {
+            for (; bits != 0; bits &= bits - 1)
+            {
+                f(base + std::size_t(__builtin_ctzll(bits)));
+            }
+        }
+
+        /// Watches nothing (the default of for_each_passing).
+        struct no_watch
+        {
+            template <class... A>
+            void group(const A&...) noexcept
+            {
+            }
+            template <class V>
+            void one(V) noexcept
+            {
+            }
+        };
+
+        /// Calls f(i), in increasing i, for the logits x[i] that pass a test
+        /// monotone in the logit: passes(v) gives the lanes of a vector that
+        /// pass, passes_one(x) the same for one value. Four vectors at a time;
+        /// a group whose max fails is skipped whole. The test is asked afresh
+        /// for every group, so it may tighten as the walk goes on. `watch`
+        /// sees every logit: watch.group(max, v) for each group of four
+        /// vectors v (max: their lane-wise max), watch.one(x) for the rest.
+        template <class T, class Test, class TestOne, class F, class Watch = no_watch>
+        void for_each_passing(const T* x, std::size_t n, Test&& passes, TestOne&& passes_one, F&& f,
+                              Watch&& watch = Watch{})
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            constexpr std::size_t group = 4 * width;
+            const std::size_t vec_end = n - n % group;
+            for (std::size_t i = 0; i < vec_end; i += group)
+            {
+                const B v[] = {B::load_unaligned(x + i), B::load_unaligned(x + i + width),
+                               B::load_unaligned(x + i + 2 * width), B::load_unaligned(x + i + 3 * width)};
+                const B max = xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3]));
+                watch.group(max, v);
+                if (xsimd::any(passes(max)))
+                {
+                    for (std::size_t k = 0; k < 4; ++k)
+                    {
+                        for_each_bit(mask_bits(passes(v[k])), i + k * width, f);
+                    }
+                }
+            }
+            for (std::size_t i = vec_end; i < n; ++i)
+            {
+                watch.one(x[i]);
+                if (passes_one(x[i]))
+                {
+                    f(i);
+                }
+            }
+        }
+    }
+}
+
+#endif
