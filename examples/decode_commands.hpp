@@ -125,6 +125,7 @@ namespace examples
         g.min_tokens = o.min_tokens;
         g.eos = eos_ids(o);
         g.top_logprobs = o.top_logprobs;
+        g.model_logprobs = g.entropy = o.json;  // the text output shows neither
         for (const auto& text : o.stop_seqs)
         {
             std::istringstream in(text);

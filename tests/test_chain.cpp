@@ -325,20 +325,21 @@ TEST_CASE("sampler parameters and orders are validated at construction", "[chain
     CHECK_THROWS_AS(sampler(p), invalid_parameter);
     p = sampling_params{};
     p.temperature = 0.5;
-    p.order = {stage::top_k};
+    p.order = {"top_k"};
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
                          Message("samplers: temperature is set but not in the sampler order"));
-    p.order = {stage::temperature, stage::top_k, stage::temperature};
+    p.order = {"temperature", "top_k", "temperature"};
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter, Message("samplers: 'temperature' is listed twice"));
     p.order = {};
     p.temperature = 1.0;
     CHECK_NOTHROW(sampler(p));
 
     CHECK(parse_stage_order("top_k;top_p;min_p;temperature") ==
-          std::vector<stage>{stage::top_k, stage::top_p, stage::min_p, stage::temperature});
+          std::vector<std::string>{"top_k", "top_p", "min_p", "temperature"});
     CHECK(parse_stage_order("min_p;").size() == 1);
     CHECK(parse_stage_order("").empty());
-    CHECK_THROWS_MATCHES(parse_stage_order("top_k;typical"), invalid_parameter,
+    p.order = parse_stage_order("top_k;typical");
+    CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
                          Message("samplers: unknown sampler 'typical' (known: temperature, top_k, top_p, min_p)"));
     CHECK_THROWS_MATCHES(parse_stage_order("top_k;top_k"), invalid_parameter,
                          Message("samplers: 'top_k' is listed twice"));

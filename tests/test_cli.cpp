@@ -294,6 +294,8 @@ TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the st
     o.eos = {0};
     o.max_tokens = 40;
     o.top_logprobs = 2;
+    o.model_logprobs = true;
+    o.entropy = true;
     const auto want = generate(examples::table_model(xt::cast<double>(t)), {2}, s, o, rng);
     CHECK(j.at("tokens").get<std::vector<token_id>>() == want.tokens);
     CHECK(j.at("logprobs").get<std::vector<double>>() == want.logprobs);

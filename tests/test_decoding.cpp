@@ -70,6 +70,8 @@ TEST_CASE("generate stops at eos and keeps it, with log-probabilities of both ki
     o.eos = {0};
     o.max_tokens = 200;
     o.top_logprobs = 3;
+    o.model_logprobs = true;
+    o.entropy = true;
     const auto g = generate(m, {2}, c, o, rng);
     REQUIRE(g.reason == stop_reason::eos);
     REQUIRE(!g.tokens.empty());
@@ -112,6 +114,7 @@ TEST_CASE("generate: max_tokens truncates and says so; min_tokens suppresses eos
     CHECK(eos_first.tokens == std::vector<token_id>{0});
 
     o.min_tokens = 5;  // eos never allowed within 3 tokens
+    o.model_logprobs = true;
     const auto truncated = generate(m, {1}, greedy_chain, o, rng);
     CHECK(truncated.reason == stop_reason::max_tokens);
     CHECK(truncated.tokens.size() == 3);

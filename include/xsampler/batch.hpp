@@ -26,7 +26,7 @@
 
 #include <xtensor/xview.hpp>
 
-#include "chain.hpp"
+#include "sampler.hpp"
 
 namespace xsampler
 {

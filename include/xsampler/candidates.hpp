@@ -1,30 +1,51 @@
 // xsampler — token samplers for language-model inference. BSD-3-Clause.
 //
-// The working set a chain of stages passes along.
+// The working set a chain of stages passes along, and the only verbs that
+// change it. Stages (processors and filters, stage.hpp) see it through these
+// verbs, so every stage, the library's or a user's, keeps its invariants.
 //
-// Contract
-// - Tokens are ranked by (logit descending, id ascending). A temperature
-//   T > 0 does not change this rank, and in exact arithmetic it is the rank
-//   by (probability descending, id ascending): ties are equal logits, and
-//   they always break toward the lower id.
-// - Every filter keeps a prefix of that rank (top-k, top-p, min-p, and
-//   temperature 0, which keeps the argmax), so the kept set is always a
-//   prefix and always holds the argmax.
-// - The set is dense (every unmasked token of the row, no ids stored: the
-//   state before any filter truncates) or sparse (an explicit list of
-//   (logit, id), after top-k, top-p, min-p or temperature 0).
+// Invariants (hold after every verb)
+// - The set is a set of tokens of the row, each with its current logit: the
+//   caller's logit, or the value a processor set. The caller's row is never
+//   written: edits live in copies of the 64-token blocks they touch.
+// - Tokens are ranked by (current logit descending, id ascending); a
+//   temperature T > 0 does not change this rank, and in exact arithmetic it is
+//   the rank by (probability descending, id ascending). Ties always break
+//   toward the lower id.
+// - max_logit() and argmax() are the kept set's best token (ties: the lowest
+//   id), whatever the last verb removed or edited. The kept set is never
+//   empty once a row is loaded: a verb that would empty it throws instead
+//   (invalid_logits naming who asked), and the set stays as it was.
+// - Dense: every unmasked token of the row is kept and no ids are stored (the
+//   state before any filter truncates). Sparse: an explicit list of
+//   (logit, id), after keep_top, keep_mass, keep_log_weight_at_least,
+//   keep_argmax or retain_if.
 // - The temperature is deferred: a scale s (the product of 1/T over the
-//   temperature stages run so far) that later stages and the draw fold into
-//   the exp, so temperature is never a pass over the row.
+//   divide_scale calls so far) that the weights fold into the exp (detail/exp2.hpp),
+//   so temperature is never a pass over the row.
 // - A candidates object is a reusable workspace: its buffers grow to the
-//   vocabulary size once and are reused after, with no allocation per token.
+//   vocabulary once and are reused after, with no allocation per token. Any
+//   throw leaves it loadable again; load() starts afresh.
+//
+// The verbs
+//   load(row[, k])          validate the row (one pass); dense, scale 1
+//   set_logit(id, x), mask  a processor's edit of one token (O(1) amortised;
+//                           -inf masks it); the max follows lazily
+//   divide_scale(T)         temperature T > 0
+//   keep_argmax()           temperature 0
+//   keep_top(k)             the k best-ranked (selection, never a sort)
+//   keep_mass(q)            the shortest rank prefix whose mass reaches q·Z
+//   keep_log_weight_at_least(d)  the tokens with (x - m)·s >= d (a prefix)
+//   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "row.hpp"
@@ -48,45 +69,78 @@ namespace xsampler
 
     namespace detail
     {
-        /// The k best-ranked unmasked tokens of a row, unordered, into `out`
-        /// (all of them if fewer). One pass in id order keeps a threshold tau,
-        /// the k-th best logit so far: a later token enters only if its logit
-        /// exceeds tau (an equal logit has a higher id, so it ranks below), and
-        /// a vector block whose max does not exceed tau is skipped whole. The
-        /// buffer is cut back to k by nth_element when it reaches its cap.
+        /// The k best-ranked unmasked tokens of a row given in runs of
+        /// increasing ids, unordered, into `out` (all of them if fewer). One
+        /// pass in id order keeps a threshold tau, the k-th best logit so
+        /// far: a later token enters only if its logit exceeds tau (an equal
+        /// logit has a higher id, so it ranks below), and a vector group whose
+        /// max does not exceed tau is skipped whole. The buffer is cut back to
+        /// k by nth_element when it reaches its cap.
+        template <class T>
+        class top_selector
+        {
+        public:
+            top_selector(std::size_t k, std::vector<scored<T>>& out)
+                : m_k(k), m_cap(std::max<std::size_t>(2 * std::min<std::size_t>(k, max_k), 128)), m_out(out)
+            {
+                m_out.clear();
+            }
+
+            /// Logits x[0, n) of tokens first, first + 1, ...
+            template <class Watch = no_watch>
+            void feed(const T* x, std::size_t n, std::size_t first, Watch&& watch = Watch{})
+            {
+                using B = batch<T>;
+                if (m_k == 0)
+                {
+                    return;
+                }
+                const auto take = [&](std::size_t i) {
+                    if (x[i] > m_tau)  // tau may rise inside a group: asked again
+                    {
+                        m_out.push_back({x[i], token_id(first + i)});
+                        if (m_out.size() == m_cap)
+                        {
+                            shrink();
+                        }
+                    }
+                };
+                for_each_passing(
+                    x, n, [&](const B& v) { return v > B(m_tau); }, [&](T v) { return v > m_tau; }, take, watch);
+            }
+
+            void finish()
+            {
+                if (m_out.size() > m_k)
+                {
+                    shrink();
+                }
+            }
+
+        private:
+            // k is at most a row's length (token_id's range), so 2k cannot wrap.
+            static constexpr std::size_t max_k = std::size_t(std::numeric_limits<token_id>::max());
+
+            void shrink()
+            {
+                std::nth_element(m_out.begin(), m_out.begin() + std::ptrdiff_t(m_k - 1), m_out.end(), ranks_before<T>);
+                m_out.resize(m_k);
+                m_tau = m_out[m_k - 1].logit;
+            }
+
+            std::size_t m_k;
+            std::size_t m_cap;
+            std::vector<scored<T>>& m_out;
+            T m_tau = -std::numeric_limits<T>::infinity();
+        };
+
+        /// select_top over one contiguous row.
         template <class T, class Watch = no_watch>
         void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out, Watch&& watch = Watch{})
         {
-            using B = batch<T>;
-            out.clear();
-            if (k == 0)
-            {
-                return;
-            }
-            const std::size_t cap = std::max<std::size_t>(2 * k, 128);
-            T tau = -std::numeric_limits<T>::infinity();
-            const auto shrink = [&] {
-                std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), ranks_before<T>);
-                out.resize(k);
-                tau = out[k - 1].logit;
-            };
-            const auto take = [&](std::size_t i) {
-                if (x[i] > tau)
-                {
-                    out.push_back({x[i], token_id(i)});
-                    if (out.size() == cap)
-                    {
-                        shrink();
-                    }
-                }
-            };
-            // tau may rise inside a group: take() checks again.
-            for_each_passing(
-                x, n, [&](const B& v) { return v > B(tau); }, [&](T v) { return v > tau; }, take, watch);
-            if (out.size() > k)
-            {
-                shrink();
-            }
+            top_selector<T> select(k, out);
+            select.feed(x, n, 0, watch);
+            select.finish();
         }
     }
 
@@ -96,17 +150,21 @@ namespace xsampler
     public:
         static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
                       "xsampler: logits must be float or double");
+        using value_type = T;
+
+        // --- intake ---
 
         /// Start from the whole row: validates it (one pass) and keeps every
         /// unmasked token at scale 1. With top_k_first = k > 0, the caller's
-        /// first truncating stage is top_k{k}: the same pass also selects the
-        /// k best tokens, and the set starts as that top-k (the stage then
-        /// finds nothing left to do).
+        /// next stage is keep_top(k) and no stage before it edits a logit:
+        /// the same pass also selects the k best tokens, and the set starts
+        /// as that top-k.
         template <class E>
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0)
         {
             m_row = detail::contiguous_row(logits, m_scratch);
             detail::check_row_size(m_row.size);
+            clear_patches();
             if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first))
             {
                 return;
@@ -116,75 +174,104 @@ namespace xsampler
             m_items.clear();
         }
 
+        // --- reading ---
+
         std::size_t vocab() const noexcept { return m_row.size; }
-        const T* row() const noexcept { return m_row.data; }
-        T max_logit() const noexcept { return m_max; }
-        token_id argmax() const noexcept { return m_argmax; }
+        /// The best kept token's logit and id (ties: the lowest id).
+        T max_logit() noexcept
+        {
+            settle();
+            return m_max;
+        }
+        token_id argmax() noexcept
+        {
+            settle();
+            return m_argmax;
+        }
+        /// The row as loaded, before any edit, with its own max and argmax.
+        const T* loaded_row() const noexcept { return m_row.data; }
+        T loaded_max() const noexcept { return m_row_max; }
+        token_id loaded_argmax() const noexcept { return m_row_argmax; }
+
+        /// The current logit of any token of the row (kept or not): the
+        /// loaded value or the one a processor set.
+        T logit(token_id id) const noexcept
+        {
+            const auto i = std::size_t(id);
+            if (m_patched.empty())
+            {
+                return m_row.data[i];
+            }
+            return block_data(i / detail::block_size)[i % detail::block_size];
+        }
+        /// Whether a processor has edited a logit since the load.
+        bool edited() const noexcept { return !m_patched.empty(); }
+
+        /// Calls f(x, first, n) with the current logits of tokens
+        /// [first, first + n), for consecutive runs covering the row in id
+        /// order: one run when nothing is edited, and every run but the last
+        /// starts and ends on a 64-token block boundary.
+        template <class F>
+        void for_each_run(F&& f)
+        {
+            if (m_patched.empty())
+            {
+                f(m_row.data, std::size_t(0), m_row.size);
+                return;
+            }
+            std::sort(m_patched.begin(), m_patched.end());
+            std::size_t next = 0;  // the first id not yet passed on
+            for (const std::size_t b : m_patched)
+            {
+                const std::size_t lo = b * detail::block_size;
+                if (lo > next)
+                {
+                    f(m_row.data + next, next, lo - next);
+                }
+                const std::size_t hi = std::min(lo + detail::block_size, m_row.size);
+                f(block_data(b), lo, hi - lo);
+                next = hi;
+            }
+            if (next < m_row.size)
+            {
+                f(m_row.data + next, next, m_row.size - next);
+            }
+        }
+
         /// Number of kept tokens (always >= 1); counted on first use for a
         /// dense set (a pass over the row).
-        std::size_t size() noexcept
+        std::size_t size()
         {
             if (m_size == unknown)
             {
-                m_size = std::size_t(std::count_if(m_row.data, m_row.data + m_row.size, [](T x) {
-                    return x != -std::numeric_limits<T>::infinity();
-                }));
+                std::size_t count = 0;
+                for_each_run([&](const T* x, std::size_t, std::size_t n) {
+                    count += std::size_t(std::count_if(x, x + n, [](T v) { return v != -inf; }));
+                });
+                m_size = count;
             }
             return m_size;
         }
         /// Dense: every unmasked token of the row is kept, no ids stored.
         bool dense() const noexcept { return m_dense; }
+        /// Sparse sets: the kept tokens, in rank order when rank_sorted().
+        const std::vector<scored<T>>& items() const noexcept { return m_items; }
+        bool rank_sorted() const noexcept { return m_rank_sorted; }
 
         /// The scale s in T (the contract of detail/exp2.hpp).
-        T scale() const noexcept
-        {
-            return T(std::min(m_scale, double(std::numeric_limits<T>::max())));
-        }
+        T scale() const noexcept { return T(std::min(m_scale, double(std::numeric_limits<T>::max()))); }
         /// s2 = s log2(e) in T: weights are 2^((x - m) s2).
         T scale2() const noexcept
         {
             return T(std::min(m_scale * detail::log2e, double(std::numeric_limits<T>::max())));
         }
         /// d = (x - m) * s in T (natural-log units); 0 for the argmax, <= 0 always.
-        T log_weight(T logit) const noexcept { return (logit - m_max) * scale(); }
+        T log_weight(T logit) noexcept { return (logit - max_logit()) * scale(); }
         /// The contract's weight w = 2^((x - m) s2); 1 for the argmax.
-        T weight(T logit) const noexcept { return detail::weight(logit, m_max, scale2()); }
+        T weight(T logit) noexcept { return detail::weight(logit, max_logit(), scale2()); }
         /// The same, read from the weights a dense pass kept while they are
         /// current (the same bits: the kernels compute what weight() does).
-        T weight(token_id id, T logit) const noexcept
-        {
-            return m_weights_current ? m_weights[std::size_t(id)] : weight(logit);
-        }
-
-        /// Divide the logits by t > 0 (deferred).
-        void divide_scale(double t) noexcept
-        {
-            m_scale = std::min(m_scale / t, std::numeric_limits<double>::max());
-            m_weights_current = false;
-        }
-
-        /// Keep only the argmax (temperature 0).
-        void keep_argmax()
-        {
-            m_items.assign(1, scored<T>{m_max, m_argmax});
-            become_sparse(true, true);
-        }
-
-        /// Sparse sets: the kept tokens, which a filter may reorder or shrink
-        /// (then it calls become_sparse to say what order they are in). A
-        /// filter on a dense set fills them and calls become_sparse too.
-        std::vector<scored<T>>& items() noexcept { return m_items; }
-        const std::vector<scored<T>>& items() const noexcept { return m_items; }
-        /// Sparse sets: whether items() is in rank order.
-        bool rank_sorted() const noexcept { return m_rank_sorted; }
-        void become_sparse(bool rank_sorted, bool id_sorted) noexcept
-        {
-            m_dense = false;
-            m_bits_valid = false;
-            m_size = m_items.size();
-            m_rank_sorted = rank_sorted;
-            m_id_sorted = id_sorted;
-        }
+        T weight(token_id id, T logit) noexcept { return m_weights_current ? m_weights[std::size_t(id)] : weight(logit); }
 
         /// Calls f(id, logit) for every kept token in increasing id order. A
         /// short sparse list is sorted by id; a long one is walked through a
@@ -194,7 +281,7 @@ namespace xsampler
         {
             if (m_dense)
             {
-                for_each_unmasked(0, m_row.size, f);
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) { for_each_unmasked(x, first, n, f); });
                 return;
             }
             if (use_bitmap())
@@ -219,7 +306,7 @@ namespace xsampler
             const std::size_t lo = b * detail::block_size;
             if (m_dense)
             {
-                for_each_unmasked(lo, std::min(lo + detail::block_size, m_row.size), f);
+                for_each_unmasked(block_data(b), lo, std::min(lo + detail::block_size, m_row.size) - lo, f);
                 return;
             }
             if (use_bitmap())
@@ -248,25 +335,200 @@ namespace xsampler
         }
         detail::block_record block_totals() noexcept { return {m_blocks.data(), m_block_count}; }
 
-        /// Dense sets: Z, also storing every token's weight (weights()).
-        double total_weight_keeping_weights()
+        // --- verbs: processors ---
+
+        /// Sets token id's logit to x (a processor's edit: a penalty, a bias;
+        /// -inf masks the token). On a sparse set, a token that is not kept
+        /// stays dropped. x must not be NaN or +inf (invalid_logits, nothing
+        /// changed). Costs O(1) amortised on a dense set (the first edit in a
+        /// 64-token block copies that block), O(kept) on a sparse one.
+        void set_logit(token_id id, T x)
         {
-            m_weights.resize(m_row.size);
-            m_weights_current = true;
-            return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), nullptr, m_weights.data());
+            if (!(x < inf))
+            {
+                throw invalid_logits(std::string("set_logit: token ") + std::to_string(id) + " set to " +
+                                     (x != x ? "NaN" : "+inf"));
+            }
+            const auto i = std::size_t(id);
+            if (m_dense)
+            {
+                T& slot = patch(i);
+                const T old = slot;
+                slot = x;
+                m_weights_current = false;
+                if ((old == -inf) != (x == -inf))
+                {
+                    m_size = unknown;
+                }
+                note_edit(id, old, x);
+                return;
+            }
+            const auto it = std::find_if(m_items.begin(), m_items.end(), [&](const scored<T>& s) { return s.id == id; });
+            if (it == m_items.end())
+            {
+                return;
+            }
+            const T old = it->logit;
+            patch(i) = x;  // logit(id) agrees with the list
+            m_weights_current = false;
+            m_rank_sorted = false;
+            m_bits_valid = false;
+            if (x == -inf)
+            {
+                m_items.erase(it);  // keeps the order of the rest
+                m_size = m_items.size();
+            }
+            else
+            {
+                it->logit = x;
+            }
+            note_edit(id, old, x);
         }
-        /// The weights stored by total_weight_keeping_weights, by id.
-        const std::vector<T>& weights() const noexcept { return m_weights; }
-        /// Scratch for filters that bucket the row (top-p); reused across calls.
-        std::vector<double>& bucket_mass() noexcept { return m_bucket_mass; }
-        /// Scratch for vocab() ids plus `slack` (branch-free gathers write past
-        /// their count); grows once.
-        token_id* id_buffer(std::size_t slack) { return grown(m_ids, m_row.size + slack); }
-        /// Scratch for vocab() small keys (top-p's buckets); grows once.
-        std::uint16_t* key_buffer() { return grown(m_keys, m_row.size); }
-        /// Scratch for vocab() (logit, id) pairs; grows once.
-        scored<T>* item_buffer() { return grown(m_spare, m_row.size); }
+        void mask(token_id id) { set_logit(id, -inf); }
+
+        /// Throws invalid_logits("<who>: every token is masked") when the
+        /// edits so far left no token; a processor's runner calls it.
+        void require_some(const std::string& who)
+        {
+            if (max_logit() == -inf)
+            {
+                throw invalid_logits(who + ": every token is masked");
+            }
+        }
+
+        // --- verbs: filters ---
+
+        /// Divide the logits by t > 0 (deferred).
+        void divide_scale(double t) noexcept
+        {
+            m_scale = std::min(m_scale / t, std::numeric_limits<double>::max());
+            m_weights_current = false;
+        }
+
+        /// Keep only the best token (temperature 0).
+        void keep_argmax()
+        {
+            settle();
+            m_items.assign(1, scored<T>{m_max, m_argmax});
+            become_sparse(true, true);
+        }
+
+        /// Keep the k best-ranked tokens, by selection: on a dense set one
+        /// SIMD pass with a rising threshold, on a list std::nth_element.
+        /// k == 0 or k >= the number kept keeps all. The set stays unordered.
+        void keep_top(std::size_t k)
+        {
+            if (k == 0 || k >= (m_dense ? m_row.size : size()))
+            {
+                return;  // a dense set with fewer than k unmasked tokens is kept whole below
+            }
+            if (m_dense)
+            {
+                detail::top_selector<T> select(k, m_items);
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
+                select.finish();
+            }
+            else
+            {
+                std::nth_element(m_items.begin(), m_items.begin() + std::ptrdiff_t(k - 1), m_items.end(),
+                                 ranks_before<T>);
+                m_items.resize(k);
+            }
+            become_sparse(false, false);
+        }
+
+        /// Keep the shortest prefix of the rank whose mass reaches q·Z
+        /// (inclusive of the token that crosses it; all of them if rounding
+        /// leaves every prefix short). Masses are summed in double; on a
+        /// list, a running sum in rank order; on a dense set, the bucketed
+        /// algorithm of keep_dense_mass, equal to it but for rounding within
+        /// ~1e-15 Z of the target.
+        void keep_mass(double q)
+        {
+            if (m_dense)
+            {
+                keep_dense_mass(q);
+                return;
+            }
+            if (size() == 1)
+            {
+                return;
+            }
+            const double target = q * total_weight();
+            if (!m_rank_sorted)
+            {
+                std::sort(m_items.begin(), m_items.end(), ranks_before<T>);
+            }
+            double cum = 0.0;
+            for (auto it = m_items.begin(); it != m_items.end(); ++it)
+            {
+                cum += double(weight(it->id, it->logit));
+                if (cum >= target)
+                {
+                    m_items.erase(it + 1, m_items.end());
+                    break;
+                }
+            }
+            become_sparse(true, m_items.size() <= 1);
+        }
+
+        /// Keep the tokens with (x - m) * s >= d, a test monotone in the
+        /// logit (so a rank prefix, holding the argmax when d <= 0): one SIMD
+        /// pass on a dense set, no exp.
+        void keep_log_weight_at_least(T d)
+        {
+            const T m = max_logit();
+            const T s = scale();
+            const auto keep = [&](T logit) { return (logit - m) * s >= d; };
+            if (!m_dense)
+            {
+                m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return !keep(t.logit); }),
+                              m_items.end());
+                become_sparse(m_rank_sorted, m_id_sorted);
+                return;
+            }
+            using B = detail::batch<T>;
+            const B vm(m);
+            const B vs(s);
+            const B vd(d);
+            m_items.clear();
+            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                detail::for_each_passing(
+                    x, n, [&](const B& v) { return (v - vm) * vs >= vd; }, keep,
+                    [&](std::size_t j) { m_items.push_back({x[j], token_id(first + j)}); });
+            });
+            become_sparse(false, true);
+        }
+
+        /// Keep the tokens for which keep(id, logit) is true: any subset, not
+        /// only a rank prefix (the max and argmax follow). If it keeps none,
+        /// throws invalid_logits("<who>: kept no token") and the set is as it
+        /// was. Visits every kept token in id order (a scalar pass on a dense
+        /// set).
+        template <class Keep>
+        void retain_if(Keep&& keep, const std::string& who)
+        {
+            scored<T>* out = grown(m_spare, m_dense ? m_row.size : m_items.size());
+            std::size_t count = 0;
+            for_each_by_id([&](token_id id, T logit) {
+                if (keep(id, logit))
+                {
+                    out[count++] = {logit, id};
+                }
+            });
+            if (count == 0)
+            {
+                throw invalid_logits(who + ": kept no token");
+            }
+            m_items.assign(out, out + count);
+            become_sparse(false, true);
+            m_max_stale = true;
+        }
+
     private:
+        static constexpr T inf = std::numeric_limits<T>::infinity();
+        static constexpr std::size_t unknown = ~std::size_t(0);
+
         // v with at least n elements (it only ever grows), as a pointer.
         template <class U>
         static U* grown(std::vector<U>& v, std::size_t n)
@@ -303,8 +565,9 @@ namespace xsampler
             m_weights.reserve(m_row.size);
             m_bits.reserve(m_row.size / 64 + 1);
             grown(m_blocks, m_row.size / detail::block_size + 1);
-            m_max = max;
-            m_argmax = argmax;
+            m_row_max = m_max = max;
+            m_row_argmax = m_argmax = argmax;
+            m_max_stale = false;
             m_size = unknown;
             m_scale = 1.0;
             m_weights_current = false;
@@ -313,16 +576,125 @@ namespace xsampler
             m_id_sorted = false;
         }
 
+        void become_sparse(bool rank_sorted, bool id_sorted) noexcept
+        {
+            m_dense = false;
+            m_bits_valid = false;
+            m_size = m_items.size();
+            m_rank_sorted = rank_sorted;
+            m_id_sorted = id_sorted;
+        }
+
+        // --- edits: copies of the touched blocks ---
+
+        const T* block_data(std::size_t b) const noexcept
+        {
+            const std::size_t at = m_patched.empty() ? no_patch : m_patch_at[b];
+            return at == no_patch ? m_row.data + b * detail::block_size : m_patch.data() + at;
+        }
+
+        /// The writable current logit of token i (its block copied on first use).
+        T& patch(std::size_t i)
+        {
+            const std::size_t b = i / detail::block_size;
+            const std::size_t blocks = m_row.size / detail::block_size + 1;
+            if (m_patch_at.size() < blocks)
+            {
+                m_patch_at.resize(blocks, no_patch);
+            }
+            if (m_patch_at[b] == no_patch)
+            {
+                if (m_patch.capacity() < blocks * detail::block_size)
+                {
+                    m_patch.reserve(blocks * detail::block_size);  // once per vocabulary size
+                    m_patched.reserve(blocks);
+                }
+                const std::size_t lo = b * detail::block_size;
+                const std::size_t n = std::min(detail::block_size, m_row.size - lo);
+                m_patch_at[b] = m_patch.size();
+                m_patch.insert(m_patch.end(), m_row.data + lo, m_row.data + lo + n);
+                m_patch.resize(m_patch_at[b] + detail::block_size, -inf);
+                m_patched.push_back(b);
+            }
+            return m_patch[m_patch_at[b] + i % detail::block_size];
+        }
+
+        void clear_patches() noexcept
+        {
+            for (const std::size_t b : m_patched)
+            {
+                m_patch_at[b] = no_patch;
+            }
+            m_patched.clear();
+            m_patch.clear();
+        }
+
+        // Keeps the max and argmax true after token id went from old to x:
+        // a better token takes over; the best token made worse leaves them to
+        // be found again when next asked (settle).
+        void note_edit(token_id id, T old, T x) noexcept
+        {
+            if (m_max_stale)
+            {
+                return;
+            }
+            if (x > m_max || (x == m_max && id < m_argmax))
+            {
+                m_max = x;
+                m_argmax = id;
+            }
+            else if (id == m_argmax && x < old)
+            {
+                m_max_stale = true;
+            }
+        }
+
+        // Finds the max and argmax of the kept set again after an edit or a
+        // retain_if made them stale (-inf with id 0 if nothing is left).
+        void settle()
+        {
+            if (!m_max_stale)
+            {
+                return;
+            }
+            m_max_stale = false;
+            m_max = -inf;
+            m_argmax = 0;
+            if (!m_dense)
+            {
+                if (!m_items.empty())
+                {
+                    const auto best = *std::min_element(m_items.begin(), m_items.end(), ranks_before<T>);
+                    m_max = best.logit;
+                    m_argmax = best.id;
+                }
+                return;
+            }
+            bool found = false;
+            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                const T best = detail::max_of(x, n);
+                if (!found || best > m_max)
+                {
+                    if (best > -inf || !found)
+                    {
+                        m_max = best;
+                        m_argmax = token_id(first + std::size_t(std::find(x, x + n, best) - x));
+                        found = true;
+                    }
+                }
+            });
+        }
+
         static_assert(detail::block_size == 64, "one bitmap word per block");
 
         template <class F>
-        void for_each_unmasked(std::size_t lo, std::size_t hi, F& f) const
+        static void for_each_unmasked(const T* x, std::size_t first, std::size_t n, F& f)
         {
-            for (std::size_t i = lo; i < hi; ++i)
+            for (std::size_t i = 0; i < n; ++i)
             {
-                if (m_row.data[i] != -std::numeric_limits<T>::infinity())
+                if (x[i] != -inf)
                 {
-                    f(token_id(i), m_row.data[i]);
+                    f(token_id(first + i), x[i]);
                 }
             }
         }
@@ -330,7 +702,7 @@ namespace xsampler
         template <class F>
         void for_each_kept_in_word(std::size_t word, F& f) const
         {
-            detail::for_each_bit(m_bits[word], word * 64, [&](std::size_t id) { f(token_id(id), m_row.data[id]); });
+            detail::for_each_bit(m_bits[word], word * 64, [&](std::size_t id) { f(token_id(id), logit(token_id(id))); });
         }
 
         // Sparse sets: orders the ids for a walk — a sort for a short list,
@@ -362,26 +734,205 @@ namespace xsampler
             return true;
         }
 
-        double sum_weights(detail::block_record* record)
+        // The blocked sum of the kept weights; on a dense set, with every
+        // weight also stored in m_weights when keep.
+        double sum_weights(detail::block_record* record, bool keep = false)
         {
             if (m_dense)
             {
-                return detail::dense_total(m_row.data, m_row.size, m_max, scale2(), record);
+                const T m = max_logit();
+                T* w_out = nullptr;
+                if (keep)
+                {
+                    m_weights.resize(m_row.size);
+                    w_out = m_weights.data();
+                }
+                detail::blocked_sum<T> sum(record);
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                    detail::dense_sum(x, n, first, m, scale2(), sum, w_out == nullptr ? nullptr : w_out + first);
+                });
+                m_weights_current = m_weights_current || keep;
+                return sum.total();
             }
             detail::blocked_sum<T> sum(record);
             for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(id, logit)); });
             return sum.total();
         }
 
-        static constexpr std::size_t unknown = ~std::size_t(0);
+        // --- keep_mass on a dense set ---
+
+        // The nucleus of a whole row in O(V + n log n) for a nucleus of n
+        // tokens, without sorting the row. Everything is decided on
+        // t = (x - m) s2, the weight's exponent, which is monotone in the
+        // logit (each rounding is), so every set below is a prefix of the
+        // rank — whether or not the rounded exp2 is monotone:
+        //  1. one SIMD pass computes Z and keeps every weight;
+        //  2. tail bound: tokens lighter than (Z - target) / V hold less than
+        //     Z - target together, so the nucleus is among G, the tokens with
+        //     t >= t_low for t_low = log2 of that bound (tried first at 8x
+        //     the bound; any G whose mass reaches the target holds the
+        //     nucleus, so the bound only decides the speed);
+        //  3. G is gathered and bucketed by floor(4 (t - t_low))
+        //     (4 buckets an octave of weight); the bucket masses locate the
+        //     bucket where the running mass crosses the target;
+        //  4. only that bucket is sorted by rank and walked token by token.
+        // Masses are summed in double: per bucket, G's tokens in id order
+        // into four partial sums (token i into sum i mod 4) added as
+        // (s0 + s1) + (s2 + s3); then bucket by bucket; then token by token in
+        // the crossing bucket. That differs from one running sum in rank
+        // order only in rounding, which can decide only when a prefix's mass
+        // is within ~1e-15 Z of the target.
+        void keep_dense_mass(double q)
+        {
+            const double z = sum_weights(nullptr, true);
+            const double target = q * z;
+            const T limit = detail::exp_constants<T>::limit;
+            const T t_floor = T(std::log2((z - target) / double(m_row.size)));
+            // The last try, G = every token of positive weight, reaches the
+            // target but for rounding.
+            for (const T t_low : {T(t_floor + T(3)), t_floor, limit})
+            {
+                if (t_low <= T(0) && nucleus_above(std::max(t_low, limit), target))
+                {
+                    return;
+                }
+            }
+            // Rounding left the mass of G short of the target: keep every token.
+            m_items.clear();
+            for_each_by_id([&](token_id id, T logit) { m_items.push_back({logit, id}); });
+            become_sparse(false, true);
+        }
+
+        // The least logit x with (x - m) s2 >= t_low, for limit <= t_low <= 0:
+        // bisection over the floating-point numbers in [-inf, m] (t(m) = 0).
+        static T least_logit_reaching(T m, T s2, T t_low) noexcept
+        {
+            using bits = typename detail::exp_constants<T>::bits;
+            constexpr bits sign = bits(1) << (8 * sizeof(bits) - 1);
+            // The bits of a float, reordered so that integer order is numeric order.
+            const auto order = [](T v) { const bits b = detail::to_bits(v); return b & sign ? bits(~b) : bits(b | sign); };
+            const auto value = [](bits o) { return detail::from_bits<T>(o & sign ? bits(o & ~sign) : bits(~o)); };
+            bits lo = order(-inf);  // t = -inf < t_low
+            bits hi = order(m);
+            while (hi - lo > 1)
+            {
+                const bits mid = lo + (hi - lo) / 2;
+                ((value(mid) - m) * s2 >= t_low ? hi : lo) = mid;
+            }
+            return value(hi);
+        }
+
+        // key(m) at t_low = limit: the most buckets there can be.
+        static constexpr int limit_key() noexcept { return int(detail::exp_constants<T>::limit) * 4; }
+
+        // The nucleus among G = the tokens with t >= t_low, if the mass of G
+        // reaches the target. The kept tokens end in id order.
+        bool nucleus_above(T t_low, double target)
+        {
+            const std::size_t n = m_row.size;
+            const T m = m_max;
+            const T s2 = scale2();
+            const auto key = [&](T logit) { return std::size_t(int(((logit - m) * s2 - t_low) * T(4))); };
+
+            // Gather G's ids, a vector at a time, branch-free.
+            using B = detail::batch<T>;
+            const T x_low = least_logit_reaching(m, s2, t_low);
+            token_id* ids = grown(m_ids, n + B::size);  // gathers write past their count
+            std::size_t count = 0;
+            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                const std::size_t vec_end = len - len % B::size;
+                for (std::size_t i = 0; i < vec_end; i += B::size)
+                {
+                    count += detail::compress_bits<B::size>(detail::mask_bits(B::load_unaligned(x + i) >= B(x_low)),
+                                                            first + i, ids + count);
+                }
+                for (std::size_t j = vec_end; j < len; ++j)
+                {
+                    ids[count] = token_id(first + j);
+                    count += x[j] >= x_low;
+                }
+            });
+
+            // The bucket masses, each bucket's as four partial sums, so that a
+            // run of one bucket is not one chain of additions through memory.
+            const T* w = m_weights.data();
+            auto& mass = m_bucket_mass;
+            const std::size_t buckets = key(m) + 1;
+            mass.reserve(4 * (std::size_t(-limit_key()) + 1));
+            mass.assign(4 * buckets, 0.0);
+            std::uint16_t* keys = grown(m_keys, n);  // at most 4 * 1022 + 1 buckets
+            for (std::size_t i = 0; i < count; ++i)
+            {
+                keys[i] = std::uint16_t(key(logit(ids[i])));
+                mass[4 * keys[i] + i % 4] += double(w[ids[i]]);
+            }
+            for (std::size_t b = 0; b < buckets; ++b)
+            {
+                mass[b] = (mass[4 * b] + mass[4 * b + 1]) + (mass[4 * b + 2] + mass[4 * b + 3]);
+            }
+            mass.resize(buckets);
+
+            double cum = 0.0;
+            for (std::size_t b = buckets; b-- > 0;)
+            {
+                if (mass[b] == 0.0 || cum + mass[b] < target)
+                {
+                    cum += mass[b];
+                    continue;
+                }
+                // The crossing bucket: everything heavier, in id order, from
+                // the front of `out`; this bucket's tokens from the back (each
+                // token is written at both ends, and counted at one or none:
+                // the two ends never pass each other). G itself is left as it
+                // is: if rounding makes the walk fall short, the next bucket
+                // is split the same way.
+                scored<T>* out = grown(m_spare, n);
+                std::size_t heavier = 0;
+                std::size_t here = 0;
+                for (std::size_t i = 0; i < count; ++i)
+                {
+                    const scored<T> s{logit(ids[i]), ids[i]};
+                    const std::size_t k = keys[i];
+                    out[heavier] = s;
+                    out[count - 1 - here] = s;
+                    heavier += k > b;
+                    here += k == b;
+                }
+                scored<T>* const border = out + (count - here);
+                std::sort(border, out + count, [](const scored<T>& l, const scored<T>& r) { return ranks_before(l, r); });
+                for (std::size_t i = 0; i < here; ++i)
+                {
+                    cum += double(w[border[i].id]);
+                    if (cum >= target)
+                    {
+                        // The kept tokens, in id order.
+                        const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
+                        std::sort(border, border + i + 1, by_id);
+                        m_items.resize(heavier + i + 1);
+                        std::merge(out, out + heavier, border, border + i + 1, m_items.begin(), by_id);
+                        become_sparse(false, true);
+                        return true;
+                    }
+                }
+            }
+            return false;
+        }
+
+        static constexpr std::size_t no_patch = ~std::size_t(0);
 
         detail::row_ref<T> m_row{nullptr, 0};
         std::vector<T> m_scratch;
+        T m_row_max = 0;                 // the loaded row's, before any edit
+        token_id m_row_argmax = 0;
+        std::vector<std::size_t> m_patch_at;   // per block: its copy's offset in m_patch, or no_patch
+        std::vector<T> m_patch;                // copies of the edited blocks, 64 logits each
+        std::vector<std::size_t> m_patched;    // the edited blocks
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;  // one per block of the row
         std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
         std::vector<T> m_weights;
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
+        // keep_mass's scratch, reused across calls
         std::vector<double> m_bucket_mass;
         std::vector<token_id> m_ids;
         std::vector<scored<T>> m_spare;
@@ -390,6 +941,7 @@ namespace xsampler
         bool m_bits_valid = false;
         T m_max = 0;
         token_id m_argmax = 0;
+        bool m_max_stale = false;  // an edit or retain_if may have removed the best token
         std::size_t m_size = 0;
         double m_scale = 1.0;
         bool m_dense = true;

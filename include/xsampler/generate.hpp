@@ -6,9 +6,12 @@
 // generate(model, prompt, sampler, options, rng)
 //   model:   a callable, model(token_span prefix) -> a 1-D logits row (any
 //            xtensor expression of float or double) for the next token after
-//            the prefix (prompt plus everything generated so far).
-//   sampler: a chain or a sampler (chain.hpp); called with the prefix as the
-//            history.
+//            the prefix (prompt plus everything generated so far). A row that
+//            is not 1-D, empty, or invalid: invalid_logits naming the step,
+//            "generate: step 3: logits: expected a 1-D row, got 2-D".
+//   sampler: a chain (chain.hpp) or a sampler (sampler.hpp), called through
+//            filter(row, history[, min_tokens]) with the history (prompt
+//            plus generated, the prompt's length marked), then draw().
 //   Stops, checked after each token in this order:
 //     eos           the token is one of options.eos (the eos token is kept
 //                   in `tokens`);
@@ -17,16 +20,23 @@
 //                   several steps; the sequence is kept in `tokens`);
 //     max_tokens    options.max_tokens tokens were generated without either:
 //                   the output is truncated — check for it.
-//   min_tokens: until that many tokens have been generated the eos tokens are
-//   masked (-inf) before sampling and stop sequences are not checked, so the
-//   first min_tokens tokens never end the loop.
-//   Returns, per generated token: its log-probability under the distribution
-//   it was drawn from (filtered and renormalised), under the model's raw
-//   softmax (no temperature, no filter, no eos mask), the entropy of the raw
-//   softmax (nats), and with options.top_logprobs = n the n most probable
-//   tokens of the raw softmax with their log-probabilities (like OpenAI's
-//   top_logprobs; ties to the lower id). Each step draws exactly what the
-//   sampler draws (one uniform01 per token).
+//   min_tokens: until that many tokens have been generated the min_tokens
+//   processor (processors.hpp) masks the eos tokens before the sampler's
+//   stages, and stop sequences are not checked, so the first min_tokens
+//   tokens never end the loop.
+//   Each step validates the row once and computes the sampler's own Z once;
+//   per token it reports the log-probability under the distribution it was
+//   drawn from (filtered and renormalised). Opt-in diagnostics, each read
+//   from the row the sampler loaded (no copy): options.model_logprobs, the
+//   token's log-probability under the model's raw softmax (no temperature,
+//   no filter, no eos mask: one more exp-sum pass); options.entropy, the raw
+//   softmax's entropy in nats (two more passes); options.top_logprobs = n,
+//   the n most probable tokens of the raw softmax with their
+//   log-probabilities, like OpenAI's top_logprobs (rank: logit desc, id asc;
+//   a selection pass). Each step draws exactly what the sampler draws (one
+//   uniform01 per token). After the first step, no allocation per token
+//   (outputs are reserved for up to 4096 tokens; top_logprobs allocates its
+//   own lists), as long as the model's row does not allocate.
 #ifndef XSAMPLER_GENERATE_HPP
 #define XSAMPLER_GENERATE_HPP
 
@@ -37,7 +47,8 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include "chain.hpp"
+#include "processors.hpp"
+#include "sampler.hpp"
 #include "softmax.hpp"
 
 namespace xsampler
@@ -66,22 +77,18 @@ namespace xsampler
         std::size_t min_tokens = 0;
         std::vector<token_id> eos;
         std::vector<std::vector<token_id>> stop_sequences;
-        std::size_t top_logprobs = 0;
-    };
-
-    struct token_logprob
-    {
-        token_id id;
-        double logprob;
+        bool model_logprobs = false;   ///< report each token's raw-softmax log-probability
+        bool entropy = false;          ///< report the raw softmax's entropy at each step
+        std::size_t top_logprobs = 0;  ///< report the n most probable tokens at each step
     };
 
     struct generation
     {
         std::vector<token_id> tokens;                        ///< without the prompt; with the eos / stop sequence
         std::vector<double> logprobs;                        ///< under the distribution each was drawn from
-        std::vector<double> model_logprobs;                  ///< under the model's raw softmax
-        std::vector<double> entropies;                       ///< of the raw softmax at each step, nats
-        std::vector<std::vector<token_logprob>> top_logprobs;  ///< per step, when asked for
+        std::vector<double> model_logprobs;                  ///< under the model's raw softmax, when asked for
+        std::vector<double> entropies;                       ///< of the raw softmax at each step, nats, when asked for
+        std::vector<std::vector<sampled_token>> top_logprobs;  ///< per step, when asked for
         stop_reason reason = stop_reason::max_tokens;
     };
 
@@ -92,19 +99,15 @@ namespace xsampler
             return tail.size() <= tokens.size() && std::equal(tail.begin(), tail.end(), tokens.end() - std::ptrdiff_t(tail.size()));
         }
 
-        /// The n best of a row of log-probabilities, by (value desc, id asc).
-        inline std::vector<token_logprob> top_n(const xt::xtensor<double, 1>& logprobs, std::size_t n)
+        /// What generate keeps across steps: the outputs and the scratch of
+        /// the top-n diagnostic, reserved once.
+        struct generate_state
         {
-            std::vector<scored<double>> best;
-            select_top(logprobs.data(), logprobs.size(), n, best);
-            std::sort(best.begin(), best.end(), ranks_before<double>);
-            std::vector<token_logprob> out;
-            for (const auto& s : best)
-            {
-                out.push_back({s.id, s.logit});
-            }
-            return out;
-        }
+            std::vector<scored<float>> best_f;
+            std::vector<scored<double>> best_d;
+            std::vector<scored<float>>& best(float) noexcept { return best_f; }
+            std::vector<scored<double>>& best(double) noexcept { return best_d; }
+        };
     }
 
     template <class Model, class Sampler, class URBG>
@@ -118,40 +121,58 @@ namespace xsampler
                 throw invalid_parameter("generate: a stop sequence is empty");
             }
         }
+        const min_tokens suppress(options.min_tokens, options.eos);
         generation out;
-        std::vector<token_id> history = prompt;
+        const std::size_t reserved = std::min<std::size_t>(options.max_tokens, 4096);
+        out.tokens.reserve(reserved);
+        out.logprobs.reserve(reserved);
+        out.model_logprobs.reserve(options.model_logprobs ? reserved : 0);
+        out.entropies.reserve(options.entropy ? reserved : 0);
+        out.top_logprobs.reserve(options.top_logprobs > 0 ? reserved : 0);
+        std::vector<token_id> history;
+        history.reserve(prompt.size() + reserved);
+        history = prompt;
+        detail::generate_state state;
         for (std::size_t step = 0; step < options.max_tokens; ++step)
         {
-            auto&& produced = model(token_span(history));
-            using T = detail::logit_type<std::decay_t<decltype(produced)>>;
-            xt::xtensor<T, 1> row = produced;
-            const auto raw = log_softmax(row);  // validates the row
-            out.entropies.push_back(entropy(row));
-            if (options.top_logprobs > 0)
+            const token_history seen(token_span(history), prompt.size());
+            auto&& produced = model(seen.tokens());
+            const bool may_stop = !suppress.active(seen);
+            try
             {
-                out.top_logprobs.push_back(detail::top_n(raw, options.top_logprobs));
-            }
-            const bool may_stop = out.tokens.size() >= options.min_tokens;
-            if (!may_stop)
-            {
-                for (const token_id e : options.eos)
+                auto& c = may_stop ? sampler.filter(produced, seen) : sampler.filter(produced, seen, suppress);
+                using T = typename std::decay_t<decltype(c)>::value_type;
+                const sampled_token t = draw(c, rng);
+                if (options.model_logprobs || options.entropy || options.top_logprobs > 0)
                 {
-                    if (e >= 0 && std::size_t(e) < row.size())
+                    const detail::raw_softmax<T> raw(c);
+                    if (options.model_logprobs)
                     {
-                        row(std::size_t(e)) = -std::numeric_limits<T>::infinity();
+                        out.model_logprobs.push_back(raw.logprob(std::size_t(t.id)));
+                    }
+                    if (options.entropy)
+                    {
+                        out.entropies.push_back(raw.entropy());
+                    }
+                    if (options.top_logprobs > 0)
+                    {
+                        out.top_logprobs.emplace_back();
+                        raw.top(std::min(options.top_logprobs, c.vocab()), state.best(T()), out.top_logprobs.back());
                     }
                 }
+                out.tokens.push_back(t.id);
+                out.logprobs.push_back(t.logprob);
+                history.push_back(t.id);
             }
-            const sampled_token t = sampler.sample(row, token_span(history), rng);
-            out.tokens.push_back(t.id);
-            out.logprobs.push_back(t.logprob);
-            out.model_logprobs.push_back(raw(std::size_t(t.id)));
-            history.push_back(t.id);
+            catch (const invalid_logits& e)
+            {
+                throw invalid_logits("generate: step " + std::to_string(step) + ": " + e.what());
+            }
             if (!may_stop)
             {
                 continue;
             }
-            if (std::find(options.eos.begin(), options.eos.end(), t.id) != options.eos.end())
+            if (std::find(options.eos.begin(), options.eos.end(), out.tokens.back()) != options.eos.end())
             {
                 out.reason = stop_reason::eos;
                 return out;

@@ -9,7 +9,9 @@
 #ifndef XSAMPLER_SOFTMAX_HPP
 #define XSAMPLER_SOFTMAX_HPP
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <xtensor/xtensor.hpp>
 
@@ -17,13 +19,65 @@
 
 namespace xsampler
 {
+    namespace detail
+    {
+        /// The softmax's quantities on a loaded set, from the row as loaded
+        /// (before any edit) at scale 1: what generate reports beside the draw.
+        template <class T>
+        struct raw_softmax
+        {
+            const T* x;
+            std::size_t n;
+            T m;
+            double z;
+            double log_z;
+
+            explicit raw_softmax(candidates<T>& c)
+                : x(c.loaded_row()), n(c.vocab()), m(c.loaded_max()), z(dense_total(x, n, m, T(log2e), nullptr)),
+                  log_z(std::log(z))
+            {
+            }
+
+            /// log p_i = (x_i - m) - log Z (-inf for a masked token).
+            double logprob(std::size_t i) const noexcept { return double(T(x[i] - m)) - log_z; }
+
+            /// -sum p_i log p_i over the tokens of positive weight, in id order.
+            double entropy() const noexcept
+            {
+                double h = 0.0;
+                for (std::size_t i = 0; i < n; ++i)
+                {
+                    const double w = weight(x[i], m, T(log2e));
+                    if (w > 0.0)
+                    {
+                        h -= (w / z) * (double(T(x[i] - m)) - log_z);
+                    }
+                }
+                return h;
+            }
+
+            /// The k most probable tokens (rank: logit desc, id asc) with their
+            /// log-probabilities, into `out`; `best` is scratch.
+            void top(std::size_t k, std::vector<scored<T>>& best, std::vector<sampled_token>& out) const
+            {
+                select_top(x, n, k, best);
+                std::sort(best.begin(), best.end(), ranks_before<T>);
+                out.clear();
+                for (const auto& s : best)
+                {
+                    out.push_back({s.id, logprob(std::size_t(s.id))});
+                }
+            }
+        };
+    }
+
     /// log(sum_i exp(x_i)) over the row, in double.
     template <class E>
     double logsumexp(const xt::xexpression<E>& logits)
     {
         candidates<detail::logit_type<E>> c;
         c.load(logits);
-        return double(c.max_logit()) + std::log(c.total_weight());
+        return double(c.loaded_max()) + detail::raw_softmax<detail::logit_type<E>>(c).log_z;
     }
 
     /// log p_i for every token (-inf for masked tokens), computed as
@@ -33,11 +87,11 @@ namespace xsampler
     {
         candidates<detail::logit_type<E>> c;
         c.load(logits);
-        const double log_z = std::log(c.total_weight());
+        const detail::raw_softmax<detail::logit_type<E>> raw(c);
         xt::xtensor<double, 1> out = xt::empty<double>({c.vocab()});
         for (std::size_t i = 0; i < c.vocab(); ++i)
         {
-            out(i) = c.log_weight(c.row()[i]) - log_z;
+            out(i) = raw.logprob(i);
         }
         return out;
     }
@@ -52,7 +106,7 @@ namespace xsampler
         xt::xtensor<double, 1> out = xt::empty<double>({c.vocab()});
         for (std::size_t i = 0; i < c.vocab(); ++i)
         {
-            out(i) = c.weight(c.row()[i]) / z;
+            out(i) = c.weight(c.loaded_row()[i]) / z;
         }
         return out;
     }
@@ -63,17 +117,7 @@ namespace xsampler
     {
         candidates<detail::logit_type<E>> c;
         c.load(logits);
-        const double z = c.total_weight();
-        const double log_z = std::log(z);
-        double h = 0.0;
-        c.for_each_by_id([&](token_id, auto logit) {
-            const double w = c.weight(logit);
-            if (w > 0.0)
-            {
-                h -= (w / z) * (c.log_weight(logit) - log_z);
-            }
-        });
-        return h;
+        return detail::raw_softmax<detail::logit_type<E>>(c).entropy();
     }
 }
 

@@ -168,26 +168,33 @@ namespace xsampler
             }
         }
 
-        /// Z over a whole row at (m, s2), SIMD over full blocks, scalar over
-        /// the tail: the same bits either way. A block whose smallest logit
-        /// has its exponent above exp2's limit (no masked token, no weight
-        /// below 2^-126) skips the limit's test. With `w_out`, every weight is
-        /// also stored there (n of them).
+        /// Adds the weights of logits x[0, n) at (m, s2), tokens first,
+        /// first + 1, ... (first a multiple of 64, above every token added
+        /// before), to a blocked sum: SIMD over full blocks, scalar over the
+        /// tail, the same bits either way. A block whose smallest logit has
+        /// its exponent above exp2's limit (no masked token, no weight below
+        /// 2^-126) skips the limit's test. With `w_out`, every weight is also
+        /// stored there (n of them).
         template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
+        void dense_sum(const T* x, std::size_t n, std::size_t first, T m, T s2, blocked_sum<T>& sum, T* w_out)
         {
-            return w_out != nullptr ? dense_total<true>(x, n, m, s2, record, w_out)
-                                    : dense_total<false>(x, n, m, s2, record, w_out);
+            if (w_out != nullptr)
+            {
+                dense_sum<true>(x, n, first, m, s2, sum, w_out);
+            }
+            else
+            {
+                dense_sum<false>(x, n, first, m, s2, sum, w_out);
+            }
         }
 
         template <bool store, class T>
-        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out)
+        void dense_sum(const T* x, std::size_t n, std::size_t first, T m, T s2, blocked_sum<T>& sum, T* w_out)
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
             static_assert(lanes % width == 0, "xsampler: unsupported SIMD width");
             constexpr std::size_t groups = lanes / width;  // vectors per lane set
-            blocked_sum<T> sum(record);
             const B vm(m);
             const B vs(s2);
             const B limit(exp_constants<T>::limit);
@@ -211,17 +218,25 @@ namespace xsampler
                 {
                     block_weights<false, store>(block, vm, vs, acc, block_out);
                 }
-                sum.add_block(b, combine_lanes(acc));
+                sum.add_block(first / block_size + b, combine_lanes(acc));
             }
             for (std::size_t i = full * block_size; i < n; ++i)
             {
                 const T w = weight(x[i], m, s2);
-                sum.add(i, w);
+                sum.add(first + i, w);
                 if (store)
                 {
                     w_out[i] = w;
                 }
             }
+        }
+
+        /// Z over a whole row at (m, s2): dense_sum from token 0.
+        template <class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
+        {
+            blocked_sum<T> sum(record);
+            dense_sum(x, n, 0, m, s2, sum, w_out);
             return sum.total();
         }
     }

@@ -18,8 +18,10 @@
 #ifndef XSAMPLER_DETAIL_SIMD_HPP
 #define XSAMPLER_DETAIL_SIMD_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -240,6 +242,31 @@ namespace xsampler
                     f(i);
                 }
             }
+        }
+
+        /// The largest of x[0, n) (n >= 1; -inf if all are; no NaN expected).
+        template <class T>
+        T max_of(const T* x, std::size_t n) noexcept
+        {
+            using B = batch<T>;
+            const std::size_t vec_end = n - n % B::size;
+            T best = -std::numeric_limits<T>::infinity();
+            if (vec_end > 0)
+            {
+                B m = B::load_unaligned(x);
+                for (std::size_t i = B::size; i < vec_end; i += B::size)
+                {
+                    m = xsimd::max(m, B::load_unaligned(x + i));
+                }
+                alignas(64) T lane[B::size];
+                m.store_aligned(lane);
+                best = *std::max_element(lane, lane + B::size);
+            }
+            for (std::size_t i = vec_end; i < n; ++i)
+            {
+                best = std::max(best, x[i]);
+            }
+            return best;
         }
     }
 }

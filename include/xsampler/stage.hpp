@@ -1,0 +1,181 @@
+// xsampler — token samplers for language-model inference. BSD-3-Clause.
+//
+// What a stage is, so that a user's stage plugs into both kinds of chain the
+// way the library's own do.
+//
+// A stage is a value type with one of
+//   template <class T> void apply(candidates<T>& c);                 a filter
+//   template <class T> void apply(candidates<T>& c,
+//                                 const token_history& history);     a processor
+// (const or not: a stage may keep state across calls, and a chain owns its
+// stages). It changes the set only through the verbs of candidates.hpp, so
+// the set's invariants hold whatever it does:
+// - a processor sees the history (the prompt and the tokens generated so
+//   far, and where the prompt ends) and edits a few logits with set_logit or
+//   mask. Its cost should be what it touches (the history, a bias map, a
+//   mask's words), never a pass over the row; the caller's row is never
+//   written. After it runs, a processor that left every token masked is an
+//   error naming it: invalid_logits("<name>: every token is masked").
+// - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
+//   keep_mass, keep_log_weight_at_least, retain_if.
+// Optional members, read at compile time:
+//   static constexpr const char* name;           for messages (else "stage")
+//   static constexpr bool keeps_rank_prefix;     documentation and tests
+//   static constexpr bool rescales_only;         true if the stage only
+//       divides the scale or keeps the argmax: a top_k after it may then be
+//       fused into the row's validation pass (candidates::load)
+// Processors run where the order puts them; by convention before the
+// filters, and only a chain whose stages before its first top_k all
+// rescale only gets the fused top-k pass.
+//
+// custom_stage wraps any stage (with a run-time name) for the run-time
+// sampler, which places it by name in its order like a built-in one.
+#ifndef XSAMPLER_STAGE_HPP
+#define XSAMPLER_STAGE_HPP
+
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "candidates.hpp"
+
+namespace xsampler
+{
+    namespace detail
+    {
+        template <class S, class T, class = void>
+        struct is_processor : std::false_type
+        {
+        };
+        template <class S, class T>
+        struct is_processor<S, T,
+                            std::void_t<decltype(std::declval<S&>().apply(std::declval<candidates<T>&>(),
+                                                                          std::declval<const token_history&>()))>>
+            : std::true_type
+        {
+        };
+
+        template <class S, class = void>
+        struct rescales_only : std::false_type
+        {
+        };
+        template <class S>
+        struct rescales_only<S, std::enable_if_t<S::rescales_only>> : std::true_type
+        {
+        };
+
+        // A stage's name: name() if it has one, else its static name, else "stage".
+        template <class S>
+        auto stage_name(const S& s, int) -> decltype(std::string(s.name()))
+        {
+            return s.name();
+        }
+        template <class S>
+        auto stage_name(const S&, long) -> decltype(std::string(S::name))
+        {
+            return S::name;
+        }
+        template <class S>
+        std::string stage_name(const S&, ...)
+        {
+            return "stage";
+        }
+        template <class S>
+        std::string name_of(const S& s)
+        {
+            return stage_name(s, 0);
+        }
+
+        /// Runs one stage on c: a processor with the history (then checks it
+        /// left a token), a filter without.
+        template <class S, class T>
+        void run_stage(S& stage, candidates<T>& c, const token_history& history)
+        {
+            if constexpr (is_processor<S, T>::value)
+            {
+                stage.apply(c, history);
+                if (c.edited())
+                {
+                    c.require_some(name_of(stage));
+                }
+            }
+            else
+            {
+                stage.apply(c);
+            }
+        }
+    }
+
+    /// Any stage, processor or filter, behind a run-time name: the run-time
+    /// sampler's slot for a user's stage. Copies copy the stage.
+    class custom_stage
+    {
+    public:
+        template <class S>
+        custom_stage(std::string name, S stage)
+            : m_name(std::move(name)), m_stage(std::make_unique<model<S>>(std::move(stage)))
+        {
+            if (m_name.empty() || m_name.find(';') != std::string::npos)
+            {
+                throw invalid_parameter("custom_stage: the name must be non-empty and without ';', got '" + m_name +
+                                        "'");
+            }
+        }
+        custom_stage(const custom_stage& other) : m_name(other.m_name), m_stage(other.m_stage->clone()) {}
+        custom_stage(custom_stage&& other) noexcept : m_name(std::move(other.m_name)), m_stage(std::move(other.m_stage)) {}
+        custom_stage& operator=(custom_stage other) noexcept
+        {
+            std::swap(m_name, other.m_name);
+            std::swap(m_stage, other.m_stage);
+            return *this;
+        }
+
+        const std::string& name() const noexcept { return m_name; }
+
+        /// Runs the wrapped stage (a filter ignores the history).
+        template <class T>
+        void apply(candidates<T>& c, const token_history& history)
+        {
+            m_stage->apply(c, history);
+        }
+
+    private:
+        struct base
+        {
+            virtual ~base() = default;
+            virtual void apply(candidates<float>& c, const token_history& history) = 0;
+            virtual void apply(candidates<double>& c, const token_history& history) = 0;
+            virtual std::unique_ptr<base> clone() const = 0;
+        };
+
+        template <class S>
+        struct model final : base
+        {
+            explicit model(S s) : stage(std::move(s)) {}
+            void apply(candidates<float>& c, const token_history& history) override { run(c, history); }
+            void apply(candidates<double>& c, const token_history& history) override { run(c, history); }
+            std::unique_ptr<base> clone() const override { return std::make_unique<model>(stage); }
+
+            template <class T>
+            void run(candidates<T>& c, const token_history& history)
+            {
+                if constexpr (detail::is_processor<S, T>::value)
+                {
+                    stage.apply(c, history);
+                }
+                else
+                {
+                    stage.apply(c);
+                }
+            }
+
+            S stage;
+        };
+
+        std::string m_name;
+        std::unique_ptr<base> m_stage;
+    };
+}
+
+#endif
