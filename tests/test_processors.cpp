@@ -1,0 +1,250 @@
+// stage.hpp, processors.hpp, sampler.hpp and the verbs of candidates.hpp: a
+// processor's edits decide exactly what the edited row would, the caller's row
+// is never written, the max and argmax follow the kept set, user stages run in
+// both kinds of chain, and errors name the stage.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <xtensor/xview.hpp>
+
+#include "helpers.hpp"
+
+using namespace xsampler;
+using Catch::Matchers::Message;
+using test_helpers::inf;
+using test_helpers::row;
+
+namespace
+{
+    /// A processor that sets listed tokens to listed values (-inf masks).
+    struct set_logits
+    {
+        static constexpr const char* name = "set_logits";
+        std::vector<std::pair<token_id, double>> edits;
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            for (const auto& [id, x] : edits)
+            {
+                c.set_logit(id, T(x));
+            }
+        }
+    };
+
+    /// The same edits written into a copy of the row.
+    template <class T>
+    xt::xtensor<T, 1> edited(xt::xtensor<T, 1> r, const set_logits& p)
+    {
+        for (const auto& [id, x] : p.edits)
+        {
+            r(std::size_t(id)) = T(x);
+        }
+        return r;
+    }
+
+    /// A filter that keeps the odd ids: not a rank prefix.
+    struct odd_ids
+    {
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            c.retain_if([](token_id id, T) { return id % 2 == 1; }, "odd_ids");
+        }
+    };
+
+    /// A filter that keeps nothing.
+    struct keep_none
+    {
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            c.retain_if([](token_id, T) { return false; }, "keep_none");
+        }
+    };
+
+    /// Edits touching many blocks, the argmax among them (lowered), a
+    /// token raised above the max, masks, and a token in the row's tail.
+    template <class T>
+    set_logits edits_for(const xt::xtensor<T, 1>& r)
+    {
+        const auto n = token_id(r.size());
+        const token_id top = greedy(r);
+        return set_logits{{{top, -3.0}, {5, 14.5}, {70, -inf}, {71, 0.25}, {n - 1, 14.0}, {n / 2, -inf},
+                           {130, 2.0}, {129, -inf}, {5, 13.0}}};
+    }
+}
+
+TEMPLATE_TEST_CASE("a processor's edits give exactly what the edited row gives", "[processors][stage]", float, double)
+{
+    for (const std::uint64_t seed : {1u, 2u, 3u})
+    {
+        const auto r = test_helpers::random_row<TestType>(3001, seed, 3.0, seed == 2, seed == 3 ? 0.3 : 0.0);
+        const xt::xtensor<TestType, 1> before = r;
+        const auto p = edits_for(r);
+        const auto e = edited(r, p);
+        int which = 0;
+        const auto same = [&](auto with, auto without) {
+            INFO("chain " << ++which << ", seed " << seed);
+            CHECK(with.final_distribution(r).ids == without.final_distribution(e).ids);
+            CHECK(with.final_distribution(r).probs == without.final_distribution(e).probs);
+            philox4x32 a(seed), b(seed);
+            for (int i = 0; i < 50; ++i)
+            {
+                const auto x = with.sample(r, {}, a);
+                const auto y = without.sample(e, {}, b);
+                CHECK(x.id == y.id);
+                CHECK(x.logprob == y.logprob);
+            }
+        };
+        same(chain{p}, chain{});
+        same(chain{p, temperature{0.7}, top_k{40}}, chain{temperature{0.7}, top_k{40}});
+        same(chain{p, top_p{0.9}}, chain{top_p{0.9}});
+        same(chain{p, temperature{1.3}, top_p{0.5}, min_p{0.02}}, chain{temperature{1.3}, top_p{0.5}, min_p{0.02}});
+        same(chain{p, min_p{0.1}}, chain{min_p{0.1}});
+        same(chain{p, temperature{0.0}}, chain{temperature{0.0}});
+        // Edits on a sparse set change the kept tokens only: the edited row
+        // with every token outside the raw row's top 100 masked.
+        const auto kept = chain{top_k{100}}.final_distribution(r).ids;
+        xt::xtensor<TestType, 1> e_kept = xt::full_like(e, -std::numeric_limits<TestType>::infinity());
+        for (const token_id id : kept)
+        {
+            e_kept(std::size_t(id)) = e(std::size_t(id));
+        }
+        const auto with = chain{top_k{100}, p, top_p{0.8}}.final_distribution(r);
+        const auto without = chain{top_p{0.8}}.final_distribution(e_kept);
+        CHECK(with.ids == without.ids);
+        CHECK(with.probs == without.probs);
+        philox4x32 rng(1);
+        CHECK(chain{p, temperature{0.0}}.sample(r, {}, rng).id == token_id(r.size() - 1));
+        CHECK(r == before);  // the caller's row is never written
+    }
+}
+
+TEMPLATE_TEST_CASE("a processor before top_k turns off the fused top-k pass", "[processors][stage]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(5000, 4);
+    // Token 17 raised to the top: the fused pass on the raw row would miss it.
+    const set_logits raise{{{17, 100.0}}};
+    chain c{raise, top_k{3}};
+    const auto d = c.final_distribution(r);
+    REQUIRE(d.ids.size() == 3);
+    CHECK(d.ids[0] == 17);
+    CHECK(d.probs == chain{top_k{3}}.final_distribution(edited(r, raise)).probs);
+    // temperature before top_k keeps the fused pass (same result either way).
+    chain t{temperature{0.5}, top_k{3}};
+    CHECK(t.final_distribution(r).ids == chain{top_k{3}, temperature{0.5}}.final_distribution(r).ids);
+}
+
+TEMPLATE_TEST_CASE("the max and argmax follow the kept set", "[candidates][stage]", float, double)
+{
+    const auto r = row<TestType>({1.0, 0.5, 3.0, 2.0, 4.0, 2.0, -inf, 1.5});
+    // The best odd id is 3 (logit 2, tied with 5: the lower id).
+    chain greedy_after{odd_ids{}, temperature{0.0}};
+    philox4x32 rng(1);
+    CHECK(greedy_after.sample(r, {}, rng).id == 3);
+    const auto d = chain{odd_ids{}}.final_distribution(r);
+    CHECK(d.ids == std::vector<token_id>{3, 5, 7, 1});
+    // Weights relative to the kept best: p(3) = 1 / (1 + 1 + e^-0.5 + e^-1.5).
+    CHECK(d.probs[0] == Approx(1.0 / (2.0 + std::exp(-0.5) + std::exp(-1.5))).epsilon(1e-6));
+    CHECK(chain{odd_ids{}, top_k{1}}.final_distribution(r).ids == std::vector<token_id>{3});
+    CHECK(chain{odd_ids{}, top_p{0.3}}.final_distribution(r).ids == std::vector<token_id>{3});
+    // Lowering the argmax: the next best takes over (ties: the lower id).
+    CHECK(chain{set_logits{{{4, 0.0}, {2, 0.0}}}, temperature{0.0}}.sample(r, {}, rng).id == 3);
+    CHECK(chain{set_logits{{{4, -inf}}}, min_p{1.0}}.final_distribution(r).ids == std::vector<token_id>{2});
+}
+
+TEMPLATE_TEST_CASE("stage errors name the stage and leave the chain usable", "[processors][errors]", float, double)
+{
+    const auto r = row<TestType>({1.0, 2.0, -inf, 0.5});
+    const auto expected = chain{temperature{0.5}}.final_distribution(r);
+    chain masks_all{set_logits{{{0, -inf}, {1, -inf}, {3, -inf}}}, temperature{0.5}};
+    CHECK_THROWS_MATCHES(masks_all.final_distribution(r), invalid_logits,
+                         Message("set_logits: every token is masked"));
+    chain none{keep_none{}};
+    CHECK_THROWS_MATCHES(none.final_distribution(r), invalid_logits, Message("keep_none: kept no token"));
+    chain bad{set_logits{{{1, inf}}}};
+    CHECK_THROWS_MATCHES(bad.final_distribution(r), invalid_logits, Message("set_logit: token 1 set to +inf"));
+    chain nan{set_logits{{{3, std::nan("")}}}};
+    CHECK_THROWS_MATCHES(nan.final_distribution(r), invalid_logits, Message("set_logit: token 3 set to NaN"));
+    // The same chains on another row: as good as new.
+    chain ok{set_logits{{{0, -inf}}}, temperature{0.5}};
+    CHECK_THROWS_AS(ok.final_distribution(row<TestType>({-inf, -inf})), invalid_logits);
+    const auto after = ok.final_distribution(r);
+    CHECK(after.ids == std::vector<token_id>{1, 3});
+    CHECK(masks_all.final_distribution(row<TestType>({1.0, 2.0, 5.0, 0.5})).ids == std::vector<token_id>{2});
+    CHECK(chain{temperature{0.5}}.final_distribution(r).probs == expected.probs);
+}
+
+TEST_CASE("token_history knows where the prompt ends", "[types]")
+{
+    const std::vector<token_id> tokens = {5, 6, 7, 8, 9};
+    const token_history all(tokens);
+    CHECK(all.prompt_length() == 5);
+    CHECK(all.generated().empty());
+    const token_history h(token_span(tokens), 2);
+    CHECK(std::vector<token_id>(h.prompt().begin(), h.prompt().end()) == std::vector<token_id>{5, 6});
+    CHECK(std::vector<token_id>(h.generated().begin(), h.generated().end()) == std::vector<token_id>{7, 8, 9});
+    CHECK_THROWS_MATCHES(token_history(token_span(tokens), 6), invalid_parameter,
+                         Message("history: prompt length 6 exceeds the 5 tokens of the history"));
+}
+
+TEMPLATE_TEST_CASE("min_tokens masks the eos ids until enough tokens are generated", "[processors]", float, double)
+{
+    const auto r = row<TestType>({5.0, 1.0, 4.0, 0.0});
+    const std::vector<token_id> tokens = {3, 3, 1};
+    const min_tokens mt(2, {0, 2});
+    chain c{mt};
+    // One generated token after a prompt of two: eos 0 and 2 masked.
+    CHECK(c.final_distribution(r, token_history(token_span(tokens), 2)).ids == std::vector<token_id>{1, 3});
+    // Two generated: no effect.
+    CHECK(c.final_distribution(r, token_history(token_span(tokens), 1)).ids ==
+          std::vector<token_id>{0, 2, 1, 3});
+    // A plain history is all prompt: nothing generated yet.
+    CHECK(c.final_distribution(r, tokens).ids == std::vector<token_id>{1, 3});
+    CHECK_THROWS_MATCHES(chain{min_tokens(1, {0, 1, 2, 3})}.final_distribution(r), invalid_logits,
+                         Message("min_tokens: every token is masked"));
+    CHECK_THROWS_MATCHES(chain{min_tokens(1, {4})}.final_distribution(r), invalid_parameter,
+                         Message("min_tokens: eos id 4 is outside the vocabulary of 4"));
+    CHECK_THROWS_MATCHES(min_tokens(1, {-1}), invalid_parameter, Message("min_tokens: eos id -1 is negative"));
+}
+
+TEMPLATE_TEST_CASE("user stages run in the run-time sampler as in the chain", "[sampler][stage]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(2000, 8);
+    const auto p = edits_for(r);
+    sampling_params params;
+    params.temperature = 0.9;
+    params.top_k = 50;
+    params.custom = {custom_stage("edits", p), custom_stage("odd", odd_ids{})};
+    params.order = parse_stage_order("edits;temperature;top_k;odd");
+    params.seed = 4;
+    sampler s(params);
+    chain c{p, temperature{0.9}, top_k{50}, odd_ids{}};
+    CHECK(s.final_distribution(r).probs == c.final_distribution(r).probs);
+    CHECK(s.final_distribution(r).ids == c.final_distribution(r).ids);
+    philox4x32 rng(4, 0);
+    for (int i = 0; i < 20; ++i)
+    {
+        CHECK(s.sample(r, {}).id == c.sample(r, {}, rng).id);
+    }
+    sampler copy = s;  // copies copy the stages
+    CHECK(copy.final_distribution(r).ids == c.final_distribution(r).ids);
+
+    sampling_params bad = params;
+    bad.order = parse_stage_order("edits;temperature;top_k");
+    CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,
+                         Message("samplers: custom stage 'odd' is not in the sampler order"));
+    bad.order = parse_stage_order("edits;temperature;top_k;odd;typical");
+    CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,
+                         Message("samplers: unknown sampler 'typical' (known: temperature, top_k, top_p, min_p, "
+                                 "edits, odd)"));
+    bad.custom.push_back(custom_stage("top_k", odd_ids{}));
+    CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,
+                         Message("samplers: custom stage 'top_k' has the name of another stage"));
+    CHECK_THROWS_MATCHES(custom_stage("a;b", odd_ids{}), invalid_parameter,
+                         Message("custom_stage: the name must be non-empty and without ';', got 'a;b'"));
+}
