@@ -117,8 +117,8 @@ namespace xsampler
     /// that throws on a thread of its own ends in std::terminate, as with
     /// std::thread (sample_batch's tasks never throw).
     ///
-    /// Start is how a thread is started: start(f) returns a std::thread
-    /// running the nullary callable f. The default calls std::thread's
+    /// Start is how a thread is started: start(f), called on a const Start,
+    /// returns a std::thread running the nullary callable f. The default calls std::thread's
     /// constructor; a test passes one that fails.
     template <class Start = detail::start_thread>
     class basic_thread_executor
@@ -128,7 +128,7 @@ namespace xsampler
         explicit basic_thread_executor(Start start) : m_start(std::move(start)) {}
 
         template <class F>
-        void operator()(std::size_t n, F task)
+        void operator()(std::size_t n, F task) const
         {
             if (n == 0)
             {
