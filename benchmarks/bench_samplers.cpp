@@ -38,8 +38,7 @@ namespace
             row.resize(vocab);
             for (auto& x : row)
             {
-                const double r = std::sqrt(-2.0 * std::log(1.0 - xsampler::uniform01(rng)));
-                x = float(3.0 * r * std::cos(6.283185307179586 * xsampler::uniform01(rng)));
+                x = float(xsampler::normal(3.0, rng));
             }
             if (peaked)
             {

@@ -5,7 +5,6 @@
 //
 // With --rows R > 1 the file is [R, V], else [V]. --peak adds X to token 0's
 // logit in every row (a confident step).
-#include <cmath>
 #include <cstdint>
 #include <iostream>
 #include <string>
@@ -36,12 +35,9 @@ int main(int argc, char** argv)
 
     xsampler::philox4x32 rng(seed);
     xt::xtensor<float, 2> logits = xt::empty<float>({rows, vocab});
-    const double two_pi = 6.283185307179586;
     for (auto& x : logits)
     {
-        // Box-Muller; 1 - u is in (0, 1], so the log is finite.
-        const double r = std::sqrt(-2.0 * std::log(1.0 - xsampler::uniform01(rng)));
-        x = float(sigma * r * std::cos(two_pi * xsampler::uniform01(rng)));
+        x = float(xsampler::normal(sigma, rng));  // two uniform01 draws each
     }
     for (std::size_t r = 0; r < rows; ++r)
     {

@@ -46,8 +46,7 @@ namespace test_helpers
         xt::xtensor<T, 1> r = xt::empty<T>({vocab});
         for (auto& x : r)
         {
-            const double radius = std::sqrt(-2.0 * std::log(1.0 - xsampler::uniform01(rng)));
-            const double v = sigma * radius * std::cos(6.283185307179586 * xsampler::uniform01(rng));
+            const double v = xsampler::normal(sigma, rng);
             x = T(ties ? std::round(v) : v);
             if (xsampler::uniform01(rng) < masked)
             {

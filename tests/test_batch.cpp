@@ -1,5 +1,10 @@
 // batch.hpp: one token per row, each row with its own sampler; the tokens do
 // not depend on the thread count or on the other rows.
+#include <atomic>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+
 #include <catch2/catch.hpp>
 #include <xtensor/xview.hpp>
 
@@ -25,6 +30,93 @@ namespace
         }
         return out;
     }
+
+    // Each row sampled alone by its own sampler, `steps` times: what a batch must give.
+    template <class T>
+    std::vector<std::vector<sampled_token>> sampled_alone(const xt::xtensor<T, 2>& logits, std::size_t steps)
+    {
+        const std::size_t rows = logits.shape()[0];
+        auto alone = make_samplers(rows);
+        std::vector<std::vector<sampled_token>> want(steps, std::vector<sampled_token>(rows));
+        for (std::size_t step = 0; step < steps; ++step)
+        {
+            for (std::size_t r = 0; r < rows; ++r)
+            {
+                const xt::xtensor<T, 1> row = xt::view(logits, r, xt::all());
+                want[step][r] = alone[r].sample(row, {});
+            }
+        }
+        return want;
+    }
+
+    void check_same(const std::vector<sampled_token>& got, const std::vector<sampled_token>& want)
+    {
+        REQUIRE(got.size() == want.size());
+        for (std::size_t r = 0; r < want.size(); ++r)
+        {
+            INFO("row " << r);
+            CHECK(got[r].id == want[r].id);
+            CHECK(got[r].logprob == want[r].logprob);
+        }
+    }
+
+    // Runs the parts last to first on the calling thread, counting them.
+    struct counting_executor
+    {
+        std::size_t calls = 0;
+        std::size_t n = 0;
+        std::vector<int> runs;
+
+        template <class F>
+        void operator()(std::size_t parts, F&& task)
+        {
+            ++calls;
+            n = parts;
+            runs.assign(parts, 0);
+            for (std::size_t p = parts; p-- > 0;)
+            {
+                ++runs[p];
+                task(p);
+            }
+        }
+    };
+
+    // An engine's own pool, roughly: every part on a thread the caller starts.
+    struct own_threads_executor
+    {
+        template <class F>
+        void operator()(std::size_t parts, F task) const
+        {
+            std::vector<std::thread> threads;
+            for (std::size_t p = 0; p < parts; ++p)
+            {
+                threads.emplace_back(task, p);
+            }
+            for (auto& t : threads)
+            {
+                t.join();
+            }
+        }
+    };
+
+    // Starts threads until the fail_from-th start, which throws as
+    // std::thread does when the process can start no more.
+    struct failing_start
+    {
+        std::size_t fail_from = 1;
+        std::size_t* attempts = nullptr;
+
+        template <class F>
+        std::thread operator()(F&& f) const
+        {
+            if (++*attempts >= fail_from)
+            {
+                throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                        "cannot start a thread");
+            }
+            return std::thread(std::forward<F>(f));
+        }
+    };
 
     template <class T>
     xt::xtensor<T, 2> make_rows(std::size_t rows, std::size_t vocab)
@@ -103,12 +195,213 @@ TEST_CASE("sample_batch rejects bad shapes and passes row errors on", "[batch][e
     CHECK_THROWS_MATCHES(sample_batch(logits, samplers, none, out), invalid_parameter,
                          Message("sample_batch: the workspace pool is empty (give one per thread)"));
     const std::vector<token_id> h = {1, 2};
-    CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out, {token_span(h)}), invalid_parameter,
+    const std::vector<token_history> one = {token_history(h)};
+    CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out, one), invalid_parameter,
+                         Message("sample_batch: 1 histories for 3 rows"));
+    const std::vector<token_span> one_span = {token_span(h)};
+    CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out, one_span), invalid_parameter,
                          Message("sample_batch: 1 histories for 3 rows"));
     const xt::xtensor<float, 1> flat = xt::zeros<float>({5});
     CHECK_THROWS_MATCHES(sample_batch(flat, samplers, pool, out), invalid_logits,
                          Message("sample_batch: logits must be 2-D [batch, vocab], got 1-D"));
     logits(2, 7) = std::numeric_limits<float>::quiet_NaN();
     CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out), invalid_logits,
-                         Message("logits: NaN at index 7"));
+                         Message("row 2: logits: NaN at index 7"));
+}
+
+TEMPLATE_TEST_CASE("sample_batch gives the same tokens with every executor", "[batch][executor]", float, double)
+{
+    const std::size_t rows = 13;
+    const auto logits = make_rows<TestType>(rows, 2000);
+    const auto want = sampled_alone(logits, 3);
+    const auto run = [&](auto&& exec) {
+        auto samplers = make_samplers(rows);
+        std::vector<workspace> pool(4);
+        std::vector<sampled_token> out;
+        for (std::size_t step = 0; step < 3; ++step)
+        {
+            INFO("step " << step);
+            sample_batch(logits, samplers, pool, out, {}, exec);
+            check_same(out, want[step]);
+        }
+    };
+    SECTION("default")
+    {
+        auto samplers = make_samplers(rows);
+        std::vector<workspace> pool(4);
+        std::vector<sampled_token> out;
+        for (std::size_t step = 0; step < 3; ++step)
+        {
+            sample_batch(logits, samplers, pool, out);
+            check_same(out, want[step]);
+        }
+    }
+    SECTION("thread_executor") { run(thread_executor{}); }
+    SECTION("serial_executor") { run(serial_executor{}); }
+    SECTION("parts last to first") { run(counting_executor{}); }
+    SECTION("the caller's threads") { run(own_threads_executor{}); }
+}
+
+TEST_CASE("sample_batch calls the executor once, with one task per part, each run once", "[batch][executor]")
+{
+    const auto logits = make_rows<float>(11, 300);
+    const auto want = sampled_alone(logits, 1);
+    const auto pool_size = GENERATE(as<std::size_t>{}, 1, 2, 4, 11, 16);
+    auto samplers = make_samplers(11);
+    std::vector<workspace> pool(pool_size);
+    std::vector<sampled_token> out;
+    counting_executor counter;
+    sample_batch(logits, samplers, pool, out, {}, counter);
+    CHECK(counter.calls == 1);
+    CHECK(counter.n == std::min<std::size_t>(pool_size, 11));
+    CHECK(counter.runs == std::vector<int>(counter.n, 1));
+    check_same(out, want[0]);
+}
+
+TEST_CASE("part p samples in pool[p]; an empty batch calls no executor", "[batch][executor]")
+{
+    const auto logits = make_rows<float>(2, 300);
+    auto samplers = make_samplers(2);
+    std::vector<workspace> pool(4);
+    std::vector<sampled_token> out;
+    counting_executor counter;
+    sample_batch(logits, samplers, pool, out, {}, counter);
+    CHECK(counter.n == 2);
+    CHECK(pool[0].get<float>().vocab() == 300);
+    CHECK(pool[1].get<float>().vocab() == 300);
+    CHECK(pool[2].get<float>().vocab() == 0);
+    CHECK(pool[3].get<float>().vocab() == 0);
+
+    const xt::xtensor<float, 2> empty = xt::zeros<float>({std::size_t(0), std::size_t(300)});
+    std::vector<sampler> no_samplers;
+    counting_executor idle;
+    sample_batch(empty, no_samplers, pool, out, {}, idle);
+    CHECK(idle.calls == 0);
+    CHECK(out.empty());
+}
+
+TEST_CASE("a row's error names the row, and the lowest failing row wins", "[batch][errors]")
+{
+    // 24 rows in 4 parts: rows 0-5, 6-11, 12-17, 18-23.
+    auto logits = make_rows<float>(24, 100);
+    auto samplers = make_samplers(24);
+    std::vector<workspace> pool(4);
+    std::vector<sampled_token> out;
+    const auto nan = std::numeric_limits<float>::quiet_NaN();
+    const auto check_error = [&](const std::string& message) {
+        CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out), invalid_logits, Message(message));
+        CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out, {}, serial_executor{}), invalid_logits,
+                             Message(message));
+        CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out, {}, counting_executor{}), invalid_logits,
+                             Message(message));
+        CHECK_THROWS_MATCHES(sample_batch(logits, samplers, pool, out, {}, own_threads_executor{}), invalid_logits,
+                             Message(message));
+    };
+    logits(17, 3) = nan;
+    check_error("row 17: logits: NaN at index 3");
+    logits(13, 0) = std::numeric_limits<float>::infinity();  // the same part, earlier
+    check_error("row 13: logits: +inf at index 0");
+    logits(5, 99) = nan;  // an earlier part, run last by counting_executor
+    check_error("row 5: logits: NaN at index 99");
+    logits(22, 1) = nan;  // a later part changes nothing
+    check_error("row 5: logits: NaN at index 99");
+
+    auto masked = make_rows<double>(24, 100);
+    xt::view(masked, 20, xt::all()) = -std::numeric_limits<double>::infinity();
+    CHECK_THROWS_MATCHES(sample_batch(masked, samplers, pool, out), invalid_logits,
+                         Message("row 20: logits: every token is masked (-inf)"));
+}
+
+TEST_CASE("rethrow_for_row keeps the library's exception types and passes others on", "[batch][errors]")
+{
+    const auto rethrow = [](std::exception_ptr e) { detail::rethrow_for_row(17, e); };
+    CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(invalid_parameter("top_k: k must be >= 0 (0 disables it), got -1"))),
+                         invalid_parameter, Message("row 17: top_k: k must be >= 0 (0 disables it), got -1"));
+    CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(invalid_logits("logits: NaN at index 3"))), invalid_logits,
+                         Message("row 17: logits: NaN at index 3"));
+    CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(std::runtime_error("out of tokens"))), std::runtime_error,
+                         Message("out of tokens"));
+    CHECK_THROWS_AS(rethrow(std::make_exception_ptr(42)), int);
+}
+
+TEST_CASE("thread_executor runs the parts it cannot start a thread for on the calling thread", "[batch][executor]")
+{
+    const std::thread::id caller = std::this_thread::get_id();
+    SECTION("the executor alone")
+    {
+        const auto fail_from = GENERATE(as<std::size_t>{}, 1, 2, 4, 5);
+        std::size_t attempts = 0;
+        basic_thread_executor<failing_start> exec(failing_start{fail_from, &attempts});
+        std::vector<std::thread::id> ran_on(5);
+        std::vector<std::atomic<int>> runs(5);
+        exec(5, [&](std::size_t p) {
+            ++runs[p];
+            ran_on[p] = std::this_thread::get_id();
+        });
+        // Starts 1 .. fail_from - 1 succeed (parts 1 .. fail_from - 1); no start after a failure.
+        CHECK(attempts == std::min<std::size_t>(fail_from, 4));
+        for (std::size_t p = 0; p < 5; ++p)
+        {
+            INFO("part " << p);
+            CHECK(runs[p] == 1);
+            CHECK((ran_on[p] == caller) == (p == 0 || p >= fail_from));
+        }
+    }
+    SECTION("a whole batch")
+    {
+        const auto fail_from = GENERATE(as<std::size_t>{}, 1, 2, 3);
+        const auto logits = make_rows<float>(11, 500);
+        const auto want = sampled_alone(logits, 2);
+        auto samplers = make_samplers(11);
+        std::vector<workspace> pool(4);
+        std::vector<sampled_token> out;
+        std::size_t attempts = 0;
+        basic_thread_executor<failing_start> exec(failing_start{fail_from, &attempts});
+        for (std::size_t step = 0; step < 2; ++step)
+        {
+            sample_batch(logits, samplers, pool, out, {}, exec);
+            check_same(out, want[step]);
+        }
+    }
+}
+
+TEST_CASE("thread_executor joins its threads when a task throws on the calling thread", "[batch][executor]")
+{
+    std::atomic<int> others{0};
+    thread_executor exec;
+    CHECK_THROWS_MATCHES(exec(4,
+                              [&](std::size_t p) {
+                                  if (p == 0)
+                                  {
+                                      throw std::runtime_error("part 0 failed");
+                                  }
+                                  ++others;
+                              }),
+                         std::runtime_error, Message("part 0 failed"));
+    CHECK(others == 3);  // joined: every other part has finished
+}
+
+TEST_CASE("sample_batch takes spans over raw arrays, and histories", "[batch]")
+{
+    const auto logits = make_rows<float>(3, 400);
+    const auto want = sampled_alone(logits, 2);
+    auto made = make_samplers(3);
+    sampler raw[3] = {made[0], made[1], made[2]};
+    workspace ws[2];
+    const std::vector<token_id> tokens = {5, 6, 7, 8};
+    const token_history histories[3] = {token_history(token_span(tokens), 2), token_history{}, token_history(tokens)};
+    std::vector<sampled_token> out;
+    sample_batch(logits, {raw, 3}, {ws, 2}, out, {histories, 3});
+    check_same(out, want[0]);
+    sample_batch(logits, span<sampler>(raw, 3), span<workspace>(ws, 1), out, {}, serial_executor{});
+    check_same(out, want[1]);
+
+    // Histories as token spans, as sample_batch took them before token_history.
+    auto samplers = make_samplers(3);
+    std::vector<workspace> pool(2);
+    const std::vector<token_span> spans(3, token_span(tokens));
+    sample_batch(logits, samplers, pool, out, spans);
+    check_same(out, want[0]);
+    sample_batch(logits, samplers, pool, out, spans, serial_executor{});
+    check_same(out, want[1]);
 }

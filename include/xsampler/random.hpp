@@ -20,6 +20,9 @@
 //   ceil(53 / b) calls of a b-bit engine (one for a 64-bit engine, two for a
 //   32-bit one), first call the most significant bits. Changing this count
 //   changes every seeded output, so it is part of the API.
+// - normal01(rng) is a standard normal double by Box-Muller: exactly two
+//   uniform01(rng) draws, the first for the radius, the second for the angle;
+//   normal(sigma, rng) is N(0, sigma^2) from the same two draws.
 // - philox4x32 is a counter-based engine (Random123's Philox4x32-10): output
 //   number n of stream s under seed k is a pure function of (k, s, n), so
 //   each row of a batch or each request can own an independent, reproducible
@@ -28,6 +31,7 @@
 #define XSAMPLER_RANDOM_HPP
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <type_traits>
@@ -97,6 +101,30 @@ namespace xsampler
     double uniform01(URBG& rng)
     {
         return double(random_bits(53, rng)) * 0x1p-53;
+    }
+
+    /// A draw from N(0, sigma^2) by Box-Muller, from exactly two uniform01(rng)
+    /// draws: u1 first, then u2, giving
+    ///   sigma * sqrt(-2 log(1 - u1)) * cos(2 pi u2)
+    /// evaluated left to right, so (sigma * radius) is rounded before the
+    /// cosine multiplies it. 1 - u1 is in (0, 1], so the log is finite. The
+    /// second value of the pair (the sine) is not used. Changing the draws,
+    /// their order or the order of the products changes every row made with
+    /// it (the tests' random rows, make_logits, the benchmarks' rows).
+    template <class URBG>
+    double normal(double sigma, URBG& rng)
+    {
+        const double radius = std::sqrt(-2.0 * std::log(1.0 - uniform01(rng)));
+        return sigma * radius * std::cos(6.283185307179586 * uniform01(rng));
+    }
+
+    /// A standard normal draw: normal(1.0, rng), two uniform01(rng) draws.
+    /// Note that sigma * normal01(rng) rounds differently from
+    /// normal(sigma, rng) (the product is grouped the other way).
+    template <class URBG>
+    double normal01(URBG& rng)
+    {
+        return normal(1.0, rng);
     }
 
     /// Philox4x32-10 (Salmon et al., SC'11), as a 64-bit engine.
