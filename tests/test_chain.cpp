@@ -361,6 +361,8 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
     chain top_p_only{temperature{1.2}, top_p{0.9}};  // the bucketed top-p over the full row
     chain min_p_only{min_p{0.05}};
     chain plain{};
+    // A processor (eos ids masked: two edited blocks) before the filters.
+    chain with_processor{min_tokens(1, {7, 50000}), temperature{0.8}, top_k{40}, top_p{0.95}};
     philox4x32 rng(3);
     xt::xtensor<TestType, 2> batch = xt::empty<TestType>({std::size_t(2), r1.size()});
     xt::view(batch, 0, xt::all()) = r1;
@@ -375,6 +377,7 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
             top_p_only.sample(*logits, {}, rng);
             min_p_only.sample(*logits, {}, rng);
             plain.sample(*logits, {}, rng);
+            with_processor.sample(*logits, {}, rng);
         }
         top_p_only.sample(adapted, {}, rng);
         llama.sample(adapted, {});
@@ -387,4 +390,30 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
         run_all();
     }
     CHECK(allocations.load() - before == 0);
+}
+
+TEMPLATE_TEST_CASE("generate makes no allocation per token", "[generate][allocation]", float, double)
+{
+    const auto table = test_helpers::random_matrix<TestType>(64, 64, 5);
+    // A model that returns a row view (no allocation of its own).
+    const auto model = [&](token_span prefix) { return xt::view(table, std::size_t(prefix[prefix.size() - 1]), xt::all()); };
+    sampling_params p;
+    p.temperature = 0.9;
+    p.top_k = 20;
+    p.top_p = 0.9;
+    sampler s(p);
+    generate_options o;
+    o.eos = {0};
+    o.model_logprobs = true;
+    o.entropy = true;
+    const auto allocations_for = [&](std::size_t tokens) {
+        o.max_tokens = o.min_tokens = tokens;  // eos masked throughout: exactly `tokens` steps
+        philox4x32 rng(2);
+        const std::size_t before = allocations.load();
+        const auto g = generate(model, {3}, s, o, rng);
+        REQUIRE(g.tokens.size() == tokens);
+        return allocations.load() - before;
+    };
+    allocations_for(4);  // grows the sampler's workspace
+    CHECK(allocations_for(200) == allocations_for(2));
 }

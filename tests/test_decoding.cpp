@@ -133,6 +133,34 @@ TEST_CASE("generate: max_tokens truncates and says so; min_tokens suppresses eos
     CHECK(std::string(to_string(stop_reason::stop_sequence)) == "stop_sequence");
 }
 
+TEST_CASE("generate: a model row of the wrong rank or an invalid row is an error naming the step", "[generate][errors]")
+{
+    const xt::xtensor<double, 2> square = xt::zeros<double>({3, 3});
+    chain c{temperature{0.5}};
+    philox4x32 rng(1);
+    generate_options o;
+    o.max_tokens = 5;
+    const auto rank2 = [&](token_span) { return square; };
+    CHECK_THROWS_MATCHES(generate(rank2, {1}, c, o, rng), invalid_logits,
+                         Message("generate: step 0: logits: expected a 1-D row, got 2-D"));
+    // Valid rows for two steps, then a NaN.
+    const auto third_bad = [&](token_span prefix) {
+        xt::xtensor<double, 1> r = {0.0, 1.0, 2.0};
+        if (prefix.size() == 3)
+        {
+            r(1) = std::nan("");
+        }
+        return r;
+    };
+    CHECK_THROWS_MATCHES(generate(third_bad, {1}, c, o, rng), invalid_logits,
+                         Message("generate: step 2: logits: NaN at index 1"));
+    // The sampler that threw is as good as new.
+    philox4x32 a(9), b(9);
+    chain fresh{temperature{0.5}};
+    const auto fine = [&](token_span) { return xt::xtensor<double, 1>{0.0, 1.0, 2.0}; };
+    CHECK(generate(fine, {1}, c, o, a).tokens == generate(fine, {1}, fresh, o, b).tokens);
+}
+
 TEST_CASE("generate: a stop sequence split across steps ends it", "[generate]")
 {
     // A deterministic cycle 1 -> 2 -> 3 -> 1 under greedy decoding.
