@@ -160,6 +160,53 @@ namespace
     void BM_sample_chain(benchmark::State& state) { run_chain(state, llama_default(), false); }
     void BM_sample_chain_peaked(benchmark::State& state) { run_chain(state, llama_default(), true); }
 
+    // The same chain composed at run time (stage table, std::variant slots).
+    xsampler::sampler llama_default_sampler()
+    {
+        xsampler::sampling_params p;
+        p.top_k = 40;
+        p.top_p = 0.95;
+        p.min_p = 0.05;
+        p.temperature = 0.8;
+        p.order = xsampler::parse_stage_order("top_k;top_p;min_p;temperature");
+        return xsampler::sampler(p);
+    }
+    void BM_sampler_chain(benchmark::State& state) { run_chain(state, llama_default_sampler(), false); }
+
+    // A processor before the chain (min_tokens masking one eos id): the edit
+    // costs one block copy, and top_k no longer runs in the validation pass.
+    void BM_sample_chain_processor(benchmark::State& state)
+    {
+        const std::vector<xsampler::token_id> eos = {xsampler::token_id(state.range(0) / 2)};
+        run_chain(state,
+                  xsampler::chain{xsampler::min_tokens(1, eos), xsampler::top_k{40}, xsampler::top_p{0.95},
+                                  xsampler::min_p{0.05}, xsampler::temperature{0.8}},
+                  false);
+    }
+
+    // generate over a model that returns the benchmark row at every step,
+    // through the run-time default chain: 32 tokens an iteration (divide the
+    // time by 32 for a token), without and with the diagnostics.
+    void run_generate(benchmark::State& state, bool diagnostics)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        const auto view = adapt(row);
+        const auto model = [&](xsampler::token_span) { return view; };
+        auto s = llama_default_sampler();
+        xsampler::generate_options o;
+        o.max_tokens = 32;
+        o.model_logprobs = o.entropy = diagnostics;
+        o.top_logprobs = diagnostics ? 5 : 0;
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(xsampler::generate(model, {0}, s, o, rng));
+        }
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * 32 * std::int64_t(row.size()));
+    }
+    void BM_generate_chain(benchmark::State& state) { run_generate(state, false); }
+    void BM_generate_chain_diagnostics(benchmark::State& state) { run_generate(state, true); }
+
     // The seed text's algorithm done plainly: divide by T, sort everything,
     // softmax, cumulative sum, inclusive cut, renormalise, draw.
     void BM_reference_sort_top_p(benchmark::State& state)
@@ -266,6 +313,11 @@ BENCHMARK(BM_sample_top_p_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sample_min_p)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
+BENCHMARK(BM_sampler_chain)->Apply(vocab_args);
+BENCHMARK(BM_sample_chain_processor)->Apply(vocab_args);
+// 32 tokens an iteration.
+BENCHMARK(BM_generate_chain)->Apply(vocab_args);
+BENCHMARK(BM_generate_chain_diagnostics)->Apply(vocab_args);
 BENCHMARK(BM_reference_sort_top_p)->Apply(vocab_args);
 // Names: BM_batch_chain/B/V/threads.
 BENCHMARK(BM_batch_chain)->Args({64, 128256, 1})->Args({64, 128256, 2})->UseRealTime()->Unit(benchmark::kMillisecond);

@@ -179,6 +179,22 @@ TEMPLATE_TEST_CASE("stage errors name the stage and leave the chain usable", "[p
     CHECK(chain{temperature{0.5}}.final_distribution(r).probs == expected.probs);
 }
 
+TEMPLATE_TEST_CASE("a fused top-k load must be followed by its keep_top", "[candidates]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(500, 3);
+    candidates<TestType> c;
+    c.load(r, 4);
+    c.divide_scale(2.0);  // rescaling is allowed in between
+    CHECK_THROWS_MATCHES(c.keep_mass(0.5), std::logic_error,
+                         Message("candidates: load(row, 4) must be followed by keep_top(4)"));
+    CHECK_THROWS_AS(c.set_logit(0, TestType(1)), std::logic_error);
+    CHECK_THROWS_AS(c.keep_top(5), std::logic_error);
+    c.keep_top(4);
+    CHECK(c.size() == 4);
+    c.keep_mass(0.5);  // then anything goes
+    CHECK(c.size() >= 1);
+}
+
 TEST_CASE("token_history knows where the prompt ends", "[types]")
 {
     const std::vector<token_id> tokens = {5, 6, 7, 8, 9};

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/batch.hpp — one token per row of a [batch, vocab] tensor. (xsampler, BSD-3-Clause)
 //
 // One token per row of a [batch, vocab] tensor, the rows split into parts
 // that an executor runs.

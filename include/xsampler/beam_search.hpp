@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/beam_search.hpp — beam search: the N best sentences with their probabilities. (xsampler, BSD-3-Clause)
 //
 // Beam search: the N best sentences, each with its probability.
 //

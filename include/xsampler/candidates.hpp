@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/candidates.hpp — the working set of a chain and the verbs that change it. (xsampler, BSD-3-Clause)
 //
 // The working set a chain of stages passes along, and the only verbs that
 // change it. Stages (processors and filters, stage.hpp) see it through these
@@ -45,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -155,18 +156,21 @@ namespace xsampler
         // --- intake ---
 
         /// Start from the whole row: validates it (one pass) and keeps every
-        /// unmasked token at scale 1. With top_k_first = k > 0, the caller's
-        /// next stage is keep_top(k) and no stage before it edits a logit:
-        /// the same pass also selects the k best tokens, and the set starts
-        /// as that top-k.
+        /// unmasked token at scale 1. With top_k_first = k > 0 (for chains
+        /// whose stages before a top_k{k} only rescale), the same pass also
+        /// selects the k best tokens and the set starts as that top-k; the
+        /// next verb must then be keep_top(k), divide_scale or keep_argmax
+        /// (any other: std::logic_error, a bug in the caller).
         template <class E>
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0)
         {
             m_row = detail::contiguous_row(logits, m_scratch);
             detail::check_row_size(m_row.size);
             clear_patches();
+            m_pending_top_k = 0;
             if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first))
             {
+                m_pending_top_k = top_k_first;
                 return;
             }
             const auto stats = detail::scan_row(m_row);
@@ -344,6 +348,7 @@ namespace xsampler
         /// 64-token block copies that block), O(kept) on a sparse one.
         void set_logit(token_id id, T x)
         {
+            check_not_pending();
             if (!(x < inf))
             {
                 throw invalid_logits(std::string("set_logit: token ") + std::to_string(id) + " set to " +
@@ -418,6 +423,15 @@ namespace xsampler
         /// k == 0 or k >= the number kept keeps all. The set stays unordered.
         void keep_top(std::size_t k)
         {
+            if (m_pending_top_k != 0)
+            {
+                if (k != m_pending_top_k)
+                {
+                    check_not_pending();
+                }
+                m_pending_top_k = 0;
+                return;  // selected by load
+            }
             if (k == 0 || k >= (m_dense ? m_row.size : size()))
             {
                 return;  // a dense set with fewer than k unmasked tokens is kept whole below
@@ -445,6 +459,7 @@ namespace xsampler
         /// ~1e-15 Z of the target.
         void keep_mass(double q)
         {
+            check_not_pending();
             if (m_dense)
             {
                 keep_dense_mass(q);
@@ -477,6 +492,7 @@ namespace xsampler
         /// pass on a dense set, no exp.
         void keep_log_weight_at_least(T d)
         {
+            check_not_pending();
             const T m = max_logit();
             const T s = scale();
             const auto keep = [&](T logit) { return (logit - m) * s >= d; };
@@ -508,6 +524,7 @@ namespace xsampler
         template <class Keep>
         void retain_if(Keep&& keep, const std::string& who)
         {
+            check_not_pending();
             scored<T>* out = grown(m_spare, m_dense ? m_row.size : m_items.size());
             std::size_t count = 0;
             for_each_by_id([&](token_id id, T logit) {
@@ -538,6 +555,15 @@ namespace xsampler
                 v.resize(n);
             }
             return v.data();
+        }
+
+        void check_not_pending() const
+        {
+            if (m_pending_top_k != 0)
+            {
+                throw std::logic_error("candidates: load(row, " + std::to_string(m_pending_top_k) +
+                                       ") must be followed by keep_top(" + std::to_string(m_pending_top_k) + ")");
+            }
         }
 
         /// Validation and selection in one pass (see load); false if the row
@@ -941,7 +967,8 @@ namespace xsampler
         bool m_bits_valid = false;
         T m_max = 0;
         token_id m_argmax = 0;
-        bool m_max_stale = false;  // an edit or retain_if may have removed the best token
+        bool m_max_stale = false;
+        std::size_t m_pending_top_k = 0;  // load selected the top k; keep_top(k) is owed  // an edit or retain_if may have removed the best token
         std::size_t m_size = 0;
         double m_scale = 1.0;
         bool m_dense = true;

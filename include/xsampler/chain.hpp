@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/chain.hpp — chains composed at compile time, and the workspace. (xsampler, BSD-3-Clause)
 //
 // A chain composed at compile time: stages (stage.hpp) run in the order given,
 // then one draw (select.hpp). The run-time chain is sampler.hpp.

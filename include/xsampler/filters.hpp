@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/filters.hpp — temperature, top_k, top_p, min_p. (xsampler, BSD-3-Clause)
 //
 // The filters: stages that reshape or truncate the distribution (stage.hpp
 // says what a stage is). Each is a small value type, validated when

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/generate.hpp — the decode loop and its stop reason. (xsampler, BSD-3-Clause)
 //
 // The decode loop: pick a token, append it, run the model again — and say
 // why it stopped.

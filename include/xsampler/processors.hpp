@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/processors.hpp — stages that see the history: min_tokens. (xsampler, BSD-3-Clause)
 //
 // The processors: stages that see the history (stage.hpp) and edit a few
 // logits or mask tokens before the filters run. Each costs what it touches,

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/random.hpp — portable randomness: bits to floats, philox4x32. (xsampler, BSD-3-Clause)
 //
 // Portable randomness.
 //

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/row.hpp — rows of logits: access and validation. (xsampler, BSD-3-Clause)
 //
 // Rows of logits: access and validation. The numerics every stage shares are
 // in the detail headers this one includes: detail/simd.hpp (the SIMD lane

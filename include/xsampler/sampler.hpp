@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/sampler.hpp — the run-time sampler, its parameters and its stage table. (xsampler, BSD-3-Clause)
 //
 // A chain composed at run time, from the parameters a server receives with a
 // request.

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/select.hpp — the draw, greedy, and the final distribution. (xsampler, BSD-3-Clause)
 //
 // The terminal step: choose one token.
 //

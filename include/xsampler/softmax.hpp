@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/softmax.hpp — softmax, log_softmax, logsumexp, entropy. (xsampler, BSD-3-Clause)
 //
 // The softmax and its relatives over one row of logits, in double, computed
 // exactly as the samplers compute them (detail/exp2.hpp and

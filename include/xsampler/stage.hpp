@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/stage.hpp — what a stage is, and custom_stage for a user's. (xsampler, BSD-3-Clause)
 //
 // What a stage is, so that a user's stage plugs into both kinds of chain the
 // way the library's own do.

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/types.hpp — token ids, spans, the history, errors. (xsampler, BSD-3-Clause)
 //
 // The small vocabulary every header shares: token ids, spans, the token
 // history (with where its prompt ends), the sampled token, and the exception

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/version.hpp — the version, read by CMake. (xsampler, BSD-3-Clause)
 #ifndef XSAMPLER_VERSION_HPP
 #define XSAMPLER_VERSION_HPP
 

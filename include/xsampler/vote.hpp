@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/vote.hpp — self-consistency: majority vote. (xsampler, BSD-3-Clause)
 //
 // Self-consistency: sample several answers to one question and take the most
 // common.

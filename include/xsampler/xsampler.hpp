@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/xsampler.hpp — the umbrella header. (xsampler, BSD-3-Clause)
 // The umbrella header: includes everything.
 #ifndef XSAMPLER_XSAMPLER_HPP
 #define XSAMPLER_XSAMPLER_HPP

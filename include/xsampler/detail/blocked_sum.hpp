@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/detail/blocked_sum.hpp — Z, summed in one fixed order. (xsampler, BSD-3-Clause)
 //
 // Z, the sum of the weights, in the one fixed order that a SIMD loop computes
 // and scalar code repeats: so vectorised and scalar code give the same Z.

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/detail/exp2.hpp — the weights: the library's own exp2. (xsampler, BSD-3-Clause)
 //
 // The weights w_i of the logits: the library's own exp2, one fixed sequence
 // of IEEE operations for scalars and SIMD vectors alike.

@@ -1,4 +1,4 @@
-// xsampler — token samplers for language-model inference. BSD-3-Clause.
+// xsampler/detail/simd.hpp — SIMD lane helpers; every intrinsic. (xsampler, BSD-3-Clause)
 //
 // SIMD lane helpers (xsimd) for the kernels of the other headers: the vector
 // type, lane masks as bits, the walk over the logits that pass a test, and the
