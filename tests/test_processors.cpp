@@ -168,6 +168,12 @@ TEMPLATE_TEST_CASE("stage errors name the stage and leave the chain usable", "[p
     CHECK_THROWS_MATCHES(none.final_distribution(r), invalid_logits, Message("keep_none: kept no token"));
     chain bad{set_logits{{{1, inf}}}};
     CHECK_THROWS_MATCHES(bad.final_distribution(r), invalid_logits, Message("set_logit: token 1 set to +inf"));
+    chain outside{set_logits{{{4, 0.0}}}};
+    CHECK_THROWS_MATCHES(outside.final_distribution(r), invalid_parameter,
+                         Message("set_logit: token id 4 is outside the vocabulary of 4"));
+    chain negative{set_logits{{{-1, 0.0}}}};
+    CHECK_THROWS_MATCHES(negative.final_distribution(r), invalid_parameter,
+                         Message("set_logit: token id -1 is outside the vocabulary of 4"));
     chain nan{set_logits{{{3, std::nan("")}}}};
     CHECK_THROWS_MATCHES(nan.final_distribution(r), invalid_logits, Message("set_logit: token 3 set to NaN"));
     // The same chains on another row: as good as new.

@@ -343,12 +343,18 @@ namespace xsampler
 
         /// Sets token id's logit to x (a processor's edit: a penalty, a bias;
         /// -inf masks the token). On a sparse set, a token that is not kept
-        /// stays dropped. x must not be NaN or +inf (invalid_logits, nothing
-        /// changed). Costs O(1) amortised on a dense set (the first edit in a
+        /// stays dropped. x must not be NaN or +inf (invalid_logits), and id
+        /// must be in [0, vocab()) (invalid_parameter naming it); either way
+        /// nothing changes. Costs O(1) amortised on a dense set (the first edit in a
         /// 64-token block copies that block), O(kept) on a sparse one.
         void set_logit(token_id id, T x)
         {
             check_not_pending();
+            if (id < 0 || std::size_t(id) >= m_row.size)
+            {
+                throw invalid_parameter("set_logit: token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                        std::to_string(m_row.size));
+            }
             if (!(x < inf))
             {
                 throw invalid_logits(std::string("set_logit: token ") + std::to_string(id) + " set to " +
