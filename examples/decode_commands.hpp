@@ -7,55 +7,19 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <sstream>
 #include <string>
 #include <variant>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <xsampler/xsampler.hpp>
 
 #include "models.hpp"
+#include "tool_options.hpp"
 
 namespace examples
 {
-    struct decode_options
-    {
-        std::string transitions;
-        std::int64_t bos = -1;
-        std::string corpus;
-        std::string prompt;
-        std::size_t rank = 0;
-        std::vector<std::int64_t> eos;
-        std::uint64_t seed = 0;
-        std::size_t max_tokens = 0;
-        std::size_t min_tokens = 0;
-        std::vector<std::string> stop_seqs;
-        std::size_t top_logprobs = 0;
-        std::size_t beam_width = 0;
-        std::size_t n_best = 1;
-        double length_penalty = 1.0;
-        std::int64_t n = 0;
-        bool json = false;
-    };
-
-    inline void add_model_flags(CLI::App& cmd, decode_options& o)
-    {
-        auto* t = cmd.add_option("--transitions", o.transitions, "Markov model: [vocab, vocab] .npy of next-token logits");
-        auto* b = cmd.add_option("--bos", o.bos, "Markov model: the prompt's single token");
-        auto* c = cmd.add_option("--corpus", o.corpus, "bigram word model: a text file to count");
-        auto* p = cmd.add_option("--prompt", o.prompt, "bigram word model: the prompt's words");
-        cmd.add_option("--rank", o.rank, "bigram word model: factorise to rank R (0 = exact, default)");
-        t->needs(b);
-        b->needs(t);
-        c->excludes(t);
-        p->needs(c);
-        cmd.add_option("--eos", o.eos, "stop token id(s)")->required()->expected(1, 64);
-        cmd.add_flag("--json", o.json, "print JSON");
-    }
-
     using any_model = std::variant<table_model, bigram_model>;
 
     struct loaded
@@ -64,7 +28,8 @@ namespace examples
         std::vector<token_id> prompt;
     };
 
-    inline loaded load_model(const decode_options& o)
+    // The model and the prompt; the --eos ids (the same in o.generate and o.beam) are checked against its vocabulary.
+    inline loaded load_model(const tool_options& o)
     {
         const auto check_id = [](std::int64_t id, std::size_t vocab, const std::string& flag) {
             if (id < 0 || std::uint64_t(id) >= vocab)
@@ -81,24 +46,19 @@ namespace examples
         {
             auto m = markov_model(o.transitions);
             check_id(o.bos, m.vocab(), "--bos");
-            for (const auto e : o.eos)
+            for (const auto e : o.generate.eos)
             {
                 check_id(e, m.vocab(), "--eos");
             }
             return {std::move(m), {token_id(o.bos)}};
         }
         auto m = bigram_model::from_file(o.corpus, o.rank);
-        for (const auto e : o.eos)
+        for (const auto e : o.generate.eos)
         {
             check_id(e, m.vocab(), "--eos");
         }
         auto prompt = m.encode(o.prompt);
         return {std::move(m), std::move(prompt)};
-    }
-
-    inline std::vector<token_id> eos_ids(const decode_options& o)
-    {
-        return std::vector<token_id>(o.eos.begin(), o.eos.end());
     }
 
     inline std::string text_of(const any_model& m, const std::vector<token_id>& ids)
@@ -115,42 +75,14 @@ namespace examples
         return s;
     }
 
-    inline int run_generate(const decode_options& o, xsampler::sampler& s)
+    inline void run_generate(const tool_options& o, xsampler::sampler& s)
     {
         loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
         auto& model = input.model;
         auto& prompt = input.prompt;
-        xsampler::generate_options g;
-        g.max_tokens = o.max_tokens;
-        g.min_tokens = o.min_tokens;
-        g.eos = eos_ids(o);
-        g.top_logprobs = o.top_logprobs;
+        xsampler::generate_options g = o.generate;
         g.model_logprobs = g.entropy = o.json;  // the text output shows neither
-        for (const auto& text : o.stop_seqs)
-        {
-            std::istringstream in(text);
-            std::vector<token_id> seq;
-            std::string word;
-            while (in >> word)
-            {
-                std::size_t used = 0;
-                long long id = -1;
-                try
-                {
-                    id = std::stoll(word, &used);
-                }
-                catch (const std::exception&)
-                {
-                }
-                if (used != word.size() || id < 0)
-                {
-                    throw std::invalid_argument("--stop-seq: '" + word + "' is not a token id");
-                }
-                seq.push_back(token_id(id));
-            }
-            g.stop_sequences.push_back(seq);
-        }
-        xsampler::philox4x32 rng(o.seed);
+        xsampler::philox4x32 rng(o.params.seed);
         const auto out = std::visit([&](auto& m) { return xsampler::generate(m, prompt, s, g, rng); }, model);
         if (o.json)
         {
@@ -160,7 +92,7 @@ namespace examples
             j["model_logprobs"] = out.model_logprobs;
             j["entropies"] = out.entropies;
             j["stop_reason"] = xsampler::to_string(out.reason);
-            if (o.top_logprobs > 0)
+            if (g.top_logprobs > 0)
             {
                 j["top_logprobs"] = nlohmann::json::array();
                 for (const auto& step : out.top_logprobs)
@@ -178,28 +110,21 @@ namespace examples
                 j["text"] = text_of(model, out.tokens);
             }
             std::cout << j.dump() << '\n';
-            return 0;
+            return;
         }
         const bool words = std::holds_alternative<bigram_model>(model);
         const std::vector<token_id> shown(prompt.begin() + (words ? 1 : 0), prompt.end());  // not the sentence start
         std::cout << text_of(model, shown) << " | " << text_of(model, out.tokens) << '\n';
         std::cout << "(" << out.tokens.size() << " tokens, stop reason: " << xsampler::to_string(out.reason)
                   << (out.reason == xsampler::stop_reason::max_tokens ? " — truncated" : "") << ")\n";
-        return 0;
     }
 
-    inline int run_beam(const decode_options& o)
+    inline void run_beam(const tool_options& o)
     {
         loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
         auto& model = input.model;
         auto& prompt = input.prompt;
-        xsampler::beam_options b;
-        b.beam_width = o.beam_width;
-        b.max_tokens = o.max_tokens;
-        b.eos = eos_ids(o);
-        b.length_penalty = o.length_penalty;
-        b.n_best = o.n_best;
-        const auto found = std::visit([&](auto& m) { return xsampler::beam_search(m, prompt, b); }, model);
+        const auto found = std::visit([&](auto& m) { return xsampler::beam_search(m, prompt, o.beam); }, model);
         if (o.json)
         {
             nlohmann::json j;
@@ -214,32 +139,25 @@ namespace examples
                 j["hypotheses"].push_back(one);
             }
             std::cout << j.dump() << '\n';
-            return 0;
+            return;
         }
         for (const auto& h : found)
         {
             std::printf("%10.3g%%  %s%s\n", 100.0 * std::exp(h.logprob), text_of(model, h.tokens).c_str(),
                         h.finished ? "" : "  (unfinished: max tokens)");
         }
-        return 0;
     }
 
-    inline int run_vote(const decode_options& o, xsampler::sampler& s)
+    inline void run_vote(const tool_options& o, xsampler::sampler& s)
     {
-        if (o.n < 1)
-        {
-            throw std::invalid_argument("-n: must be >= 1, got " + std::to_string(o.n));
-        }
         loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
         auto& model = input.model;
         auto& prompt = input.prompt;
-        xsampler::generate_options g;
-        g.max_tokens = o.max_tokens;
-        g.eos = eos_ids(o);
+        const auto& g = o.generate;  // max_tokens and eos: vote takes no other generate flag
         const auto complete = [&](xsampler::philox4x32& rng) {
             return std::visit([&](auto& m) { return xsampler::generate(m, prompt, s, g, rng).tokens; }, model);
         };
-        const auto r = xsampler::self_consistency(std::size_t(o.n), o.seed, complete);
+        const auto r = xsampler::self_consistency(std::size_t(o.n), o.params.seed, complete);
         if (o.json)
         {
             nlohmann::json j = {{"answer", r.answer},        {"text", text_of(model, r.answer)},
@@ -251,7 +169,7 @@ namespace examples
                 j["runner_up_votes"] = r.runner_up_votes;
             }
             std::cout << j.dump() << '\n';
-            return 0;
+            return;
         }
         std::printf("majority: %s\n", text_of(model, r.answer).c_str());
         std::printf("votes %zu of %zu, agreement %.0f%%, %zu distinct answers\n", r.votes, r.total, 100.0 * r.agreement,
@@ -260,7 +178,6 @@ namespace examples
         {
             std::printf("runner-up (%zu votes): %s\n", r.runner_up_votes, text_of(model, *r.runner_up).c_str());
         }
-        return 0;
     }
 }
 
