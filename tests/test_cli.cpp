@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -33,9 +34,11 @@ namespace
 
     std::string dir()
     {
+        // One folder per process: ctest runs test cases in parallel processes.
         static const std::string d = [] {
-            std::filesystem::create_directories(XSAMPLER_TEST_DIR);
-            return std::string(XSAMPLER_TEST_DIR);
+            const std::string folder = std::string(XSAMPLER_TEST_DIR) + "/" + std::to_string(getpid());
+            std::filesystem::create_directories(folder);
+            return folder;
         }();
         return d;
     }

@@ -201,6 +201,45 @@ TEMPLATE_TEST_CASE("a fused top-k load must be followed by its keep_top", "[cand
     CHECK(c.size() >= 1);
 }
 
+TEMPLATE_TEST_CASE("verbs after a dense top-p keep weights, thresholds and the fused load right", "[candidates]",
+                   float, double)
+{
+    // Found by review: retain_if dropping the argmax after a dense keep_mass
+    // must not reuse the weights stored relative to the old max.
+    xt::xtensor<TestType, 1> r = xt::full_like(xt::xtensor<TestType, 1>::from_shape({256}), TestType(-20));
+    r(0) = 5;
+    r(1) = 4;
+    r(2) = 3;
+    r(3) = 2;
+    r(9) = -std::numeric_limits<TestType>::infinity();
+    chain later{top_p{0.999}, odd_ids{}};
+    candidates<TestType> fresh;
+    fresh.load(r);
+    fresh.retain_if([&](token_id id, TestType) { return id % 2 == 1 && r(std::size_t(id)) > TestType(-20); }, "x");
+    const auto d = later.final_distribution(r);
+    CHECK(d.ids == std::vector<token_id>{1, 3});
+    CHECK(d.probs == distribution_of(fresh).probs);
+    philox4x32 rng(5);
+    for (int i = 0; i < 20; ++i)
+    {
+        const auto t = later.sample(r, {}, rng);
+        CHECK(t.logprob == std::log(d.probs[t.id == 1 ? 0 : 1]));
+    }
+    // keep_log_weight_at_least: d must be <= 0; -inf keeps the unmasked tokens.
+    candidates<TestType> c;
+    c.load(r);
+    CHECK_THROWS_MATCHES(c.keep_log_weight_at_least(TestType(0.5)), invalid_parameter,
+                         Message("keep_log_weight_at_least: d must be <= 0, got 0.5"));
+    CHECK_THROWS_AS(c.keep_log_weight_at_least(TestType(std::nan(""))), invalid_parameter);
+    c.keep_log_weight_at_least(-std::numeric_limits<TestType>::infinity());
+    CHECK(c.size() == 255);
+    // keep_argmax settles a fused top-k load.
+    c.load(r, 3);
+    c.keep_argmax();
+    c.keep_mass(0.5);
+    CHECK(c.argmax() == 0);
+}
+
 TEST_CASE("token_history knows where the prompt ends", "[types]")
 {
     const std::vector<token_id> tokens = {5, 6, 7, 8, 9};

@@ -419,6 +419,7 @@ namespace xsampler
         /// Keep only the best token (temperature 0).
         void keep_argmax()
         {
+            m_pending_top_k = 0;  // the argmax is among any top k
             settle();
             m_items.assign(1, scored<T>{m_max, m_argmax});
             become_sparse(true, true);
@@ -494,11 +495,21 @@ namespace xsampler
         }
 
         /// Keep the tokens with (x - m) * s >= d, a test monotone in the
-        /// logit (so a rank prefix, holding the argmax when d <= 0): one SIMD
-        /// pass on a dense set, no exp.
+        /// logit, so a rank prefix that holds the argmax (d <= 0 required: the
+        /// argmax's d is 0; otherwise invalid_parameter, nothing changed; d ==
+        /// -inf keeps every kept token). One SIMD pass on a dense set, no exp.
         void keep_log_weight_at_least(T d)
         {
             check_not_pending();
+            if (!(d <= T(0)))
+            {
+                throw invalid_parameter("keep_log_weight_at_least: d must be <= 0, got " +
+                                        detail::format_value(double(d)));
+            }
+            if (d == -inf)
+            {
+                return;  // -inf >= -inf would keep masked tokens
+            }
             const T m = max_logit();
             const T s = scale();
             const auto keep = [&](T logit) { return (logit - m) * s >= d; };
@@ -546,6 +557,7 @@ namespace xsampler
             m_items.assign(out, out + count);
             become_sparse(false, true);
             m_max_stale = true;
+            m_weights_current = false;  // stored relative to a max that may be gone
         }
 
     private:

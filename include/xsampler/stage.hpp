@@ -34,6 +34,7 @@
 #define XSAMPLER_STAGE_HPP
 
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -87,22 +88,22 @@ namespace xsampler
             return stage_name(s, 0);
         }
 
-        /// Runs one stage on c: a processor with the history (then checks it
-        /// left a token), a filter without.
+        /// Runs one stage on c: a processor with the history, a filter
+        /// without; then, if logits were edited, checks a token is left.
         template <class S, class T>
         void run_stage(S& stage, candidates<T>& c, const token_history& history)
         {
             if constexpr (is_processor<S, T>::value)
             {
                 stage.apply(c, history);
-                if (c.edited())
-                {
-                    c.require_some(name_of(stage));
-                }
             }
             else
             {
                 stage.apply(c);
+            }
+            if (c.edited())
+            {
+                c.require_some(name_of(stage));
             }
         }
     }
@@ -122,7 +123,10 @@ namespace xsampler
                                         "'");
             }
         }
-        custom_stage(const custom_stage& other) : m_name(other.m_name), m_stage(other.m_stage->clone()) {}
+        custom_stage(const custom_stage& other)
+            : m_name(other.m_name), m_stage(other.m_stage ? other.m_stage->clone() : nullptr)
+        {
+        }
         custom_stage(custom_stage&& other) noexcept : m_name(std::move(other.m_name)), m_stage(std::move(other.m_stage)) {}
         custom_stage& operator=(custom_stage other) noexcept
         {
@@ -137,6 +141,10 @@ namespace xsampler
         template <class T>
         void apply(candidates<T>& c, const token_history& history)
         {
+            if (!m_stage)
+            {
+                throw std::logic_error("custom_stage '" + m_name + "': applied after being moved from");
+            }
             m_stage->apply(c, history);
         }
 
