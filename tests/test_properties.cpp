@@ -1,0 +1,269 @@
+// Properties at scale: 100,000 random (row, parameters, order, history,
+// processor edits) cases through both kinds of chain, each checked against the
+// invariants (ids in range, unique, unmasked; probabilities in [0, 1], sorted,
+// summing to 1; the draw among the kept tokens with the log of its probability)
+// and against a plain sort-based reference computed here in double.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+
+using namespace xsampler;
+
+namespace
+{
+    /// A processor that writes fixed values into fixed tokens (-inf masks).
+    struct write_logits
+    {
+        static constexpr const char* name = "write_logits";
+        std::vector<std::pair<token_id, double>> edits;
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            for (const auto& e : edits)
+            {
+                c.set_logit(e.first, T(e.second));
+            }
+        }
+    };
+
+    /// One random case: a row in T, parameters, an order, edits.
+    template <class T>
+    struct random_case
+    {
+        xt::xtensor<T, 1> row;
+        sampling_params params;
+        write_logits edits;
+    };
+
+    template <class T>
+    random_case<T> make_case(std::uint64_t seed)
+    {
+        philox4x32 rng(seed, 7);
+        const auto u = [&] { return uniform01(rng); };
+        const auto below = [&](std::size_t n) { return std::size_t(u() * double(n)); };
+        random_case<T> c;
+        const std::size_t vocab = 1 + below(u() < 0.2 ? 8 : 200);
+        c.row = test_helpers::random_row<T>(vocab, seed, 0.5 + 4.0 * u(), u() < 0.3, u() < 0.3 ? 0.5 * u() : 0.0);
+        auto& p = c.params;
+        p.seed = seed;
+        p.temperature = u() < 0.15 ? 0.0 : (u() < 0.3 ? 1.0 : 0.05 + 3.0 * u());
+        p.top_k = u() < 0.5 ? 0 : std::int64_t(below(vocab + 3));
+        p.top_p = u() < 0.4 ? 1.0 : (u() < 0.05 ? 1e-300 : u() * 0.999 + 0.001);
+        p.min_p = u() < 0.5 ? 0.0 : (u() < 0.1 ? 1.0 : u() * 0.5);
+        std::vector<std::string> names = {"temperature", "top_k", "top_p", "min_p"};
+        for (std::size_t i = names.size(); i > 1; --i)  // a random order of all four
+        {
+            std::swap(names[i - 1], names[below(i)]);
+        }
+        p.order = names;
+        if (u() < 0.5)
+        {
+            const std::size_t n = 1 + below(6);
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                const double x = u() < 0.3 ? -std::numeric_limits<double>::infinity() : 8.0 * (u() - 0.5);
+                c.edits.edits.emplace_back(token_id(below(vocab)), x);
+            }
+            p.custom = {custom_stage("write_logits", c.edits)};
+            p.order.insert(p.order.begin(), "write_logits");
+        }
+        return c;
+    }
+
+    /// How a case's decisions compare with the reference: equal, or too close
+    /// to a boundary to call (a mass or ratio within `tol` of the cut).
+    enum class verdict
+    {
+        same,
+        boundary,
+        differs
+    };
+
+    /// The reference: the edited row in double, sorted by (logit desc, id
+    /// asc), each stage applied as its contract reads with std::exp weights.
+    template <class T>
+    verdict check_against_reference(const random_case<T>& c, const distribution& got, double tol)
+    {
+        std::vector<double> x(c.row.begin(), c.row.end());
+        for (const auto& e : c.edits.edits)
+        {
+            x[std::size_t(e.first)] = double(T(e.second));
+        }
+        std::vector<std::pair<double, token_id>> kept;
+        for (std::size_t i = 0; i < x.size(); ++i)
+        {
+            if (x[i] != -std::numeric_limits<double>::infinity())
+            {
+                kept.emplace_back(x[i], token_id(i));
+            }
+        }
+        if (kept.empty())
+        {
+            return verdict::differs;  // the library should have thrown
+        }
+        std::sort(kept.begin(), kept.end(),
+                  [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+        double scale = 1.0;
+        const auto probs = [&] {
+            std::vector<double> w;
+            for (const auto& k : kept)
+            {
+                w.push_back(std::exp((k.first - kept.front().first) * scale));
+            }
+            const double z = std::accumulate(w.begin(), w.end(), 0.0);
+            for (auto& v : w)
+            {
+                v /= z;
+            }
+            return w;
+        };
+        bool near = false;
+        for (const auto& name : c.params.order)
+        {
+            if (name == "temperature")
+            {
+                if (c.params.temperature == 0.0)
+                {
+                    kept.resize(1);
+                }
+                else
+                {
+                    scale /= c.params.temperature;
+                }
+            }
+            else if (name == "top_k" && c.params.top_k > 0 && std::size_t(c.params.top_k) < kept.size())
+            {
+                kept.resize(std::size_t(c.params.top_k));
+            }
+            else if (name == "top_p" && c.params.top_p < 1.0)
+            {
+                const auto pr = probs();
+                const double target = c.params.top_p - top_p::mass_slack;
+                double cum = 0.0;
+                for (std::size_t i = 0; i < pr.size(); ++i)
+                {
+                    cum += pr[i];
+                    near = near || std::abs(cum - target) < tol;
+                    if (cum >= target)
+                    {
+                        kept.resize(i + 1);
+                        break;
+                    }
+                }
+            }
+            else if (name == "min_p" && c.params.min_p > 0.0)
+            {
+                const auto pr = probs();
+                std::size_t n = 0;
+                for (; n < pr.size(); ++n)
+                {
+                    near = near || std::abs(pr[n] / pr[0] - c.params.min_p) < tol;
+                    if (pr[n] < c.params.min_p * pr[0])
+                    {
+                        break;
+                    }
+                }
+                kept.resize(n);
+            }
+        }
+        const auto pr = probs();
+        std::map<token_id, double> want;
+        for (std::size_t i = 0; i < kept.size(); ++i)
+        {
+            want[kept[i].second] = pr[i];
+        }
+        std::map<token_id, double> have;
+        for (std::size_t i = 0; i < got.ids.size(); ++i)
+        {
+            have[got.ids[i]] = got.probs[i];
+        }
+        if (have.size() != want.size() ||
+            !std::equal(have.begin(), have.end(), want.begin(),
+                        [&](const auto& a, const auto& b) { return a.first == b.first && std::abs(a.second - b.second) <= tol; }))
+        {
+            return near ? verdict::boundary : verdict::differs;
+        }
+        return verdict::same;
+    }
+}
+
+TEMPLATE_TEST_CASE("100,000 random cases: invariants, both chains, and the sort-based reference", "[properties]",
+                   float, double)
+{
+    // Float weights carry relative errors of ~|d| * 6e-8; double's ~1e-15.
+    const double tol = std::is_same<TestType, float>::value ? 1e-5 : 1e-11;
+    constexpr std::uint64_t cases = 50000;  // per type: 100,000 in all
+    std::size_t boundary = 0;
+    std::size_t differs = 0;
+    std::size_t thrown = 0;
+    for (std::uint64_t seed = 1; seed <= cases; ++seed)
+    {
+        const auto c = make_case<TestType>(seed);
+        sampler s(c.params);
+        distribution d;
+        try
+        {
+            d = s.final_distribution(c.row);
+        }
+        catch (const invalid_logits& e)
+        {
+            // Only a processor that masked every token may throw here.
+            ++thrown;
+            INFO("seed " << seed << ": " << e.what());
+            REQUIRE(std::string(e.what()) == "write_logits: every token is masked");
+            continue;
+        }
+        INFO("seed " << seed << ", V " << c.row.size());
+        // Invariants.
+        REQUIRE(!d.ids.empty());
+        REQUIRE(d.ids.size() == d.probs.size());
+        std::vector<token_id> ids = d.ids;
+        std::sort(ids.begin(), ids.end());
+        REQUIRE(std::adjacent_find(ids.begin(), ids.end()) == ids.end());
+        REQUIRE(ids.front() >= 0);
+        REQUIRE(std::size_t(ids.back()) < c.row.size());
+        double sum = 0.0;
+        for (std::size_t i = 0; i < d.probs.size(); ++i)
+        {
+            REQUIRE(d.probs[i] >= 0.0);
+            REQUIRE(d.probs[i] <= 1.0);
+            REQUIRE((i == 0 || d.probs[i - 1] >= d.probs[i]));
+            sum += d.probs[i];
+        }
+        REQUIRE(std::abs(sum - 1.0) < 1e-6);
+        // The draw: a kept token of positive probability, its log-probability.
+        const sampled_token t = s.sample(c.row, {});
+        const auto at = std::find(d.ids.begin(), d.ids.end(), t.id);
+        REQUIRE(at != d.ids.end());
+        const double p = d.probs[std::size_t(at - d.ids.begin())];
+        REQUIRE(p > 0.0);
+        REQUIRE(t.logprob == std::log(p));
+        // The compile-time chain in the default order gives the same bits.
+        if (c.params.custom.empty() && c.params.order == default_stage_order())
+        {
+            chain same{temperature{c.params.temperature}, top_k{c.params.top_k}, top_p{c.params.top_p},
+                       min_p{c.params.min_p}};
+            const auto e = same.final_distribution(c.row);
+            REQUIRE(e.ids == d.ids);
+            REQUIRE(e.probs == d.probs);
+        }
+        // The reference.
+        const verdict v = check_against_reference(c, d, tol);
+        boundary += v == verdict::boundary;
+        differs += v == verdict::differs;
+        CHECK(v != verdict::differs);
+    }
+    // Cases too close to a cut to call are rare; none differ elsewhere.
+    CHECK(differs == 0);
+    CHECK(boundary < cases / 1000);
+    CHECK(thrown < cases / 20);
+}
