@@ -35,6 +35,24 @@ namespace
         }
     };
 
+    /// Masks every token of a row whose token 0 is exactly 0: a processor
+    /// that throws mid-chain.
+    struct mask_all_if_zero
+    {
+        static constexpr const char* name = "mask_all_if_zero";
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            if (c.logit(0) == T(0))
+            {
+                for (std::size_t i = 0; i < c.vocab(); ++i)
+                {
+                    c.mask(token_id(i));
+                }
+            }
+        }
+    };
+
     /// One random case: a row in T, parameters, an order, edits.
     template <class T>
     struct random_case
@@ -266,4 +284,102 @@ TEMPLATE_TEST_CASE("100,000 random cases: invariants, both chains, and the sort-
     CHECK(differs == 0);
     CHECK(boundary < cases / 1000);
     CHECK(thrown < cases / 20);
+}
+
+TEMPLATE_TEST_CASE("an object that threw is as good as new", "[properties][errors]", float, double)
+{
+    const auto good = test_helpers::random_row<TestType>(700, 3, 3.0, false, 0.2);
+    const auto nan_row = [&] {
+        auto r = good;
+        r(123) = std::numeric_limits<TestType>::quiet_NaN();
+        return r;
+    }();
+    const xt::xtensor<TestType, 1> masked = xt::full_like(good, -std::numeric_limits<TestType>::infinity());
+    const xt::xtensor<TestType, 2> rank2 = xt::zeros<TestType>({2, 3});
+    const xt::xtensor<TestType, 1> empty = xt::zeros<TestType>({0});
+    sampling_params p;
+    p.temperature = 0.8;
+    p.top_k = 50;
+    p.top_p = 0.9;
+    p.seed = 11;
+    p.custom = {custom_stage("mask_all_if_zero", mask_all_if_zero{})};
+    p.order = parse_stage_order("mask_all_if_zero;temperature;top_k;top_p");
+    auto zero_first = good;
+    zero_first(0) = 0;
+
+    sampler tried(p);
+    sampler fresh(p);
+    chain c{temperature{0.8}, top_k{50}, top_p{0.9}, mask_all_if_zero{}};
+    chain c_fresh{temperature{0.8}, top_k{50}, top_p{0.9}, mask_all_if_zero{}};
+    philox4x32 a(5), b(5);
+    for (int round = 0; round < 3; ++round)
+    {
+        CHECK_THROWS_AS(tried.sample(nan_row, {}), invalid_logits);
+        CHECK_THROWS_AS(tried.sample(masked, {}), invalid_logits);
+        CHECK_THROWS_AS(tried.sample(rank2, {}), invalid_logits);
+        CHECK_THROWS_AS(tried.sample(empty, {}), invalid_logits);
+        CHECK_THROWS_AS(tried.sample(zero_first, {}), invalid_logits);
+        CHECK_THROWS_AS(c.sample(nan_row, {}, a), invalid_logits);
+        CHECK_THROWS_AS(c.sample(zero_first, {}, a), invalid_logits);
+        // A throwing call consumes no randomness and leaves no state behind.
+        const auto x = tried.sample(good, {});
+        const auto y = fresh.sample(good, {});
+        CHECK(x.id == y.id);
+        CHECK(x.logprob == y.logprob);
+        CHECK(tried.engine() == fresh.engine());
+        CHECK(c.sample(good, {}, a).id == c_fresh.sample(good, {}, b).id);
+        CHECK(a == b);
+        CHECK(tried.final_distribution(good).probs == fresh.final_distribution(good).probs);
+    }
+
+    // generate: a model that throws mid-way, then the same sampler again.
+    const auto table = test_helpers::random_matrix<TestType>(16, 16, 4);
+    int calls = 0;
+    const auto flaky = [&](token_span prefix) {
+        if (++calls == 4)
+        {
+            throw std::runtime_error("model failed");
+        }
+        return xt::xtensor<TestType, 1>(xt::view(table, std::size_t(prefix[prefix.size() - 1]), xt::all()));
+    };
+    const auto steady = [&](token_span prefix) {
+        return xt::xtensor<TestType, 1>(xt::view(table, std::size_t(prefix[prefix.size() - 1]), xt::all()));
+    };
+    generate_options o;
+    o.max_tokens = 12;
+    o.min_tokens = 3;
+    o.eos = {0};
+    philox4x32 g1(8), g2(8);
+    sampler s1(p), s2(p);
+    CHECK_THROWS_MATCHES(generate(flaky, {1}, s1, o, g1), std::runtime_error, Catch::Matchers::Message("model failed"));
+    philox4x32 r1(9), r2(9);
+    const auto after = generate(steady, {1}, s1, o, r1);
+    const auto fresh_run = generate(steady, {1}, s2, o, r2);
+    CHECK(after.tokens == fresh_run.tokens);
+    CHECK(after.logprobs == fresh_run.logprobs);
+
+    // sample_batch: a batch with a bad row, then the same workspaces.
+    xt::xtensor<TestType, 2> batch = xt::empty<TestType>({std::size_t(3), good.size()});
+    for (std::size_t r = 0; r < 3; ++r)
+    {
+        xt::view(batch, r, xt::all()) = good;
+    }
+    xt::view(batch, 1, 7) = std::numeric_limits<TestType>::quiet_NaN();
+    sampling_params q = p;
+    q.custom.clear();
+    q.order = default_stage_order();
+    std::vector<sampler> rows_tried(3, sampler(q)), rows_fresh(3, sampler(q));
+    std::vector<workspace> pool(2), pool_fresh(2);
+    std::vector<sampled_token> out, out_fresh;
+    CHECK_THROWS_MATCHES(sample_batch(batch, rows_tried, pool, out), invalid_logits,
+                         Catch::Matchers::Message("row 1: logits: NaN at index 7"));
+    xt::view(batch, 1, 7) = TestType(0);
+    rows_tried = rows_fresh;  // a failed batch may have drawn for its other rows
+    sample_batch(batch, rows_tried, pool, out);
+    sample_batch(batch, rows_fresh, pool_fresh, out_fresh);
+    for (std::size_t r = 0; r < 3; ++r)
+    {
+        CHECK(out[r].id == out_fresh[r].id);
+        CHECK(out[r].logprob == out_fresh[r].logprob);
+    }
 }
