@@ -383,3 +383,28 @@ TEMPLATE_TEST_CASE("an object that threw is as good as new", "[properties][error
         CHECK(out[r].logprob == out_fresh[r].logprob);
     }
 }
+
+TEST_CASE("sizes from outside are not allocated up front", "[properties][errors]")
+{
+    // self_consistency(2^62): sampling runs (and here stops by the sample's
+    // own error) instead of failing to reserve 2^62 answers.
+    int calls = 0;
+    const auto sample = [&](philox4x32&) {
+        if (++calls == 3)
+        {
+            throw std::runtime_error("enough");
+        }
+        return 1;
+    };
+    CHECK_THROWS_MATCHES(self_consistency(std::size_t(1) << 62, 1, sample), std::runtime_error,
+                         Catch::Matchers::Message("enough"));
+    CHECK(calls == 3);
+    // generate with a huge max_tokens reserves a bounded amount and stops at eos.
+    const auto model = [](token_span) { return xt::xtensor<double, 1>{0.0, 5.0}; };
+    chain greedy_chain{temperature{0.0}};
+    philox4x32 rng(1);
+    generate_options o;
+    o.max_tokens = std::size_t(1) << 62;
+    o.eos = {1};
+    CHECK(generate(model, {0}, greedy_chain, o, rng).tokens == std::vector<token_id>{1});
+}

@@ -12,6 +12,7 @@
 // self_consistency(n, seed, sample)
 //   Calls sample(rng) n times, sample i with its own engine philox4x32(seed,
 //   i) — independent, reproducible streams — and votes over the answers.
+//   Memory grows with the answers sampled, never reserved for n up front.
 //
 // Why agreement, not a token probability, is the confidence to show a user:
 // a model's token probabilities measure how sure it is of the next token of
@@ -26,6 +27,7 @@
 #ifndef XSAMPLER_VOTE_HPP
 #define XSAMPLER_VOTE_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -104,7 +106,7 @@ namespace xsampler
             throw invalid_parameter("self_consistency: n must be >= 1, got 0");
         }
         std::vector<Answer> answers;
-        answers.reserve(n);
+        answers.reserve(std::min<std::size_t>(n, 1024));  // n comes from outside: grow with what is sampled
         for (std::size_t i = 0; i < n; ++i)
         {
             philox4x32 rng(seed, i);
