@@ -161,7 +161,7 @@ namespace
     void BM_sample_chain_peaked(benchmark::State& state) { run_chain(state, llama_default(), true); }
 
     // The same chain composed at run time (stage table, std::variant slots).
-    xsampler::sampler llama_default_sampler()
+    xsampler::sampling_params llama_default_params()
     {
         xsampler::sampling_params p;
         p.top_k = 40;
@@ -169,8 +169,9 @@ namespace
         p.min_p = 0.05;
         p.temperature = 0.8;
         p.order = xsampler::parse_stage_order("top_k;top_p;min_p;temperature");
-        return xsampler::sampler(p);
+        return p;
     }
+    xsampler::sampler llama_default_sampler() { return xsampler::sampler(llama_default_params()); }
     void BM_sampler_chain(benchmark::State& state) { run_chain(state, llama_default_sampler(), false); }
 
     // A processor before the chain (min_tokens masking one eos id): the edit
@@ -272,12 +273,7 @@ namespace
             std::rotate_copy(row.begin(), row.begin() + std::ptrdiff_t(r * 997 % vocab), row.end(),
                              rows.begin() + std::ptrdiff_t(r * vocab));
         }
-        xsampler::sampling_params p;
-        p.top_k = 40;
-        p.top_p = 0.95;
-        p.min_p = 0.05;
-        p.temperature = 0.8;
-        p.order = xsampler::parse_stage_order("top_k;top_p;min_p;temperature");
+        auto p = llama_default_params();
         std::vector<xsampler::sampler> samplers;
         for (std::size_t r = 0; r < batch; ++r)
         {

@@ -71,6 +71,33 @@ namespace test_helpers
         return m;
     }
 
+    /// A processor that writes fixed values into fixed tokens (-inf masks).
+    struct set_logits
+    {
+        static constexpr const char* name = "set_logits";
+        std::vector<std::pair<xsampler::token_id, double>> edits;
+
+        template <class T>
+        void apply(xsampler::candidates<T>& c, const xsampler::token_history&) const
+        {
+            for (const auto& e : edits)
+            {
+                c.set_logit(e.first, T(e.second));
+            }
+        }
+    };
+
+    /// The same edits written into a copy of a row.
+    template <class T>
+    xt::xtensor<T, 1> edited(xt::xtensor<T, 1> r, const set_logits& p)
+    {
+        for (const auto& e : p.edits)
+        {
+            r(std::size_t(e.first)) = T(e.second);
+        }
+        return r;
+    }
+
     inline std::map<xsampler::token_id, double> as_map(const xsampler::distribution& d)
     {
         std::map<xsampler::token_id, double> m;
@@ -86,6 +113,8 @@ namespace test_helpers
     struct reference
     {
         double scale = 1.0;
+        double tol = 0.0;   ///< a top-p mass or min-p ratio within tol of its cut...
+        bool near = false;  ///< ...sets this: the decision is too close to call
         std::vector<std::pair<double, xsampler::token_id>> kept;  // (logit, id), ranked
 
         template <class T>
@@ -144,6 +173,7 @@ namespace test_helpers
             for (std::size_t i = 0; i < pr.size(); ++i)
             {
                 cum += pr[i];
+                near = near || std::abs(cum - (p - xsampler::top_p::mass_slack)) < tol;
                 if (cum >= p - xsampler::top_p::mass_slack)
                 {
                     kept.resize(i + 1);
@@ -156,9 +186,13 @@ namespace test_helpers
         {
             const auto pr = probs();
             std::size_t n = 0;
-            while (n < pr.size() && pr[n] >= m * pr[0])
+            for (; n < pr.size(); ++n)
             {
-                ++n;
+                near = near || std::abs(pr[n] / pr[0] - m) < tol;
+                if (pr[n] < m * pr[0])
+                {
+                    break;
+                }
             }
             kept.resize(n);
             return *this;

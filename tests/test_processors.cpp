@@ -15,37 +15,12 @@
 using namespace xsampler;
 using Catch::Matchers::Message;
 using test_helpers::inf;
+using test_helpers::edited;
 using test_helpers::row;
+using test_helpers::set_logits;
 
 namespace
 {
-    /// A processor that sets listed tokens to listed values (-inf masks).
-    struct set_logits
-    {
-        static constexpr const char* name = "set_logits";
-        std::vector<std::pair<token_id, double>> edits;
-
-        template <class T>
-        void apply(candidates<T>& c, const token_history&) const
-        {
-            for (const auto& [id, x] : edits)
-            {
-                c.set_logit(id, T(x));
-            }
-        }
-    };
-
-    /// The same edits written into a copy of the row.
-    template <class T>
-    xt::xtensor<T, 1> edited(xt::xtensor<T, 1> r, const set_logits& p)
-    {
-        for (const auto& [id, x] : p.edits)
-        {
-            r(std::size_t(id)) = T(x);
-        }
-        return r;
-    }
-
     /// A filter that keeps the odd ids: not a rank prefix.
     struct odd_ids
     {

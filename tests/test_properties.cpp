@@ -19,22 +19,6 @@ using namespace xsampler;
 
 namespace
 {
-    /// A processor that writes fixed values into fixed tokens (-inf masks).
-    struct write_logits
-    {
-        static constexpr const char* name = "write_logits";
-        std::vector<std::pair<token_id, double>> edits;
-
-        template <class T>
-        void apply(candidates<T>& c, const token_history&) const
-        {
-            for (const auto& e : edits)
-            {
-                c.set_logit(e.first, T(e.second));
-            }
-        }
-    };
-
     /// Masks every token of a row whose token 0 is exactly 0: a processor
     /// that throws mid-chain.
     struct mask_all_if_zero
@@ -59,7 +43,7 @@ namespace
     {
         xt::xtensor<T, 1> row;
         sampling_params params;
-        write_logits edits;
+        test_helpers::set_logits edits;
     };
 
     template <class T>
@@ -91,8 +75,8 @@ namespace
                 const double x = u() < 0.3 ? -std::numeric_limits<double>::infinity() : 8.0 * (u() - 0.5);
                 c.edits.edits.emplace_back(token_id(below(vocab)), x);
             }
-            p.custom = {custom_stage("write_logits", c.edits)};
-            p.order.insert(p.order.begin(), "write_logits");
+            p.custom = {custom_stage("set_logits", c.edits)};
+            p.order.insert(p.order.begin(), "set_logits");
         }
         return c;
     }
@@ -106,111 +90,40 @@ namespace
         differs
     };
 
-    /// The reference: the edited row in double, sorted by (logit desc, id
-    /// asc), each stage applied as its contract reads with std::exp weights.
+    /// The reference (helpers.hpp: sort, std::exp weights in double, each
+    /// cut as its contract reads) on the edited row, the stages in the order.
     template <class T>
     verdict check_against_reference(const random_case<T>& c, const distribution& got, double tol)
     {
-        std::vector<double> x(c.row.begin(), c.row.end());
-        for (const auto& e : c.edits.edits)
-        {
-            x[std::size_t(e.first)] = double(T(e.second));
-        }
-        std::vector<std::pair<double, token_id>> kept;
-        for (std::size_t i = 0; i < x.size(); ++i)
-        {
-            if (x[i] != -std::numeric_limits<double>::infinity())
-            {
-                kept.emplace_back(x[i], token_id(i));
-            }
-        }
-        if (kept.empty())
-        {
-            return verdict::differs;  // the library should have thrown
-        }
-        std::sort(kept.begin(), kept.end(),
-                  [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-        double scale = 1.0;
-        const auto probs = [&] {
-            std::vector<double> w;
-            for (const auto& k : kept)
-            {
-                w.push_back(std::exp((k.first - kept.front().first) * scale));
-            }
-            const double z = std::accumulate(w.begin(), w.end(), 0.0);
-            for (auto& v : w)
-            {
-                v /= z;
-            }
-            return w;
-        };
-        bool near = false;
-        for (const auto& name : c.params.order)
+        test_helpers::reference ref(test_helpers::edited(c.row, c.edits));
+        ref.tol = tol;
+        const auto& p = c.params;
+        for (const auto& name : p.order)
         {
             if (name == "temperature")
             {
-                if (c.params.temperature == 0.0)
-                {
-                    kept.resize(1);
-                }
-                else
-                {
-                    scale /= c.params.temperature;
-                }
+                ref.temperature(p.temperature);
             }
-            else if (name == "top_k" && c.params.top_k > 0 && std::size_t(c.params.top_k) < kept.size())
+            else if (name == "top_k")
             {
-                kept.resize(std::size_t(c.params.top_k));
+                ref.top_k(std::size_t(p.top_k));
             }
-            else if (name == "top_p" && c.params.top_p < 1.0)
+            else if (name == "top_p" && p.top_p < 1.0)
             {
-                const auto pr = probs();
-                const double target = c.params.top_p - top_p::mass_slack;
-                double cum = 0.0;
-                for (std::size_t i = 0; i < pr.size(); ++i)
-                {
-                    cum += pr[i];
-                    near = near || std::abs(cum - target) < tol;
-                    if (cum >= target)
-                    {
-                        kept.resize(i + 1);
-                        break;
-                    }
-                }
+                ref.top_p(p.top_p);
             }
-            else if (name == "min_p" && c.params.min_p > 0.0)
+            else if (name == "min_p" && p.min_p > 0.0)
             {
-                const auto pr = probs();
-                std::size_t n = 0;
-                for (; n < pr.size(); ++n)
-                {
-                    near = near || std::abs(pr[n] / pr[0] - c.params.min_p) < tol;
-                    if (pr[n] < c.params.min_p * pr[0])
-                    {
-                        break;
-                    }
-                }
-                kept.resize(n);
+                ref.min_p(p.min_p);
             }
         }
-        const auto pr = probs();
-        std::map<token_id, double> want;
-        for (std::size_t i = 0; i < kept.size(); ++i)
-        {
-            want[kept[i].second] = pr[i];
-        }
-        std::map<token_id, double> have;
-        for (std::size_t i = 0; i < got.ids.size(); ++i)
-        {
-            have[got.ids[i]] = got.probs[i];
-        }
-        if (have.size() != want.size() ||
-            !std::equal(have.begin(), have.end(), want.begin(),
-                        [&](const auto& a, const auto& b) { return a.first == b.first && std::abs(a.second - b.second) <= tol; }))
-        {
-            return near ? verdict::boundary : verdict::differs;
-        }
-        return verdict::same;
+        const auto want = ref.as_map();
+        const auto have = test_helpers::as_map(got);
+        const bool same = have.size() == want.size() &&
+                          std::equal(have.begin(), have.end(), want.begin(), [&](const auto& a, const auto& b) {
+                              return a.first == b.first && std::abs(a.second - b.second) <= tol;
+                          });
+        return same ? verdict::same : ref.near ? verdict::boundary : verdict::differs;
     }
 }
 
@@ -237,7 +150,7 @@ TEMPLATE_TEST_CASE("100,000 random cases: invariants, both chains, and the sort-
             // Only a processor that masked every token may throw here.
             ++thrown;
             INFO("seed " << seed << ": " << e.what());
-            REQUIRE(std::string(e.what()) == "write_logits: every token is masked");
+            REQUIRE(std::string(e.what()) == "set_logits: every token is masked");
             continue;
         }
         INFO("seed " << seed << ", V " << c.row.size());
