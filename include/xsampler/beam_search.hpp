@@ -81,8 +81,8 @@ namespace xsampler
     namespace detail
     {
         /// The reusable state of one beam search: two pools of hypotheses
-        /// (the live beams and the next step's), the prefixes handed to the
-        /// model, and scratch. Slots are created as the live count first
+        /// (the live beams and the next step's) and the prefixes handed to
+        /// the model. Slots are created as the live count first
         /// reaches them, each token vector reserved once; after that a step
         /// reuses every buffer (vectors are assigned, never rebuilt).
         struct beam_state
