@@ -1,6 +1,8 @@
 // select.hpp and chain.hpp: the draw (exact inverse-CDF edges, statistics,
 // golden draws, randomness consumed), static and run-time chains, every kind
-// of row, and no allocation per token.
+// of row, and no allocation per token (in generate and beam_search too).
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -416,4 +418,50 @@ TEMPLATE_TEST_CASE("generate makes no allocation per token", "[generate][allocat
     };
     allocations_for(4);  // grows the sampler's workspace
     CHECK(allocations_for(200) == allocations_for(2));
+}
+
+TEMPLATE_TEST_CASE("beam_search makes no allocation per step", "[beam][allocation]", float, double)
+{
+    constexpr std::size_t vocab = 64;
+    constexpr std::size_t width = 4;
+    auto table = test_helpers::random_matrix<TestType>(vocab, vocab, 11);
+    xt::view(table, xt::all(), 0) = -std::numeric_limits<TestType>::infinity();  // eos is never reached
+    // A model that fills one preallocated [width, vocab] buffer with the rows
+    // of the beams' last tokens and returns it adapted: it allocates nothing
+    // itself, which it counts.
+    std::vector<TestType> buffer(width * vocab);
+    std::size_t model_calls = 0;
+    std::size_t model_allocations = 0;
+    const auto model = [&](const std::vector<std::vector<token_id>>& prefixes) {
+        const std::size_t before = allocations.load();
+        ++model_calls;
+        for (std::size_t b = 0; b < prefixes.size(); ++b)
+        {
+            const auto last = std::size_t(prefixes[b].back());
+            std::copy_n(table.data() + last * vocab, vocab, buffer.data() + b * vocab);
+        }
+        auto out = xt::adapt(buffer.data(), prefixes.size() * vocab, xt::no_ownership(),
+                             std::array<std::size_t, 2>{prefixes.size(), vocab});
+        model_allocations += allocations.load() - before;
+        return out;
+    };
+    beam_options o;
+    o.beam_width = width;
+    o.n_best = 2;
+    o.eos = {0};
+    o.early_stopping = false;
+    const auto allocations_for = [&](std::size_t tokens) {
+        o.max_tokens = tokens;
+        model_calls = 0;
+        const std::size_t before = allocations.load();
+        const auto found = beam_search(model, {3}, o);
+        const std::size_t made = allocations.load() - before;
+        REQUIRE(found.size() == 2);
+        CHECK(found[0].tokens.size() == tokens);
+        CHECK_FALSE(found[0].finished);
+        CHECK(model_calls == tokens);
+        return made;
+    };
+    CHECK(allocations_for(40) == allocations_for(4));
+    CHECK(model_allocations == 0);
 }

@@ -2,6 +2,7 @@
 // beam search against brute-force enumeration, majority votes.
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 
@@ -275,6 +276,60 @@ TEST_CASE("beam search options are validated", "[beam][errors]")
     o.max_tokens = 3;
     o.length_penalty = std::nan("");
     CHECK_THROWS_AS(beam_search(m, {1}, o), invalid_parameter);
+}
+
+TEST_CASE("beam search: an invalid row names the step and the beam; beam_width is bounded", "[beam][errors]")
+{
+    // Two live beams from the first step on; at step 3 (prefixes of 1 + 3
+    // tokens) beam 1's row has a NaN at index 2.
+    std::size_t calls = 0;
+    const auto nan_at_step_3 = [&](const std::vector<std::vector<token_id>>& prefixes) {
+        ++calls;
+        xt::xtensor<double, 2> out = xt::zeros<double>({prefixes.size(), std::size_t(4)});
+        xt::view(out, xt::all(), 1) = 1.0;
+        xt::view(out, xt::all(), 3) = 0.5;
+        if (prefixes[0].size() == 4)
+        {
+            out(1, 2) = std::nan("");
+        }
+        return out;
+    };
+    beam_options o;
+    o.beam_width = 2;
+    o.max_tokens = 6;
+    CHECK_THROWS_MATCHES(beam_search(nan_at_step_3, {1}, o), invalid_logits,
+                         Message("beam_search: step 3, beam 1: logits: NaN at index 2"));
+    CHECK(calls == 4);
+
+    // 2 x beam_width must not wrap: the bound is token_id's max / 2, checked
+    // before the model runs.
+    auto m = random_markov(4, 3);
+    const std::size_t bound = std::size_t(std::numeric_limits<token_id>::max()) / 2;
+    CHECK(max_beam_width == bound);
+    for (const std::size_t width : {bound + 1, std::numeric_limits<std::size_t>::max()})
+    {
+        o.beam_width = width;
+        CHECK_THROWS_MATCHES(beam_search(m, {1}, o), invalid_parameter,
+                             Message("beam_search: beam_width must be at most " + std::to_string(bound) + ", got " +
+                                     std::to_string(width)));
+    }
+    CHECK(m.calls() == 0);
+    // A beam as wide as the bound runs, allocating only for the beams that
+    // live (64 here), and equals a beam that is merely wide enough.
+    o.eos = {0};
+    o.max_tokens = 3;
+    o.n_best = 4;
+    o.beam_width = bound;
+    const auto widest = beam_search(m, {1}, o);
+    o.beam_width = 64;
+    const auto wide = beam_search(m, {1}, o);
+    REQUIRE(widest.size() == wide.size());
+    for (std::size_t i = 0; i < wide.size(); ++i)
+    {
+        CHECK(widest[i].tokens == wide[i].tokens);
+        CHECK(widest[i].logprob == wide[i].logprob);
+        CHECK(widest[i].score == wide[i].score);
+    }
 }
 
 TEST_CASE("majority vote: winner, agreement, distinct answers, runner-up, ties", "[vote]")
