@@ -45,10 +45,11 @@ namespace
 
     std::string path(const std::string& name) { return dir() + "/" + name; }
 
-    result run(const std::string& args)
+    // The tool with `args`, run by /bin/sh after `prefix` ("ulimit -v N;", "cat FILE |").
+    result run(const std::string& args, const std::string& prefix = "")
     {
         const std::string err_file = path("stderr.txt");
-        const std::string cmd = std::string("'") + XSAMPLER_CLI + "' " + args + " 2>'" + err_file + "'";
+        const std::string cmd = prefix + " '" + XSAMPLER_CLI + "' " + args + " 2>'" + err_file + "'";
         FILE* pipe = popen(cmd.c_str(), "r");
         REQUIRE(pipe != nullptr);
         std::string out;
@@ -79,6 +80,43 @@ namespace
     {
         std::ofstream(path(name), std::ios::binary) << bytes;
         return path(name);
+    }
+
+    // An npy file whose header is `dict` (version 1, padded to 64 bytes, '\n'), then `data`.
+    std::string npy_bytes(const std::string& dict, const std::string& data)
+    {
+        const std::string header = dict + std::string((64 - (10 + dict.size() + 1) % 64) % 64, ' ') + "\n";
+        std::string bytes("\x93NUMPY\x01\x00", 8);
+        bytes += char(header.size() & 0xff);
+        bytes += char(header.size() >> 8);
+        return bytes + header + data;
+    }
+
+    std::string f4_bytes(const std::vector<float>& v)
+    {
+        return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    }
+
+    // A prefix for run(): the tool under a virtual-memory limit of `kb`, reading `input` from a
+    // pipe if given (OpenBLAS starts no threads: under the limit it would spin creating them).
+    std::string memory_limit(std::size_t kb, const std::string& input = "")
+    {
+        return "ulimit -v " + std::to_string(kb) + "; " + (input.empty() ? "" : "cat '" + input + "' | ") +
+               "OPENBLAS_NUM_THREADS=1";
+    }
+
+    // Whether the tool starts at all under the limit (it needs about 50 MB of virtual memory,
+    // most of it OpenBLAS; a sanitizer's shadow memory needs terabytes).
+    bool runs_under(const std::string& limit)
+    {
+        const auto tiny = write_bytes("tiny.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+                                                            f4_bytes({0.0f})));
+        if (run("dist --logits " + tiny, limit).status == 0)
+        {
+            return true;
+        }
+        WARN("the tool does not start under `" << limit << "` (a sanitizer build?): memory checks skipped");
+        return false;
     }
 
     template <class E>
@@ -127,14 +165,15 @@ namespace
         }
     }
 
-    void check_error(const std::string& args, const std::string& expected_part)
+    void check_error(const std::string& args, const std::string& expected_part, const std::string& prefix = "")
     {
-        const auto r = run(args);
-        INFO(args << "\nstderr: " << r.err);
+        const auto r = run(args, prefix);
+        INFO(prefix << " " << args << "\nstderr: " << r.err);
         CHECK(r.status != 0);
         CHECK(r.status < 128);  // an exit, never a signal
         CHECK(r.out.empty());
         CHECK(lines(r.err).size() == 1);
+        CHECK(r.err.size() <= 200);  // short: no value printed in full (DBL_MAX has 309 digits)
         CHECK(r.err.rfind("xsampler: error: ", 0) == 0);
         CHECK(r.err.find(expected_part) != std::string::npos);
     }
@@ -381,6 +420,51 @@ TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][
     check_error("beam --corpus " + corpus + " --prompt one --eos 0 --beam-width 2 --max-tokens 3 --rank 99", "--rank");
     check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 0 --seed 1", "-n: must be >= 1");
     check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 3 --seed 1 --top-p 2", "top_p");
+
+}
+
+TEST_CASE("xsampler reads an npy file by its header, and trusts no size in it", "[cli][errors]")
+{
+    const std::string f4 = "{'descr': '<f4', 'fortran_order': False, 'shape': ";
+    const std::string three = f4_bytes({0.0f, 1.0f, 2.0f});
+    const auto claims = write_bytes("claims.npy", npy_bytes(f4 + "(100000000000,), }", three));
+    const auto overflow = write_bytes("overflow.npy", npy_bytes(f4 + "(4294967296, 4294967296), }", three));
+    const auto too_big = write_bytes("too_big.npy", npy_bytes(f4 + "(99999999999999999999999,), }", three));
+    const auto text_dim = write_bytes("text_dim.npy", npy_bytes(f4 + "('abc',), }", three));
+    const auto real_dim = write_bytes("real_dim.npy", npy_bytes(f4 + "(3.9,), }", three));
+    const auto short_data = write_bytes("short_data.npy", npy_bytes(f4 + "(4,), }", three));
+    const auto long_header = write_bytes("long_header.npy", npy_bytes(f4 + "(3,), }" + std::string(40000, ' '), three));
+    std::string v2 = npy_bytes(f4 + "(3,), }", three);
+    v2.replace(6, 4, std::string("\x02\x00\xf0\xff", 4));
+    v2.insert(10, "\xff\xff");  // a 4-byte header length of 0xfffffff0
+    const auto v2_claims = write_bytes("v2_claims.npy", v2);
+
+    check_dist("--logits " + long_header, test_helpers::row<float>({0.0, 1.0, 2.0}), sampling_params{});
+    check_error("dist --logits " + claims, "'" + claims + "': truncated npy data: shape (100000000000,) needs 400000000000 bytes, the file holds 12");
+    check_error("dist --logits " + overflow, "'" + overflow + "': npy shape (4294967296, 4294967296) is too large");
+    check_error("dist --logits " + too_big, "'" + too_big + "': corrupt npy header: shape: dimension");
+    check_error("dist --logits " + text_dim, "'" + text_dim + "': corrupt npy header: shape: 'abc' is not a non-negative integer");
+    check_error("dist --logits " + real_dim, "'" + real_dim + "': corrupt npy header: shape: '3.9' is not");
+    check_error("dist --logits " + short_data, "'" + short_data + "': truncated npy data: shape (4,) needs 16 bytes, the file holds 12");
+    check_error("dist --logits " + v2_claims, "'" + v2_claims + "': truncated npy header");
+    check_error("dist --logits " + dir(), "'" + dir() + "': is a directory");
+
+    // Under a memory limit of 120 MB the tool reads a 32 MB file, which it holds once (it held
+    // it four times); it never allocates what a header claims, and reads a device or a pipe only
+    // as far as the header says.
+    const auto limit = memory_limit(120000);
+    if (!runs_under(limit))
+    {
+        return;
+    }
+    check_error("dist --logits /dev/zero", "'/dev/zero': not an npy file (bad magic)", limit);
+    check_error("dist --logits " + claims, "truncated npy data", limit);
+    check_error("dist --logits /dev/stdin",
+                "'/dev/stdin': truncated npy data: the header declares 400000000000 bytes, the file holds 12",
+                memory_limit(120000, claims));
+    const auto big = write_bytes("big.npy", npy_bytes(f4 + "(1, 8000000), }", std::string(32000000, '\0')));
+    check_error("dist --logits " + big + " --row 1", "--row 1 is out of range: '" + big + "' has 1 row(s)", limit);
+    std::filesystem::remove(big);
 }
 
 #endif
