@@ -421,6 +421,14 @@ TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][
     check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 0 --seed 1", "-n: must be >= 1");
     check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 3 --seed 1 --top-p 2", "top_p");
 
+    // From token 1 only eos (0) can follow: --min-tokens 1 masks it, and the library says why.
+    const auto eos_only = write_npy("eos_only.npy", xt::xtensor<double, 2>{{0.0, 0.0}, {0.0, -inf}});
+    check_error("generate --transitions " + eos_only + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --min-tokens 1",
+                "min_tokens: every token is masked");
+    check_error("generate --transitions " + file + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --stop-seq '1 3'",
+                "--stop-seq: token id 3 is out of range [0, 3)");
+    check_error("generate --transitions " + file + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --top-logprobs 4",
+                "--top-logprobs: must be <= the vocabulary (3), got 4");
 }
 
 TEST_CASE("xsampler reads an npy file by its header, and trusts no size in it", "[cli][errors]")
@@ -465,6 +473,52 @@ TEST_CASE("xsampler reads an npy file by its header, and trusts no size in it", 
     const auto big = write_bytes("big.npy", npy_bytes(f4 + "(1, 8000000), }", std::string(32000000, '\0')));
     check_error("dist --logits " + big + " --row 1", "--row 1 is out of range: '" + big + "' has 1 row(s)", limit);
     std::filesystem::remove(big);
+}
+
+TEST_CASE("xsampler reads numbers in decimal, within documented bounds", "[cli][errors]")
+{
+    const auto logits = test_helpers::random_row<float>(50, 33);
+    const auto file = write_npy("numbers.npy", logits);
+    const auto markov = write_npy("numbers6.npy", test_helpers::random_matrix<float>(6, 6, 34));
+    const std::string gen = "generate --transitions " + markov + " --bos 1 --eos 0 --seed 1 ";
+    const std::string beam = "beam --transitions " + markov + " --bos 1 --eos 0 --max-tokens 3 ";
+
+    // A leading zero is still decimal: 010 is ten, not eight.
+    const auto top10 = run("dist --logits " + file + " --top-k 10");
+    CHECK(lines(top10.out).size() == 10);
+    CHECK(run("dist --logits " + file + " --top-k 010").out == top10.out);
+    CHECK(run("sample --logits " + file + " --seed 010 -n 20").out == run("sample --logits " + file + " --seed 10 -n 20").out);
+    check_error("dist --logits " + file + " --row 010", "--row 10 is out of range");
+    check_error("beam --transitions " + markov + " --bos 010 --eos 0 --beam-width 2 --max-tokens 3",
+                "--bos: token id 10 is out of range [0, 6)");
+
+    check_error("dist --logits " + file + " --top-k 0x10", "--top-k: '0x10' is not a decimal integer");
+    check_error("dist --logits " + file + " --top-k +3", "--top-k: '+3' is not a decimal integer");
+    check_error("dist --logits " + file + " --temp 0x1p3", "--temp: '0x1p3' is not a decimal number");
+    check_error("dist --logits " + file + " --temp 1e999", "temperature: T must be finite and >= 0, got inf");
+    check_error("sample --logits " + file + " --seed -1", "--seed: must be >= 0, got -1 (allowed: 0 to 18446744073709551615)");
+    check_error("sample --logits " + file + " --seed 18446744073709551616", "--seed: must be <= 18446744073709551615");
+    check_error("sample --logits " + file + " --seed 1 -n 99999999999999999999", "-n: must be <= 10000000");
+    check_error("sample --logits " + file + " --seed 1 -n 10000001", "-n: must be <= 10000000, got 10000001");
+    check_error("sample --logits " + file + " --seed 1 -n " + std::string(400, '9'), "-n: must be <= 10000000");
+    check_error(gen + "--max-tokens -1", "--max-tokens: must be >= 0, got -1 (allowed: 0 to 1000000)");
+    check_error(gen + "--max-tokens 1000001", "--max-tokens: must be <= 1000000");
+    check_error(gen + "--max-tokens 3 --min-tokens 1000001", "--min-tokens: must be <= 1000000");
+    check_error(gen + "--max-tokens 3 --top-logprobs 9223372036854775808", "--top-logprobs: must be <= 2147483647");
+    check_error(gen + "--max-tokens 3 --top-logprobs 7", "--top-logprobs: must be <= the vocabulary (6), got 7");
+    check_error(gen + "--max-tokens 3 --stop-seq '1 4294967297'", "--stop-seq: '4294967297' is not a token id");
+    check_error(gen + "--max-tokens 3 --stop-seq '1 6'", "--stop-seq: token id 6 is out of range [0, 6)");
+    check_error(gen + "--max-tokens 3 --eos 0x1", "--eos: '0x1' is not a decimal integer");
+    check_error(gen + "--max-tokens 3 --eos 4294967296", "--eos: must be <= 2147483647");
+    check_error(beam + "--beam-width 0", "--beam-width: must be >= 1, got 0 (allowed: 1 to 1024)");
+    check_error(beam + "--beam-width 1025", "--beam-width: must be <= 1024");
+    check_error(beam + "--beam-width 4611686018427387904", "--beam-width: must be <= 1024");
+    check_error(beam + "--beam-width 9223372036854775809", "--beam-width: must be <= 1024");
+    check_error(beam + "--beam-width 2 --n-best 2000", "--n-best: must be <= 1024");
+    check_error(beam + "--beam-width 2 --length-penalty 1e999", "length_penalty must be finite, got inf");
+    check_error("beam --transitions " + markov + " --bos 1 --eos 0 --beam-width 2 --max-tokens 0",
+                "--max-tokens: must be >= 1, got 0");
+    check_error("vote --transitions " + markov + " --bos 1 --eos 0 --seed 1 -n 2 --max-tokens -1", "--max-tokens: must be >= 0");
 }
 
 #endif
