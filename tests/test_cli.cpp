@@ -521,4 +521,42 @@ TEST_CASE("xsampler reads numbers in decimal, within documented bounds", "[cli][
     check_error("vote --transitions " + markov + " --bos 1 --eos 0 --seed 1 -n 2 --max-tokens -1", "--max-tokens: must be >= 0");
 }
 
+TEST_CASE("xsampler's word model: memory bounded by the corpus, any bytes are text", "[cli][decode][errors]")
+{
+    // 16000 distinct words in about 100 KB: dense vocab x vocab tables took 4 GB; sparse counts
+    // and one row of logits at a time fit the memory limit.
+    std::string words;
+    for (int i = 0; i < 16000; ++i)
+    {
+        words += "w" + std::to_string(i) + (i % 20 == 19 ? ".\n" : " ");
+    }
+    const auto wide = write_bytes("wide.txt", words);
+    const std::string args = " --corpus " + wide + " --prompt w1 --eos 0 ";
+    const auto limit = memory_limit(150000);
+    const auto limited = runs_under(limit) ? limit : "";
+    const auto greedy_run = run("generate" + args + "--seed 1 --max-tokens 3 --temp 0", limited);
+    INFO(greedy_run.err);
+    CHECK(greedy_run.status == 0);
+    CHECK(greedy_run.out.rfind("w1 | w2 w3 w4\n", 0) == 0);
+    const auto beams = nlohmann::json::parse(run("beam" + args + "--beam-width 4 --max-tokens 30 --json", limited).out);
+    CHECK(beams.at("hypotheses")[0].at("text") == "w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 .");
+    check_error("beam" + args + "--beam-width 4 --max-tokens 3 --rank 2",
+                "--rank: factorising needs a dense vocab x vocab table; '" + wide + "' has 16001 words, more than the limit of 4096");
+
+    // Bytes other than ASCII letters, digits and apostrophes separate words, NUL and UTF-8 alike.
+    const auto binary = write_bytes("binary.txt", std::string("hello\0\xff\xfe world.\xc3\xa9t\xc3\xa9 w\x01x", 24));
+    const std::string bin = " --corpus " + binary + " --eos 0 --seed 1 --max-tokens 5 --temp 0";
+    CHECK(run("generate" + bin + " --prompt hello").out == "hello | world .\n(2 tokens, stop reason: eos)\n");
+    // A prompt without words starts at a sentence start; it is split as the corpus is.
+    CHECK(run("generate" + bin + " --prompt ''").out.rfind(" | hello world .\n", 0) == 0);
+    CHECK(run("generate" + bin + " --prompt 'WORLD.'").out.rfind("world . | hello world .\n", 0) == 0);
+    check_error("generate" + bin + " --prompt 'h\xc3\xa9llo'", "--prompt: the word 'h' is not in the corpus");
+
+    const auto no_words = write_bytes("no_words.txt", std::string("\xff\0 ... !?\n", 10));
+    check_error("generate --corpus " + no_words + " --prompt '' --eos 0 --seed 1 --max-tokens 3", "'" + no_words + "': no words in the text");
+    check_error("generate --corpus " + dir() + " --prompt '' --eos 0 --seed 1 --max-tokens 3", "'" + dir() + "': is a directory");
+    check_error("generate --corpus /dev/zero --prompt '' --eos 0 --seed 1 --max-tokens 3",
+                "'/dev/zero': is larger than the 64 MiB this tool reads");
+}
+
 #endif
