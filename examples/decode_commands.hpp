@@ -28,15 +28,35 @@ namespace examples
         std::vector<token_id> prompt;
     };
 
-    // The model and the prompt; the --eos ids (the same in o.generate and o.beam) are checked against its vocabulary.
+    // The model and the prompt. Every token id from the command line (--bos, --eos, --stop-seq) is
+    // checked against its vocabulary, and --top-logprobs against its size.
     inline loaded load_model(const tool_options& o)
     {
-        const auto check_id = [](std::int64_t id, std::size_t vocab, const std::string& flag) {
-            if (id < 0 || std::uint64_t(id) >= vocab)
+        const auto check_ids = [&o](std::size_t vocab) {
+            const auto check_id = [vocab](std::int64_t id, const std::string& flag) {
+                if (id < 0 || std::uint64_t(id) >= vocab)
+                {
+                    throw std::invalid_argument(flag + ": token id " + std::to_string(id) + " is out of range [0, " +
+                                                std::to_string(vocab) + ")");
+                }
+            };
+            for (const auto e : o.generate.eos)  // the same ids as o.beam.eos
             {
-                throw std::invalid_argument(flag + ": token id " + std::to_string(id) + " is out of range [0, " +
-                                            std::to_string(vocab) + ")");
+                check_id(e, "--eos");
             }
+            for (const auto& seq : o.generate.stop_sequences)
+            {
+                for (const auto id : seq)
+                {
+                    check_id(id, "--stop-seq");
+                }
+            }
+            if (o.generate.top_logprobs > vocab)
+            {
+                throw std::invalid_argument("--top-logprobs: must be <= the vocabulary (" + std::to_string(vocab) +
+                                            "), got " + std::to_string(o.generate.top_logprobs));
+            }
+            return check_id;
         };
         if (o.transitions.empty() && o.corpus.empty())
         {
@@ -45,18 +65,11 @@ namespace examples
         if (!o.transitions.empty())
         {
             auto m = markov_model(o.transitions);
-            check_id(o.bos, m.vocab(), "--bos");
-            for (const auto e : o.generate.eos)
-            {
-                check_id(e, m.vocab(), "--eos");
-            }
+            check_ids(m.vocab())(o.bos, "--bos");
             return {std::move(m), {token_id(o.bos)}};
         }
         auto m = bigram_model::from_file(o.corpus, o.rank);
-        for (const auto e : o.generate.eos)
-        {
-            check_id(e, m.vocab(), "--eos");
-        }
+        check_ids(m.vocab());
         auto prompt = m.encode(o.prompt);
         return {std::move(m), std::move(prompt)};
     }

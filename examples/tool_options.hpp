@@ -10,11 +10,20 @@
 //                               --length-penalty --eos
 //   the rest: what only the tool has (the logits file and row, the model's
 //   source, -n, --counts, --json, the --samplers text).
+//
+// Numbers are read here, not by CLI11 (which reads 010 as octal and wraps
+// -1 into an unsigned): integers are decimal and checked against a range per
+// flag (`limits`), reals are decimal; a bad one is a CLI::ValidationError
+// naming the flag and the range. Ids are checked against the vocabulary once
+// the model is loaded (decode_commands.hpp).
 #ifndef XSAMPLER_EXAMPLES_TOOL_OPTIONS_HPP
 #define XSAMPLER_EXAMPLES_TOOL_OPTIONS_HPP
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <cstdlib>
+#include <type_traits>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -25,6 +34,17 @@
 
 namespace examples
 {
+    /// The tool's bounds on sizes from the command line, so that no count it is given can
+    /// exhaust memory or time by itself, and arithmetic on them (2 x beam width) cannot wrap.
+    namespace limits
+    {
+        constexpr std::int64_t samples = 10'000'000;      ///< -n
+        constexpr std::size_t tokens = 1'000'000;         ///< --max-tokens, --min-tokens
+        constexpr std::size_t beam_width = 1024;          ///< --beam-width, --n-best
+        constexpr std::size_t rank = 4096;                ///< --rank (see bigram_model::max_rank_vocab)
+        constexpr std::int64_t token_id = INT32_MAX;      ///< any token id (xsampler::token_id is 32 bits)
+    }
+
     struct tool_options
     {
         xsampler::sampling_params params;
@@ -45,48 +65,152 @@ namespace examples
         bool json = false;
     };
 
+    namespace detail
+    {
+        // What the user typed, as a message shows it: at most 24 characters.
+        inline std::string echo(const std::string& text)
+        {
+            return text.size() <= 24 ? text : text.substr(0, 21) + "...";
+        }
+
+        template <class Int>
+        bool is_negative(Int v)
+        {
+            if constexpr (std::is_signed_v<Int>)
+            {
+                return v < 0;
+            }
+            return false;
+        }
+    }
+
+    /// A flag's integer: decimal digits with an optional '-' (no octal "010" = 8, no hex, no
+    /// '+', no spaces) in [lo, hi]; anything else is a CLI::ValidationError naming the flag and
+    /// the range. Big numbers are errors, never wrapped or saturated.
+    template <class Int>
+    Int parse_integer(const std::string& flag, const std::string& text, Int lo, Int hi)
+    {
+        static_assert(std::is_integral_v<Int> && sizeof(Int) <= 8);
+        const std::string range = " (allowed: " + std::to_string(lo) + " to " + std::to_string(hi) + ")";
+        const bool negative = !text.empty() && text[0] == '-';
+        const std::string digits = text.substr(negative ? 1 : 0);
+        if (digits.empty() || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        {
+            throw CLI::ValidationError(flag, "'" + detail::echo(text) + "' is not a decimal integer" + range);
+        }
+        std::uint64_t magnitude = 0;
+        const bool huge = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude).ec != std::errc{};
+        bool below = false;
+        bool above = false;
+        if (negative && (huge || magnitude != 0))
+        {
+            // -magnitude >= lo  <=>  magnitude <= -lo, with -lo computed without overflow
+            below = !detail::is_negative(lo) || huge || magnitude - 1 > std::uint64_t(-(std::int64_t(lo) + 1));
+        }
+        else
+        {
+            below = !detail::is_negative(lo) && !huge && magnitude < std::uint64_t(lo);
+            above = detail::is_negative(hi) || huge || magnitude > std::uint64_t(hi);
+        }
+        if (below)
+        {
+            throw CLI::ValidationError(flag, "must be >= " + std::to_string(lo) + ", got " + detail::echo(text) + range);
+        }
+        if (above)
+        {
+            throw CLI::ValidationError(flag, "must be <= " + std::to_string(hi) + ", got " + detail::echo(text) + range);
+        }
+        return negative ? Int(-std::int64_t(magnitude - 1) - 1) : Int(magnitude);
+    }
+
+    /// A flag's real number: decimal, [-+]digits[.digits][e[-+]digits], or inf / nan (which the
+    /// stages then reject by name); no hex floats. Out-of-range magnitudes become inf or 0.
+    inline double parse_real(const std::string& flag, const std::string& text)
+    {
+        std::size_t i = text[0] == '-' || text[0] == '+' ? 1 : 0;
+        const std::string body = text.substr(std::min(i, text.size()));
+        bool ok = body == "inf" || body == "nan";
+        if (!ok)
+        {
+            const auto digits = [&](std::size_t& j) {
+                const std::size_t start = j;
+                while (j < text.size() && text[j] >= '0' && text[j] <= '9')
+                {
+                    ++j;
+                }
+                return j - start;
+            };
+            std::size_t mantissa = digits(i);
+            if (i < text.size() && text[i] == '.')
+            {
+                ++i;
+                mantissa += digits(i);
+            }
+            ok = mantissa > 0;
+            if (ok && i < text.size() && (text[i] == 'e' || text[i] == 'E'))
+            {
+                ++i;
+                i += i < text.size() && (text[i] == '-' || text[i] == '+') ? 1 : 0;
+                ok = digits(i) > 0;
+            }
+            ok = ok && i == text.size();
+        }
+        if (!ok)
+        {
+            throw CLI::ValidationError(flag, "'" + detail::echo(text) + "' is not a decimal number");
+        }
+        return std::strtod(text.c_str(), nullptr);  // the tool never sets a locale: '.' is the point
+    }
+
+    template <class Int>
+    CLI::Option* add_integer(CLI::App& cmd, const std::string& flag, Int& target, Int lo, Int hi, const std::string& help)
+    {
+        return cmd
+            .add_option_function<std::string>(
+                flag, [&target, flag, lo, hi](const std::string& text) { target = parse_integer(flag, text, lo, hi); },
+                help)
+            ->type_name("INT");
+    }
+
+    inline CLI::Option* add_real(CLI::App& cmd, const std::string& flag, double& target, const std::string& help)
+    {
+        return cmd
+            .add_option_function<std::string>(
+                flag, [&target, flag](const std::string& text) { target = parse_real(flag, text); }, help)
+            ->type_name("REAL");
+    }
+
     inline void add_stage_flags(CLI::App& cmd, tool_options& o)
     {
-        cmd.add_option("--temp", o.params.temperature, "temperature T >= 0; 0 is greedy (default 1)");
-        cmd.add_option("--top-k", o.params.top_k, "keep the K most probable tokens; 0 disables (default 0)");
-        cmd.add_option("--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
-        cmd.add_option("--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
+        add_real(cmd, "--temp", o.params.temperature, "temperature T >= 0; 0 is greedy (default 1)");
+        // The full int64 range: the stage itself rejects k < 0 with its own message.
+        add_integer(cmd, "--top-k", o.params.top_k, INT64_MIN, INT64_MAX,
+                    "keep the K most probable tokens; 0 disables (default 0)");
+        add_real(cmd, "--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
+        add_real(cmd, "--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\")");
     }
 
     inline CLI::Option* add_seed(CLI::App& cmd, tool_options& o, const std::string& help)
     {
-        return cmd.add_option("--seed", o.params.seed, help)->required();
+        return add_integer(cmd, "--seed", o.params.seed, std::uint64_t(0), UINT64_MAX, help)->required();
     }
 
     inline CLI::Option* add_n(CLI::App& cmd, tool_options& o, const std::string& help)
     {
-        // Not CLI::PositiveNumber: its message does not say what is allowed in the tool's words.
-        const CLI::Validator at_least_one(
-            [](std::string& text) -> std::string {
-                std::int64_t n = 0;
-                const auto end = text.data() + text.size();
-                const auto [last, error] = std::from_chars(text.data(), end, n);
-                if (error == std::errc{} && last == end && n < 1)
-                {
-                    return "must be >= 1, got " + text;
-                }
-                return {};  // a count, or not a number: the conversion says so
-            },
-            ">= 1");
-        return cmd.add_option("-n", o.n, help)->check(at_least_one);
+        return add_integer(cmd, "-n", o.n, std::int64_t(1), limits::samples, help + ", at most 10^7");
     }
 
-    inline CLI::Option* add_max_tokens(CLI::App& cmd, std::size_t& max_tokens, const std::string& help)
+    inline CLI::Option* add_max_tokens(CLI::App& cmd, std::size_t& max_tokens, std::size_t lo, const std::string& help)
     {
-        return cmd.add_option("--max-tokens", max_tokens, help);
+        return add_integer(cmd, "--max-tokens", max_tokens, lo, limits::tokens, help + ", at most 10^6");
     }
 
     inline void add_row_flags(CLI::App& cmd, tool_options& o)
     {
         cmd.add_option("--logits", o.logits, "float32/float64 .npy file, [vocab] or [batch, vocab]")->required();
-        cmd.add_option("--row", o.row, "row of a [batch, vocab] file (default 0)");
+        add_integer(cmd, "--row", o.row, std::size_t(0), SIZE_MAX, "row of a [batch, vocab] file (default 0)");
         add_stage_flags(cmd, o);
     }
 
@@ -102,7 +226,8 @@ namespace examples
             const auto [last, error] = std::from_chars(word.data(), end, id);
             if (error != std::errc{} || last != end || id < 0)
             {
-                throw CLI::ValidationError(flag, "'" + word + "' is not a token id");
+                throw CLI::ValidationError(flag, "'" + detail::echo(word) + "' is not a token id (0 to " +
+                                                     std::to_string(limits::token_id) + ")");
             }
             ids.push_back(id);
         }
@@ -127,22 +252,29 @@ namespace examples
     inline void add_model_flags(CLI::App& cmd, tool_options& o)
     {
         auto* t = cmd.add_option("--transitions", o.transitions, "Markov model: [vocab, vocab] .npy of next-token logits");
-        auto* b = cmd.add_option("--bos", o.bos, "Markov model: the prompt's single token");
+        auto* b = add_integer(cmd, "--bos", o.bos, INT64_MIN, INT64_MAX, "Markov model: the prompt's single token");
         auto* c = cmd.add_option("--corpus", o.corpus, "bigram word model: a text file to count");
         auto* p = cmd.add_option("--prompt", o.prompt, "bigram word model: the prompt's words");
-        cmd.add_option("--rank", o.rank, "bigram word model: factorise to rank R (0 = exact, default)");
+        add_integer(cmd, "--rank", o.rank, std::size_t(0), limits::rank,
+                    "bigram word model: factorise to rank R (0 = exact, default); vocabulary <= 4096");
         t->needs(b);
         b->needs(t);
         c->excludes(t);
         p->needs(c);
         // One list for generate, vote and beam: the flag writes it into both option structs.
-        cmd.add_option_function<std::vector<xsampler::token_id>>(
+        cmd.add_option_function<std::vector<std::string>>(
                "--eos",
-               [&o](const std::vector<xsampler::token_id>& ids) {
+               [&o](const std::vector<std::string>& texts) {
+                   std::vector<xsampler::token_id> ids;
+                   for (const auto& text : texts)
+                   {
+                       ids.push_back(xsampler::token_id(parse_integer("--eos", text, std::int64_t(0), limits::token_id)));
+                   }
                    o.generate.eos = ids;
                    o.beam.eos = ids;
                },
                "stop token id(s)")
+            ->type_name("ID ...")
             ->required()
             ->expected(1, 64);
         cmd.add_flag("--json", o.json, "print JSON");

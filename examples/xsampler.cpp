@@ -118,10 +118,13 @@ int main(int argc, char** argv)
     examples::add_model_flags(*generate, o);
     examples::add_stage_flags(*generate, o);
     examples::add_seed(*generate, o, "seed of the philox4x32 engine");
-    examples::add_max_tokens(*generate, o.generate.max_tokens, "stop after N tokens (stop reason max_tokens)")->required();
-    generate->add_option("--min-tokens", o.generate.min_tokens, "no eos or stop sequence before N tokens (default 0)");
+    examples::add_max_tokens(*generate, o.generate.max_tokens, 0, "stop after N tokens (stop reason max_tokens)")->required();
+    examples::add_integer(*generate, "--min-tokens", o.generate.min_tokens, std::size_t(0), examples::limits::tokens,
+                          "no eos or stop sequence before N tokens (default 0), at most 10^6");
     examples::add_stop_seq(*generate, o);
-    generate->add_option("--top-logprobs", o.generate.top_logprobs, "report the N most probable tokens at each step");
+    examples::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
+                          std::size_t(examples::limits::token_id),
+                          "report the N most probable tokens at each step, N <= the vocabulary");
     generate->callback([&o] {
         auto s = examples::make_sampler(o);
         examples::run_generate(o, s);
@@ -129,10 +132,13 @@ int main(int argc, char** argv)
 
     auto* beam = app.add_subcommand("beam", "beam search: the best sequences with their probabilities");
     examples::add_model_flags(*beam, o);
-    beam->add_option("--beam-width", o.beam.beam_width, "beams kept at each step")->required()->check(CLI::PositiveNumber);
-    examples::add_max_tokens(*beam, o.beam.max_tokens, "longest sequence")->required()->check(CLI::PositiveNumber);
-    beam->add_option("--n-best", o.beam.n_best, "sequences to return, <= beam width (default 1)");
-    beam->add_option("--length-penalty", o.beam.length_penalty, "score = logprob / length^A (default 1)");
+    examples::add_integer(*beam, "--beam-width", o.beam.beam_width, std::size_t(1), examples::limits::beam_width,
+                          "beams kept at each step, at most 1024")
+        ->required();
+    examples::add_max_tokens(*beam, o.beam.max_tokens, 1, "longest sequence")->required();
+    examples::add_integer(*beam, "--n-best", o.beam.n_best, std::size_t(1), examples::limits::beam_width,
+                          "sequences to return, <= beam width (default 1)");
+    examples::add_real(*beam, "--length-penalty", o.beam.length_penalty, "score = logprob / length^A (default 1)");
     beam->callback([&o] { examples::run_beam(o); });
 
     auto* vote = app.add_subcommand("vote", "self-consistency: N samples and their majority");
@@ -141,7 +147,7 @@ int main(int argc, char** argv)
     examples::add_n(*vote, o, "number of samples")->required();
     examples::add_seed(*vote, o, "seed; sample i uses philox4x32(seed, i)");
     o.generate.max_tokens = 32;  // vote's default; generate requires the flag, so it never sees this one
-    examples::add_max_tokens(*vote, o.generate.max_tokens, "longest completion (default 32)");
+    examples::add_max_tokens(*vote, o.generate.max_tokens, 0, "longest completion (default 32)");
     vote->callback([&o] {
         auto s = examples::make_sampler(o);
         examples::run_vote(o, s);

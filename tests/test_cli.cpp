@@ -45,10 +45,11 @@ namespace
 
     std::string path(const std::string& name) { return dir() + "/" + name; }
 
-    result run(const std::string& args)
+    // The tool with `args`, run by /bin/sh after `prefix` ("ulimit -v N;", "cat FILE |").
+    result run(const std::string& args, const std::string& prefix = "")
     {
         const std::string err_file = path("stderr.txt");
-        const std::string cmd = std::string("'") + XSAMPLER_CLI + "' " + args + " 2>'" + err_file + "'";
+        const std::string cmd = prefix + " '" + XSAMPLER_CLI + "' " + args + " 2>'" + err_file + "'";
         FILE* pipe = popen(cmd.c_str(), "r");
         REQUIRE(pipe != nullptr);
         std::string out;
@@ -79,6 +80,43 @@ namespace
     {
         std::ofstream(path(name), std::ios::binary) << bytes;
         return path(name);
+    }
+
+    // An npy file whose header is `dict` (version 1, padded to 64 bytes, '\n'), then `data`.
+    std::string npy_bytes(const std::string& dict, const std::string& data)
+    {
+        const std::string header = dict + std::string((64 - (10 + dict.size() + 1) % 64) % 64, ' ') + "\n";
+        std::string bytes("\x93NUMPY\x01\x00", 8);
+        bytes += char(header.size() & 0xff);
+        bytes += char(header.size() >> 8);
+        return bytes + header + data;
+    }
+
+    std::string f4_bytes(const std::vector<float>& v)
+    {
+        return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+    }
+
+    // A prefix for run(): the tool under a virtual-memory limit of `kb`, reading `input` from a
+    // pipe if given (OpenBLAS starts no threads: under the limit it would spin creating them).
+    std::string memory_limit(std::size_t kb, const std::string& input = "")
+    {
+        return "ulimit -v " + std::to_string(kb) + "; " + (input.empty() ? "" : "cat '" + input + "' | ") +
+               "OPENBLAS_NUM_THREADS=1";
+    }
+
+    // Whether the tool starts at all under the limit (it needs about 50 MB of virtual memory,
+    // most of it OpenBLAS; a sanitizer's shadow memory needs terabytes).
+    bool runs_under(const std::string& limit)
+    {
+        const auto tiny = write_bytes("tiny.npy", npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
+                                                            f4_bytes({0.0f})));
+        if (run("dist --logits " + tiny, limit).status == 0)
+        {
+            return true;
+        }
+        WARN("the tool does not start under `" << limit << "` (a sanitizer build?): memory checks skipped");
+        return false;
     }
 
     template <class E>
@@ -127,14 +165,15 @@ namespace
         }
     }
 
-    void check_error(const std::string& args, const std::string& expected_part)
+    void check_error(const std::string& args, const std::string& expected_part, const std::string& prefix = "")
     {
-        const auto r = run(args);
-        INFO(args << "\nstderr: " << r.err);
+        const auto r = run(args, prefix);
+        INFO(prefix << " " << args << "\nstderr: " << r.err);
         CHECK(r.status != 0);
         CHECK(r.status < 128);  // an exit, never a signal
         CHECK(r.out.empty());
         CHECK(lines(r.err).size() == 1);
+        CHECK(r.err.size() <= 200);  // short: no value printed in full (DBL_MAX has 309 digits)
         CHECK(r.err.rfind("xsampler: error: ", 0) == 0);
         CHECK(r.err.find(expected_part) != std::string::npos);
     }
@@ -381,6 +420,143 @@ TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][
     check_error("beam --corpus " + corpus + " --prompt one --eos 0 --beam-width 2 --max-tokens 3 --rank 99", "--rank");
     check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 0 --seed 1", "-n: must be >= 1");
     check_error("vote --transitions " + file + " --bos 1 --eos 0 -n 3 --seed 1 --top-p 2", "top_p");
+
+    // From token 1 only eos (0) can follow: --min-tokens 1 masks it, and the library says why.
+    const auto eos_only = write_npy("eos_only.npy", xt::xtensor<double, 2>{{0.0, 0.0}, {0.0, -inf}});
+    check_error("generate --transitions " + eos_only + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --min-tokens 1",
+                "min_tokens: every token is masked");
+    check_error("generate --transitions " + file + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --stop-seq '1 3'",
+                "--stop-seq: token id 3 is out of range [0, 3)");
+    check_error("generate --transitions " + file + " --bos 1 --eos 0 --seed 1 --max-tokens 3 --top-logprobs 4",
+                "--top-logprobs: must be <= the vocabulary (3), got 4");
+}
+
+TEST_CASE("xsampler reads an npy file by its header, and trusts no size in it", "[cli][errors]")
+{
+    const std::string f4 = "{'descr': '<f4', 'fortran_order': False, 'shape': ";
+    const std::string three = f4_bytes({0.0f, 1.0f, 2.0f});
+    const auto claims = write_bytes("claims.npy", npy_bytes(f4 + "(100000000000,), }", three));
+    const auto overflow = write_bytes("overflow.npy", npy_bytes(f4 + "(4294967296, 4294967296), }", three));
+    const auto too_big = write_bytes("too_big.npy", npy_bytes(f4 + "(99999999999999999999999,), }", three));
+    const auto text_dim = write_bytes("text_dim.npy", npy_bytes(f4 + "('abc',), }", three));
+    const auto real_dim = write_bytes("real_dim.npy", npy_bytes(f4 + "(3.9,), }", three));
+    const auto short_data = write_bytes("short_data.npy", npy_bytes(f4 + "(4,), }", three));
+    const auto long_header = write_bytes("long_header.npy", npy_bytes(f4 + "(3,), }" + std::string(40000, ' '), three));
+    std::string v2 = npy_bytes(f4 + "(3,), }", three);
+    v2.replace(6, 4, std::string("\x02\x00\xf0\xff", 4));
+    v2.insert(10, "\xff\xff");  // a 4-byte header length of 0xfffffff0
+    const auto v2_claims = write_bytes("v2_claims.npy", v2);
+
+    check_dist("--logits " + long_header, test_helpers::row<float>({0.0, 1.0, 2.0}), sampling_params{});
+    check_error("dist --logits " + claims, "'" + claims + "': truncated npy data: shape (100000000000,) needs 400000000000 bytes, the file holds 12");
+    check_error("dist --logits " + overflow, "'" + overflow + "': npy shape (4294967296, 4294967296) is too large");
+    check_error("dist --logits " + too_big, "'" + too_big + "': corrupt npy header: shape: dimension");
+    check_error("dist --logits " + text_dim, "'" + text_dim + "': corrupt npy header: shape: 'abc' is not a non-negative integer");
+    check_error("dist --logits " + real_dim, "'" + real_dim + "': corrupt npy header: shape: '3.9' is not");
+    check_error("dist --logits " + short_data, "'" + short_data + "': truncated npy data: shape (4,) needs 16 bytes, the file holds 12");
+    check_error("dist --logits " + v2_claims, "'" + v2_claims + "': truncated npy header");
+    check_error("dist --logits " + dir(), "'" + dir() + "': is a directory");
+
+    // Under a memory limit of 120 MB the tool reads a 32 MB file, which it holds once (it held
+    // it four times); it never allocates what a header claims, and reads a device or a pipe only
+    // as far as the header says.
+    const auto limit = memory_limit(120000);
+    if (!runs_under(limit))
+    {
+        return;
+    }
+    check_error("dist --logits /dev/zero", "'/dev/zero': not an npy file (bad magic)", limit);
+    check_error("dist --logits " + claims, "truncated npy data", limit);
+    check_error("dist --logits /dev/stdin",
+                "'/dev/stdin': truncated npy data: the header declares 400000000000 bytes, the file holds 12",
+                memory_limit(120000, claims));
+    const auto big = write_bytes("big.npy", npy_bytes(f4 + "(1, 8000000), }", std::string(32000000, '\0')));
+    check_error("dist --logits " + big + " --row 1", "--row 1 is out of range: '" + big + "' has 1 row(s)", limit);
+    std::filesystem::remove(big);
+}
+
+TEST_CASE("xsampler reads numbers in decimal, within documented bounds", "[cli][errors]")
+{
+    const auto logits = test_helpers::random_row<float>(50, 33);
+    const auto file = write_npy("numbers.npy", logits);
+    const auto markov = write_npy("numbers6.npy", test_helpers::random_matrix<float>(6, 6, 34));
+    const std::string gen = "generate --transitions " + markov + " --bos 1 --eos 0 --seed 1 ";
+    const std::string beam = "beam --transitions " + markov + " --bos 1 --eos 0 --max-tokens 3 ";
+
+    // A leading zero is still decimal: 010 is ten, not eight.
+    const auto top10 = run("dist --logits " + file + " --top-k 10");
+    CHECK(lines(top10.out).size() == 10);
+    CHECK(run("dist --logits " + file + " --top-k 010").out == top10.out);
+    CHECK(run("sample --logits " + file + " --seed 010 -n 20").out == run("sample --logits " + file + " --seed 10 -n 20").out);
+    check_error("dist --logits " + file + " --row 010", "--row 10 is out of range");
+    check_error("beam --transitions " + markov + " --bos 010 --eos 0 --beam-width 2 --max-tokens 3",
+                "--bos: token id 10 is out of range [0, 6)");
+
+    check_error("dist --logits " + file + " --top-k 0x10", "--top-k: '0x10' is not a decimal integer");
+    check_error("dist --logits " + file + " --top-k +3", "--top-k: '+3' is not a decimal integer");
+    check_error("dist --logits " + file + " --temp 0x1p3", "--temp: '0x1p3' is not a decimal number");
+    check_error("dist --logits " + file + " --temp 1e999", "temperature: T must be finite and >= 0, got inf");
+    check_error("sample --logits " + file + " --seed -1", "--seed: must be >= 0, got -1 (allowed: 0 to 18446744073709551615)");
+    check_error("sample --logits " + file + " --seed 18446744073709551616", "--seed: must be <= 18446744073709551615");
+    check_error("sample --logits " + file + " --seed 1 -n 99999999999999999999", "-n: must be <= 10000000");
+    check_error("sample --logits " + file + " --seed 1 -n 10000001", "-n: must be <= 10000000, got 10000001");
+    check_error("sample --logits " + file + " --seed 1 -n " + std::string(400, '9'), "-n: must be <= 10000000");
+    check_error(gen + "--max-tokens -1", "--max-tokens: must be >= 0, got -1 (allowed: 0 to 1000000)");
+    check_error(gen + "--max-tokens 1000001", "--max-tokens: must be <= 1000000");
+    check_error(gen + "--max-tokens 3 --min-tokens 1000001", "--min-tokens: must be <= 1000000");
+    check_error(gen + "--max-tokens 3 --top-logprobs 9223372036854775808", "--top-logprobs: must be <= 2147483647");
+    check_error(gen + "--max-tokens 3 --top-logprobs 7", "--top-logprobs: must be <= the vocabulary (6), got 7");
+    check_error(gen + "--max-tokens 3 --stop-seq '1 4294967297'", "--stop-seq: '4294967297' is not a token id");
+    check_error(gen + "--max-tokens 3 --stop-seq '1 6'", "--stop-seq: token id 6 is out of range [0, 6)");
+    check_error(gen + "--max-tokens 3 --eos 0x1", "--eos: '0x1' is not a decimal integer");
+    check_error(gen + "--max-tokens 3 --eos 4294967296", "--eos: must be <= 2147483647");
+    check_error(beam + "--beam-width 0", "--beam-width: must be >= 1, got 0 (allowed: 1 to 1024)");
+    check_error(beam + "--beam-width 1025", "--beam-width: must be <= 1024");
+    check_error(beam + "--beam-width 4611686018427387904", "--beam-width: must be <= 1024");
+    check_error(beam + "--beam-width 9223372036854775809", "--beam-width: must be <= 1024");
+    check_error(beam + "--beam-width 2 --n-best 2000", "--n-best: must be <= 1024");
+    check_error(beam + "--beam-width 2 --length-penalty 1e999", "length_penalty must be finite, got inf");
+    check_error("beam --transitions " + markov + " --bos 1 --eos 0 --beam-width 2 --max-tokens 0",
+                "--max-tokens: must be >= 1, got 0");
+    check_error("vote --transitions " + markov + " --bos 1 --eos 0 --seed 1 -n 2 --max-tokens -1", "--max-tokens: must be >= 0");
+}
+
+TEST_CASE("xsampler's word model: memory bounded by the corpus, any bytes are text", "[cli][decode][errors]")
+{
+    // 16000 distinct words in about 100 KB: dense vocab x vocab tables took 4 GB; sparse counts
+    // and one row of logits at a time fit the memory limit.
+    std::string words;
+    for (int i = 0; i < 16000; ++i)
+    {
+        words += "w" + std::to_string(i) + (i % 20 == 19 ? ".\n" : " ");
+    }
+    const auto wide = write_bytes("wide.txt", words);
+    const std::string args = " --corpus " + wide + " --prompt w1 --eos 0 ";
+    const auto limit = memory_limit(150000);
+    const auto limited = runs_under(limit) ? limit : "";
+    const auto greedy_run = run("generate" + args + "--seed 1 --max-tokens 3 --temp 0", limited);
+    INFO(greedy_run.err);
+    CHECK(greedy_run.status == 0);
+    CHECK(greedy_run.out.rfind("w1 | w2 w3 w4\n", 0) == 0);
+    const auto beams = nlohmann::json::parse(run("beam" + args + "--beam-width 4 --max-tokens 30 --json", limited).out);
+    CHECK(beams.at("hypotheses")[0].at("text") == "w2 w3 w4 w5 w6 w7 w8 w9 w10 w11 w12 w13 w14 w15 w16 w17 w18 w19 .");
+    check_error("beam" + args + "--beam-width 4 --max-tokens 3 --rank 2",
+                "--rank: factorising needs a dense vocab x vocab table; '" + wide + "' has 16001 words, more than the limit of 4096");
+
+    // Bytes other than ASCII letters, digits and apostrophes separate words, NUL and UTF-8 alike.
+    const auto binary = write_bytes("binary.txt", std::string("hello\0\xff\xfe world.\xc3\xa9t\xc3\xa9 w\x01x", 24));
+    const std::string bin = " --corpus " + binary + " --eos 0 --seed 1 --max-tokens 5 --temp 0";
+    CHECK(run("generate" + bin + " --prompt hello").out == "hello | world .\n(2 tokens, stop reason: eos)\n");
+    // A prompt without words starts at a sentence start; it is split as the corpus is.
+    CHECK(run("generate" + bin + " --prompt ''").out.rfind(" | hello world .\n", 0) == 0);
+    CHECK(run("generate" + bin + " --prompt 'WORLD.'").out.rfind("world . | hello world .\n", 0) == 0);
+    check_error("generate" + bin + " --prompt 'h\xc3\xa9llo'", "--prompt: the word 'h' is not in the corpus");
+
+    const auto no_words = write_bytes("no_words.txt", std::string("\xff\0 ... !?\n", 10));
+    check_error("generate --corpus " + no_words + " --prompt '' --eos 0 --seed 1 --max-tokens 3", "'" + no_words + "': no words in the text");
+    check_error("generate --corpus " + dir() + " --prompt '' --eos 0 --seed 1 --max-tokens 3", "'" + dir() + "': is a directory");
+    check_error("generate --corpus /dev/zero --prompt '' --eos 0 --seed 1 --max-tokens 3",
+                "'/dev/zero': is larger than the 64 MiB this tool reads");
 }
 
 #endif
