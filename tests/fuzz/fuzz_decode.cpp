@@ -326,6 +326,8 @@ namespace
             FUZZ_REQUIRE(h.finished == contains(o.eos, h.tokens.back()), at + "finished but not ending with eos, or the reverse");
             FUZZ_REQUIRE(h.finished || h.tokens.size() == o.max_tokens, at + "unfinished before max_tokens");
             FUZZ_REQUIRE(std::isfinite(h.logprob) && h.logprob <= 0.0, at + "logprob " + std::to_string(h.logprob));
+            FUZZ_REQUIRE(!std::isnan(h.score), at + "score NaN, logprob " + detail::format_value(h.logprob) + ", alpha " +
+                                                   detail::format_value(alpha));
             const double expected_score = alpha == 0.0 ? h.logprob : h.logprob / std::pow(double(h.tokens.size()), alpha);
             FUZZ_REQUIRE(h.score == expected_score, at + "score " + std::to_string(h.score) + " is not logprob / len^alpha");
             // The log-probability, recomputed from the model's rows (a row of a

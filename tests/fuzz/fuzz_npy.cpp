@@ -67,7 +67,7 @@ namespace
         const std::size_t next = header.find("'shape'");
         FUZZ_REQUIRE(key != std::string::npos && next != std::string::npos && key < next, "no fortran_order key");
         const bool fortran = rank == 2 && header.substr(key, next - key).find("True") != std::string::npos;
-        for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t r = 0; cols > 0 && r < rows; ++r)  // [rows, 0] may claim any number of rows
         {
             for (std::size_t c = 0; c < cols; ++c)
             {
