@@ -24,25 +24,69 @@ using test_helpers::inf;
 using test_helpers::row;
 
 // Counts every global allocation, to prove the per-token path makes none.
+// Every form of operator new and delete is replaced, all over malloc and free
+// (the aligned forms over aligned_alloc), so that an allocation is counted
+// whichever form made it, and is never freed by a form this file did not
+// replace: a sanitizer's own operators (which the forms left out would be)
+// pair allocations and deallocations and report a mix as a mismatch.
 namespace
 {
     std::atomic<std::size_t> allocations{0};
-}
-void* operator new(std::size_t n)
-{
-    ++allocations;
-    if (void* p = std::malloc(n == 0 ? 1 : n))
+
+    void* counted_malloc(std::size_t n, std::size_t align) noexcept
     {
-        return p;
+        ++allocations;
+        n = n == 0 ? 1 : n;
+        if (align == 0)
+        {
+            return std::malloc(n);
+        }
+        if (n > ~std::size_t(0) - align)
+        {
+            return nullptr;
+        }
+        return std::aligned_alloc(align, (n + align - 1) / align * align);  // a multiple of align
     }
-    throw std::bad_alloc();
+
+    void* counted_new(std::size_t n, std::size_t align)
+    {
+        if (void* p = counted_malloc(n, align))
+        {
+            return p;
+        }
+        throw std::bad_alloc();
+    }
+}
+void* operator new(std::size_t n) { return counted_new(n, 0); }
+void* operator new[](std::size_t n) { return counted_new(n, 0); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n, 0); }
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept { return counted_malloc(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted_new(n, std::size_t(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted_new(n, std::size_t(a)); }
+void* operator new(std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept
+{
+    return counted_malloc(n, std::size_t(a));
+}
+void* operator new[](std::size_t n, std::align_val_t a, const std::nothrow_t&) noexcept
+{
+    return counted_malloc(n, std::size_t(a));
 }
 // GCC pairs free() with the replaced new only by name; the pairing is right.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpragmas"
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/).
+
+Each seed is a hand-made case in the byte layout the target's comment
+describes (value encodings: fuzz_input.hpp), so that the fuzzer starts from
+inputs that reach the interesting paths instead of finding the layout itself.
+Run it from anywhere after changing a layout:  tests/fuzz/make_corpus.py
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+# --- value<T>() encodings (fuzz_input.hpp) ---
+SPECIAL = {name: i for i, name in enumerate(
+    ["nan", "inf", "-inf", "-0", "0", "denorm", "-denorm", "min", "max", "lowest",
+     "1", "-1", "eps", "0.5", "below1", "above1"])}
+
+
+def special(name):
+    return bytes([SPECIAL[name]])
+
+
+def frac(k):  # k / 39, k in [0, 39]
+    return bytes([24 + k])
+
+
+def small(x):  # x in [-16, 8), a multiple of 1/8
+    return bytes([128 + int(round(x * 8))])
+
+
+def fixed(x):  # x in [-128, 128), a multiple of 1/256
+    return bytes([192]) + struct.pack("<h", int(round(x * 256)))
+
+
+def raw(x, double):
+    return bytes([16]) + struct.pack("<d" if double else "<f", x)
+
+
+def u8(v):
+    return bytes([v & 0xFF])
+
+
+def u16(v):
+    return struct.pack("<H", v & 0xFFFF)
+
+
+def u32(v):
+    return struct.pack("<I", v & 0xFFFFFFFF)
+
+
+def u64(v):
+    return struct.pack("<Q", v & 0xFFFFFFFFFFFFFFFF)
+
+
+def write(target, name, data):
+    folder = os.path.join(HERE, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(data)
+
+
+# --- fuzz_sampler ---
+# order table indices of fuzz_sampler.cpp
+DEFAULT, LLAMA, U_DEFAULT, U_LLAMA, TEMP_TOPK, TOPK, TOPP_MINP = 0, 1, 2, 3, 4, 5, 6
+MINP_TEMP_TOPP, TEMP_U_TOPK, TOPK_U_TOPP = 7, 8, 9
+NAMES = {"temperature": 0, "top_k": 1, "top_p": 2, "min_p": 3, "user": 4, "typical": 5, "": 6}
+
+
+def top_k(k):
+    assert 0 <= k < 64
+    return u8(64 + k)
+
+
+def sampler_case(double=False, custom=False, ban=False, form=0, temp=small(1), k=top_k(0),
+                 p=small(1), m=small(0), seed=0, order=b"\x00", custom_name=0, edits=(),
+                 history=(), history_vocab=100, prompt_length=0, rows=()):
+    out = u8(int(double) | int(custom) << 1 | int(ban) << 2 | form << 3)
+    out += temp + k + p + m + u64(seed) + order + u8(custom_name)
+    out += u8(len(edits)) + b"".join(u16(i) + v for i, v in edits)
+    out += u8(len(history)) + u16(history_vocab - 1) + b"".join(u16(i) for i in history)
+    out += u8(prompt_length)
+    out += u8(len(rows) - 1) + b"".join(rows)
+    return out
+
+
+def row(vocab, kind=1, masked_eighths=0, seed=1, constant=b"", explicit=()):
+    out = u16(vocab - 1) + u8(kind | masked_eighths << 2) + u32(seed)
+    if kind == 0:
+        out += constant
+    out += u8(len(explicit)) + b"".join(u16(i) + v for i, v in explicit)
+    return out
+
+
+def order_index(i):
+    return u8(1) + u8(i)
+
+
+def order_names(*names, joined=False):
+    out = u8(3 if joined else 2) + u8(len(names)) + b"".join(u8(NAMES[n]) for n in names)
+    if joined:
+        out += u8(1) * len(names)  # each name followed by one ';'
+    return out
+
+
+def sampler_seeds():
+    # The quick start: six logits, one masked, the default order.
+    six = row(6, kind=1, explicit=[(0, small(1)), (1, small(3.5)), (2, small(3)), (3, small(-2)),
+                                   (4, small(0.5)), (5, special("-inf"))])
+    write("fuzz_sampler", "quickstart", sampler_case(temp=frac(31), k=top_k(40), p=frac(37), m=frac(2),
+                                                     seed=42, rows=[six], history=[1, 2]))
+    # llama.cpp's chain and order on a long row with masks, in float.
+    write("fuzz_sampler", "llama_chain", sampler_case(
+        temp=frac(31), k=top_k(40), p=frac(37), m=frac(2), seed=7, order=order_index(LLAMA),
+        rows=[row(1999, kind=2, masked_eighths=2, seed=5)]))
+    # A user processor first, editing and banning the generated tokens, double rows of two sizes.
+    write("fuzz_sampler", "processor_double", sampler_case(
+        double=True, ban=True, temp=small(0.5), k=top_k(10), p=frac(35), m=frac(1), seed=3,
+        order=order_index(U_DEFAULT), edits=[(3, small(6)), (7, special("-inf")), (70, fixed(12.5))],
+        history=[5, 9, 3, 70], prompt_length=2,
+        rows=[row(130, kind=2, seed=11), row(64, kind=1, seed=12)]))
+    # Temperature 0 over ties, strided rows.
+    write("fuzz_sampler", "greedy_ties", sampler_case(
+        form=1, temp=special("0"), order=order_index(TEMP_TOPK), k=top_k(5),
+        rows=[row(2000, kind=1, seed=2), row(17, kind=0, constant=small(2))]))
+    # Extremes in double: the largest and lowest finite, denormals, -0, a tiny temperature.
+    write("fuzz_sampler", "extremes_double", sampler_case(
+        double=True, temp=special("denorm"), p=frac(1), order=order_index(MINP_TEMP_TOPP), m=special("eps"),
+        rows=[row(300, kind=3, seed=9, explicit=[(0, special("max")), (1, special("lowest")), (2, special("denorm")),
+                                                  (3, special("-0")), (299, special("max"))])]))
+    # Extremes in float, through xt::adapt, with the processor after top_k.
+    write("fuzz_sampler", "extremes_float", sampler_case(
+        form=2, k=top_k(3), p=frac(20), order=order_index(TOPK_U_TOPP), edits=[(1, special("max")), (2, special("-inf"))],
+        rows=[row(70, kind=3, masked_eighths=4, seed=4, explicit=[(1, special("max")), (2, special("lowest")),
+                                                                   (65, special("min"))])]))
+    # Names: a repeat through parse_stage_order, and an unknown one.
+    write("fuzz_sampler", "order_repeat", sampler_case(order=order_names("top_k", "top_p", "top_k", joined=True),
+                                                       rows=[row(8)]))
+    write("fuzz_sampler", "order_unknown", sampler_case(custom=True, order=order_names("user", "typical", "top_p"),
+                                                        rows=[row(8)]))
+    # A NaN and a +inf in the row; an edit setting NaN.
+    write("fuzz_sampler", "bad_row", sampler_case(rows=[row(40, explicit=[(33, special("nan"))]),
+                                                        row(9, explicit=[(8, special("inf"))])]))
+    write("fuzz_sampler", "bad_edit", sampler_case(order=order_index(U_LLAMA), edits=[(2, special("nan"))],
+                                                   rows=[row(12)]))
+
+
+# --- fuzz_decode ---
+FAULT = {"rank0": 0, "rank_other": 1, "wrong_size": 2, "nan": 3, "plus_inf": 4, "all_masked": 5, "empty": 6,
+         "rank3_or_beams": 7}
+
+
+def ids(values):
+    return u8(len(values)) + b"".join(u16(v) for v in values)
+
+
+def decode_case(double=False, use_chain=False, model_logprobs=False, entropy=False, vocab=8, kind=1,
+                masked_eighths=0, seed=1, constant=b"", explicit=(), prompt=(), faults=(), wrong_size=0,
+                max_tokens=12, min_tokens=0, eos=(), stops=(), top_logprobs=0, temp=small(1), k=0,
+                p=small(1), m=small(0), sample_seed=1, beam_width=4, beam_max_tokens=6, beam_eos=(),
+                length_penalty=small(1), n_best=2, early_stopping=True):
+    out = u8(int(double) | int(use_chain) << 1 | int(model_logprobs) << 2 | int(entropy) << 3)
+    out += u8(vocab - 1) + u8(kind | masked_eighths << 2) + u32(seed)
+    if kind == 2:
+        out += constant
+    out += u8(len(explicit)) + b"".join(u16(i) + v for i, v in explicit)
+    out += ids(prompt)
+    out += u8(len(faults)) + b"".join(u8(call) + u8(FAULT[f]) for call, f in faults) + u8(wrong_size)
+    out += u8(max_tokens) + u8(min_tokens) + ids(eos)
+    out += u8(len(stops)) + b"".join(ids(s) for s in stops)
+    out += u8(top_logprobs) + temp + u8(k) + p + m + u32(sample_seed)
+    out += u8(beam_width) + u8(beam_max_tokens) + ids(beam_eos) + length_penalty + u8(n_best) + u8(int(early_stopping))
+    return out
+
+
+def decode_seeds():
+    write("fuzz_decode", "plain", decode_case(vocab=8, eos=[0], beam_eos=[0], prompt=[3]))
+    write("fuzz_decode", "diagnostics", decode_case(double=True, model_logprobs=True, entropy=True, top_logprobs=3,
+                                                    vocab=20, kind=1, eos=[1, 2], min_tokens=5, max_tokens=20,
+                                                    temp=frac(31), k=8, p=frac(35), beam_width=8, n_best=8,
+                                                    length_penalty=small(0), beam_eos=[1]))
+    write("fuzz_decode", "stops_chain", decode_case(use_chain=True, vocab=4, kind=0, stops=[[1, 2], [3]],
+                                                    eos=[0], min_tokens=2, temp=small(2), k=3, p=frac(30)))
+    write("fuzz_decode", "masked_greedy", decode_case(vocab=32, kind=3, masked_eighths=5, temp=special("0"),
+                                                      eos=[31], beam_eos=[31], beam_width=1, n_best=1,
+                                                      length_penalty=frac(20), early_stopping=False))
+    write("fuzz_decode", "faults", decode_case(vocab=6, faults=[(3, "rank_other"), (1, "wrong_size")], wrong_size=9,
+                                               max_tokens=8))
+    write("fuzz_decode", "nan_step", decode_case(double=True, vocab=5, faults=[(2, "nan")], max_tokens=6,
+                                                 beam_max_tokens=4))
+    write("fuzz_decode", "beam_shape", decode_case(vocab=3, faults=[(1, "rank3_or_beams")], beam_width=3,
+                                                   n_best=3, beam_max_tokens=5))
+    write("fuzz_decode", "extremes", decode_case(double=True, vocab=9, kind=1,
+                                                 explicit=[(0, special("max")), (10, special("lowest")),
+                                                           (20, special("denorm"))],
+                                                 model_logprobs=True, entropy=True, top_logprobs=4))
+
+
+# --- fuzz_npy ---
+def npy(descr, shape, data, fortran=False, version=1):
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, "True" if fortran else "False", dims)
+    preamble = 10 if version == 1 else 12
+    header += " " * ((-(preamble + len(header) + 1)) % 64) + "\n"
+    length = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
+    return b"\x93NUMPY" + bytes([version, 0]) + length + header.encode() + data
+
+
+def npy_seeds():
+    write("fuzz_npy", "f4_1d", npy("<f4", [4], struct.pack("<4f", 1, 2, float("-inf"), 0.5)))
+    write("fuzz_npy", "f8_2d", npy("<f8", [2, 3], struct.pack("<6d", 1, 2, 3, 4, 5, 6)))
+    write("fuzz_npy", "f4_fortran", npy("<f4", [2, 3], struct.pack("<6f", 1, 4, 2, 5, 3, 6), fortran=True))
+    write("fuzz_npy", "f8_v2", npy("<f8", [3], struct.pack("<3d", -1, float("nan"), 7), version=2))
+    write("fuzz_npy", "truncated", npy("<f4", [2, 8], struct.pack("<3f", 1, 2, 3)))
+    write("fuzz_npy", "int_dtype", npy("<i4", [2], struct.pack("<2i", 1, 2)))
+    write("fuzz_npy", "rank3", npy("<f4", [1, 1, 2], struct.pack("<2f", 1, 2)))
+    write("fuzz_npy", "empty", npy("<f8", [0], b""))
+
+
+if __name__ == "__main__":
+    sampler_seeds()
+    decode_seeds()
+    npy_seeds()
