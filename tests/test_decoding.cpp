@@ -262,6 +262,24 @@ TEST_CASE("every beam's reported log-probability is its sequence's probability",
     CHECK_FALSE(beam1[0].finished);
 }
 
+TEST_CASE("beam search: a certain sentence scores 0 at any length penalty (found by fuzz_decode)", "[beam]")
+{
+    const auto certain = [](const std::vector<std::vector<token_id>>& prefixes) {
+        return xt::xtensor<double, 2>(xt::zeros<double>({prefixes.size(), std::size_t(1)}));
+    };
+    beam_options b;
+    b.beam_width = 1;
+    b.max_tokens = 2;
+    for (const double alpha : {-2000.0, -1e300, 1e300, 1.0})
+    {
+        b.length_penalty = alpha;
+        const auto found = beam_search(certain, {0}, b);
+        REQUIRE(found.size() == 1);
+        CHECK(found[0].logprob == 0.0);
+        CHECK(found[0].score == 0.0);
+    }
+}
+
 TEST_CASE("beam search options are validated", "[beam][errors]")
 {
     auto m = random_markov(4, 2);

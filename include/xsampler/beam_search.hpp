@@ -15,7 +15,8 @@
 //   In rank order, a candidate ending in an eos token becomes a finished
 //   hypothesis if it ranks among the first B; the others extend the beams
 //   until B are live.
-//   Score = logprob / length^alpha (alpha = options.length_penalty; length in
+//   Score = logprob / length^alpha (0 when logprob is 0; alpha =
+//   options.length_penalty; length in
 //   generated tokens, eos included; alpha = 0 ranks by raw log-probability).
 //   Early stopping: once n_best hypotheses have finished, stop when no live
 //   beam can beat the worst of the n_best (its log-probability can only fall;
@@ -168,8 +169,10 @@ namespace xsampler
         {
             throw invalid_parameter("beam_search: length_penalty must be finite, got " + detail::format_value(alpha));
         }
+        // A certain sentence (logprob 0) scores 0 whatever length^alpha
+        // rounds to: 0 / 0 would be NaN when it underflows (alpha <~ -1075).
         const auto score_of = [&](double logprob, std::size_t length) {
-            return alpha == 0.0 ? logprob : logprob / std::pow(double(length), alpha);
+            return alpha == 0.0 || logprob == 0.0 ? logprob : logprob / std::pow(double(length), alpha);
         };
         const auto is_eos = [&](token_id t) {
             return std::find(options.eos.begin(), options.eos.end(), t) != options.eos.end();
