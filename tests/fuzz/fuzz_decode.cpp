@@ -328,7 +328,10 @@ namespace
             FUZZ_REQUIRE(std::isfinite(h.logprob) && h.logprob <= 0.0, at + "logprob " + std::to_string(h.logprob));
             FUZZ_REQUIRE(!std::isnan(h.score), at + "score NaN, logprob " + detail::format_value(h.logprob) + ", alpha " +
                                                    detail::format_value(alpha));
-            const double expected_score = alpha == 0.0 ? h.logprob : h.logprob / std::pow(double(h.tokens.size()), alpha);
+            // The contract: logprob / len^alpha, and 0 for a certain sentence.
+            const double expected_score = alpha == 0.0 || h.logprob == 0.0
+                                              ? h.logprob
+                                              : h.logprob / std::pow(double(h.tokens.size()), alpha);
             FUZZ_REQUIRE(h.score == expected_score, at + "score " + std::to_string(h.score) + " is not logprob / len^alpha");
             // The log-probability, recomputed from the model's rows (a row of a
             // valid run may only have changed width, which next_row gives again).
