@@ -321,3 +321,51 @@ TEST_CASE("sizes from outside are not allocated up front", "[properties][errors]
     o.eos = {1};
     CHECK(generate(model, {0}, greedy_chain, o, rng).tokens == std::vector<token_id>{1});
 }
+
+TEMPLATE_TEST_CASE("numerics at the edges: extreme logits and temperatures, the smallest parameters", "[properties]",
+                   float, double)
+{
+    using T = TestType;
+    const T big = std::numeric_limits<T>::max();
+    const T tiny = std::numeric_limits<T>::denorm_min();
+    // Logits up to the type's largest, at temperatures 1e-30 to 1e30: no NaN,
+    // probabilities sum to 1, the draw is a kept token of positive probability.
+    const auto extreme = test_helpers::row<T>({double(big), double(-big), 0.0, double(big) / 3, -0.0, double(tiny)});
+    for (const double t : {1e-30, 1e-5, 1.0, 1e5, 1e30})
+    {
+        INFO("temperature " << t);
+        chain c{temperature{t}};
+        const auto d = c.final_distribution(extreme);
+        double sum = 0.0;
+        for (const double p : d.probs)
+        {
+            REQUIRE(!std::isnan(p));
+            sum += p;
+        }
+        CHECK(std::abs(sum - 1.0) < 1e-6);
+        CHECK(d.ids[0] == 0);  // the max
+        philox4x32 rng(3);
+        const auto s = c.sample(extreme, {}, rng);
+        CHECK(std::isfinite(s.logprob));
+        CHECK(s.logprob <= 0.0);
+    }
+    // The smallest positive double as a parameter: temperature -> greedy in
+    // effect (every other weight underflows), top-p -> the argmax alone,
+    // min-p -> every unmasked token.
+    const auto r = test_helpers::row<T>({1.0, 3.0, 2.0, -test_helpers::inf});
+    const double least = std::numeric_limits<double>::denorm_min();
+    philox4x32 rng(1);
+    CHECK(chain{temperature{least}}.sample(r, {}, rng).id == 1);
+    CHECK(chain{top_p{least}}.final_distribution(r).ids == std::vector<token_id>{1});
+    CHECK(chain{min_p{least}}.final_distribution(r).ids == std::vector<token_id>{1, 2, 0});
+    // -0.0, +0.0 and denormals are ordinary, equal-weight logits.
+    const auto zeros = test_helpers::row<T>({-0.0, 0.0, double(tiny), -double(tiny)});
+    const auto z = chain{}.final_distribution(zeros);
+    CHECK(z.ids == std::vector<token_id>{0, 1, 2, 3});  // equal probabilities: by id
+    // ...but they rank by logit: the denormal first, -0.0 tied with +0.0 (the lower id).
+    CHECK(chain{top_k{2}}.final_distribution(zeros).ids == std::vector<token_id>{0, 2});
+    for (const double p : z.probs)
+    {
+        CHECK(p == 0.25);
+    }
+}
