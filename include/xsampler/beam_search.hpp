@@ -183,7 +183,7 @@ namespace xsampler
         using T = detail::logit_type<logits_type>;
 
         detail::beam_state state;
-        state.reserved = std::min<std::size_t>(options.max_tokens, 4096);
+        state.reserved = detail::tokens_to_reserve(options.max_tokens);
         state.prefix_reserved = prompt.size() + state.reserved;
         state.slot(state.live, 0);  // the empty hypothesis
         state.n_live = 1;

@@ -714,17 +714,13 @@ namespace xsampler
                 }
                 return;
             }
-            bool found = false;
+            // Runs come in id order: a strictly greater max keeps ties at the lowest id.
             for_each_run([&](const T* x, std::size_t first, std::size_t n) {
                 const T best = detail::max_of(x, n);
-                if (!found || best > m_max)
+                if (best > m_max)
                 {
-                    if (best > -inf || !found)
-                    {
-                        m_max = best;
-                        m_argmax = token_id(first + std::size_t(std::find(x, x + n, best) - x));
-                        found = true;
-                    }
+                    m_max = best;
+                    m_argmax = token_id(first + std::size_t(std::find(x, x + n, best) - x));
                 }
             });
         }

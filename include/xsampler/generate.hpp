@@ -123,7 +123,7 @@ namespace xsampler
         }
         const min_tokens suppress(options.min_tokens, options.eos);
         generation out;
-        const std::size_t reserved = std::min<std::size_t>(options.max_tokens, 4096);
+        const std::size_t reserved = detail::tokens_to_reserve(options.max_tokens);
         out.tokens.reserve(reserved);
         out.logprobs.reserve(reserved);
         out.model_logprobs.reserve(options.model_logprobs ? reserved : 0);

@@ -142,6 +142,13 @@ namespace xsampler
 
     namespace detail
     {
+        /// Tokens a decode loop reserves up front: max_tokens comes from
+        /// outside, so beyond this the buffers grow with what is generated.
+        inline std::size_t tokens_to_reserve(std::size_t max_tokens) noexcept
+        {
+            return std::min<std::size_t>(max_tokens, 4096);
+        }
+
         // A parameter value as an error message shows it: "0.5", "1e-10",
         // "nan", "inf" (up to 9 significant digits).
         inline std::string format_value(double v)
