@@ -448,14 +448,6 @@ namespace
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     fuzz::input in(data, size);
-    const unsigned flags = in.byte();
-    if (flags & 1)
-    {
-        run<double>(in, flags);
-    }
-    else
-    {
-        run<float>(in, flags);
-    }
+    fuzz::by_row_type(in, [&](auto type, unsigned flags) { run<decltype(type)>(in, flags); });
     return 0;
 }

@@ -150,6 +150,22 @@ namespace fuzz
             return std::string("invalid_logits: ") + e.what();
         }
     }
+
+    /// The targets' entry: the first byte's low bit picks the row type; run
+    /// is called as run(T{}, flags) with that byte.
+    template <class Run>
+    void by_row_type(input& in, Run&& run)
+    {
+        const unsigned flags = in.byte();
+        if (flags & 1)
+        {
+            run(double{}, flags);
+        }
+        else
+        {
+            run(float{}, flags);
+        }
+    }
 }
 
 #endif
