@@ -132,6 +132,17 @@ namespace examples
                   << (out.reason == xsampler::stop_reason::max_tokens ? " — truncated" : "") << ")\n";
     }
 
+    /// A double for JSON, which has no infinity or NaN: those as the strings
+    /// "inf", "-inf", "nan" (a beam score can overflow to -inf).
+    inline nlohmann::json json_number(double v)
+    {
+        if (std::isfinite(v))
+        {
+            return v;
+        }
+        return std::isnan(v) ? "nan" : v < 0 ? "-inf" : "inf";
+    }
+
     inline void run_beam(const tool_options& o)
     {
         loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
@@ -144,7 +155,7 @@ namespace examples
             j["hypotheses"] = nlohmann::json::array();
             for (const auto& h : found)
             {
-                nlohmann::json one = {{"tokens", h.tokens}, {"logprob", h.logprob}, {"score", h.score}, {"finished", h.finished}};
+                nlohmann::json one = {{"tokens", h.tokens}, {"logprob", h.logprob}, {"score", json_number(h.score)}, {"finished", h.finished}};
                 if (std::holds_alternative<bigram_model>(model))
                 {
                     one["text"] = text_of(model, h.tokens);

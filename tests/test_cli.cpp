@@ -379,6 +379,27 @@ TEST_CASE("xsampler beam --json: best first, each with its log-probability", "[c
         CHECK(hyps[i].at("score").get<double>() == want[i].score);
         CHECK(hyps[i].at("finished").get<bool>() == want[i].finished);
     }
+    // A score beyond double's range (length^-alpha overflows) is written as
+    // the string "-inf": JSON has no infinity, and null would say nothing.
+    const auto far = run("beam --transitions " + file + " --bos 1 --eos 0 --beam-width 3 --max-tokens 4 --n-best 3 "
+                         "--length-penalty -1e300 --json");
+    INFO(far.err);
+    REQUIRE(far.status == 0);
+    std::size_t overflowed = 0;
+    const auto far_hyps = nlohmann::json::parse(far.out).at("hypotheses");
+    for (const auto& h : far_hyps)
+    {
+        if (h.at("tokens").size() > 1)  // length^1e300 overflows; 1^1e300 = 1
+        {
+            CHECK(h.at("score") == "-inf");
+            ++overflowed;
+        }
+        else
+        {
+            CHECK(h.at("score").get<double>() == h.at("logprob").get<double>());
+        }
+    }
+    CHECK(overflowed > 0);
 }
 
 TEST_CASE("xsampler generate, beam and vote over the bigram word model", "[cli][decode]")

@@ -349,6 +349,49 @@ TEMPLATE_TEST_CASE("numerics at the edges: extreme logits and temperatures, the 
         CHECK(std::isfinite(s.logprob));
         CHECK(s.logprob <= 0.0);
     }
+    // A row spanning more than the type's largest value (x - m overflows T).
+    // At T = largest/2 the scaled logits are {0, -4, -2}: every token keeps
+    // its true weight, in Z, min-p's and top-p's decisions and the draw.
+    const auto wide = test_helpers::row<T>({double(big), double(-big), 0.0});
+    {
+        chain c{temperature{double(big) / 2}};
+        const auto d = c.final_distribution(wide);
+        const double z = 1.0 + std::exp(-2.0) + std::exp(-4.0);
+        CHECK(d.ids == std::vector<token_id>{0, 2, 1});
+        CHECK(std::abs(d.probs[0] - 1.0 / z) < 1e-6);
+        CHECK(std::abs(d.probs[1] - std::exp(-2.0) / z) < 1e-6);
+        CHECK(std::abs(d.probs[2] - std::exp(-4.0) / z) < 1e-6);
+        CHECK(chain{temperature{double(big) / 2}, min_p{0.05}}.final_distribution(wide).ids ==
+              std::vector<token_id>{0, 2});
+        CHECK(chain{temperature{double(big) / 2}, min_p{0.01}}.final_distribution(wide).ids.size() == 3);
+        CHECK(chain{temperature{double(big) / 2}, top_p{0.9}}.final_distribution(wide).ids ==
+              std::vector<token_id>{0, 2});
+        CHECK(chain{temperature{double(big) / 2}, top_p{0.99}}.final_distribution(wide).ids.size() == 3);
+        // 4000 draws: token 1 (p = 0.0159) comes up, never with a NaN log-probability.
+        philox4x32 rng(5);
+        std::size_t ones = 0;
+        for (int i = 0; i < 4000; ++i)
+        {
+            const auto s = c.sample(wide, {}, rng);
+            REQUIRE(std::isfinite(s.logprob));
+            ones += s.id == 1;
+        }
+        CHECK(ones > 20);
+        // At scale 1 the spread is exact in double where it fits.
+        const double lp = log_softmax(wide)(1);
+        CHECK(lp == (std::is_same<T, float>::value ? -2.0 * double(big) : -test_helpers::inf));
+    }
+    // A temperature so high that the float scale rounds to 0: every token
+    // weighs 1 (the true weights are within 1e-11 of it), the wide one too.
+    if (std::is_same<T, float>::value)
+    {
+        const auto d = chain{temperature{1e50}}.final_distribution(wide);
+        CHECK(d.ids == std::vector<token_id>{0, 1, 2});
+        for (const double p : d.probs)
+        {
+            CHECK(p == 1.0 / 3.0);
+        }
+    }
     // The smallest positive double as a parameter: temperature -> greedy in
     // effect (every other weight underflows), top-p -> the argmax alone,
     // min-p -> every unmasked token.

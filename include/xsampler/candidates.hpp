@@ -270,7 +270,7 @@ namespace xsampler
             return T(std::min(m_scale * detail::log2e, double(std::numeric_limits<T>::max())));
         }
         /// d = (x - m) * s in T (natural-log units); 0 for the argmax, <= 0 always.
-        T log_weight(T logit) noexcept { return (logit - max_logit()) * scale(); }
+        T log_weight(T logit) noexcept { return detail::exponent(logit, max_logit(), scale()); }
         /// The contract's weight w = 2^((x - m) s2); 1 for the argmax.
         T weight(T logit) noexcept { return detail::weight(logit, max_logit(), scale2()); }
         /// The same, read from the weights a dense pass kept while they are
@@ -512,7 +512,7 @@ namespace xsampler
             }
             const T m = max_logit();
             const T s = scale();
-            const auto keep = [&](T logit) { return (logit - m) * s >= d; };
+            const auto keep = [&](T logit) { return detail::exponent(logit, m, s) >= d; };
             if (!m_dense)
             {
                 m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return !keep(t.logit); }),
@@ -520,14 +520,14 @@ namespace xsampler
                 become_sparse(m_rank_sorted, m_id_sorted);
                 return;
             }
+            // keep is monotone in the logit: the vectors compare with the least
+            // logit it keeps.
             using B = detail::batch<T>;
-            const B vm(m);
-            const B vs(s);
-            const B vd(d);
+            const B low(least_logit_where(m, keep));
             m_items.clear();
             for_each_run([&](const T* x, std::size_t first, std::size_t n) {
                 detail::for_each_passing(
-                    x, n, [&](const B& v) { return (v - vm) * vs >= vd; }, keep,
+                    x, n, [&](const B& v) { return v >= low; }, keep,
                     [&](std::size_t j) { m_items.push_back({x[j], token_id(first + j)}); });
             });
             become_sparse(false, true);
@@ -843,9 +843,11 @@ namespace xsampler
             become_sparse(false, true);
         }
 
-        // The least logit x with (x - m) s2 >= t_low, for limit <= t_low <= 0:
-        // bisection over the floating-point numbers in [-inf, m] (t(m) = 0).
-        static T least_logit_reaching(T m, T s2, T t_low) noexcept
+        // The least logit x <= m that passes `test`, a test monotone in the
+        // logit that m passes and -inf fails: bisection over the
+        // floating-point numbers in [-inf, m].
+        template <class Test>
+        static T least_logit_where(T m, Test test) noexcept
         {
             using bits = typename detail::exp_constants<T>::bits;
             constexpr bits sign = bits(1) << (8 * sizeof(bits) - 1);
@@ -857,7 +859,7 @@ namespace xsampler
             while (hi - lo > 1)
             {
                 const bits mid = lo + (hi - lo) / 2;
-                ((value(mid) - m) * s2 >= t_low ? hi : lo) = mid;
+                (test(value(mid)) ? hi : lo) = mid;
             }
             return value(hi);
         }
@@ -872,11 +874,11 @@ namespace xsampler
             const std::size_t n = m_row.size;
             const T m = m_max;
             const T s2 = scale2();
-            const auto key = [&](T logit) { return std::size_t(int(((logit - m) * s2 - t_low) * T(4))); };
+            const auto key = [&](T logit) { return std::size_t(int((detail::exponent(logit, m, s2) - t_low) * T(4))); };
 
             // Gather G's ids, a vector at a time, branch-free.
             using B = detail::batch<T>;
-            const T x_low = least_logit_reaching(m, s2, t_low);
+            const T x_low = least_logit_where(m, [&](T x) { return detail::exponent(x, m, s2) >= t_low; });
             token_id* ids = grown(m_ids, n + B::size);  // gathers write past their count
             std::size_t count = 0;
             for_each_run([&](const T* x, std::size_t first, std::size_t len) {

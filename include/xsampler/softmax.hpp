@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
@@ -38,8 +39,14 @@ namespace xsampler
             {
             }
 
-            /// log p_i = (x_i - m) - log Z (-inf for a masked token).
-            double logprob(std::size_t i) const noexcept { return double(T(x[i] - m)) - log_z; }
+            /// log p_i = (x_i - m) - log Z (-inf for a masked token); where
+            /// x_i - m overflows T, the difference in double.
+            double logprob(std::size_t i) const noexcept
+            {
+                const T d = x[i] - m;
+                return (std::isinf(d) && x[i] != -std::numeric_limits<T>::infinity() ? double(x[i]) - double(m) : double(d)) -
+                       log_z;
+            }
 
             /// -sum p_i log p_i = log Z - sum_i w_i d_i / Z, with d_i = x_i - m
             /// and the sum over the tokens of positive weight: one SIMD pass,

@@ -148,8 +148,9 @@ namespace xsampler
 
         /// The weights of one block of 64 logits at (m, s2), summed into its
         /// lane vectors (and stored to w_out when `store`). With above_limit,
-        /// the caller knows no exponent is at or below exp2's limit.
-        template <bool above_limit, bool store, class T, std::size_t G>
+        /// the caller knows no exponent is at or below exp2's limit; without
+        /// `wide`, that no x - m overflows (exp2.hpp's exponent).
+        template <bool above_limit, bool wide, bool store, class T, std::size_t G>
         void block_weights(const T* block, batch<T> vm, batch<T> vs, batch<T> (&acc)[G], T* w_out) noexcept
         {
             using B = batch<T>;
@@ -157,7 +158,8 @@ namespace xsampler
             {
                 for (std::size_t g = 0; g < G; ++g)
                 {
-                    const B e = (B::load_unaligned(block + t + g * B::size) - vm) * vs;
+                    const B x = B::load_unaligned(block + t + g * B::size);
+                    const B e = wide ? exponent(x, vm, vs) : (x - vm) * vs;
                     const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
                     acc[g] = t == 0 ? w : acc[g] + w;
                     if (store)
@@ -198,6 +200,7 @@ namespace xsampler
             const B vm(m);
             const B vs(s2);
             const B limit(exp_constants<T>::limit);
+            const bool wide = may_overflow(m);
             const std::size_t full = n / block_size;
             for (std::size_t b = 0; b < full; ++b)
             {
@@ -207,16 +210,21 @@ namespace xsampler
                 {
                     low = xsimd::min(low, B::load_unaligned(block + i));
                 }
-                // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2.
+                // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2
+                // (an overflowing low - m fails the test: -inf, or NaN at s2 = 0).
                 B acc[groups];
                 T* const block_out = store ? w_out + b * block_size : nullptr;
                 if (xsimd::all((low - vm) * vs > limit))
                 {
-                    block_weights<true, store>(block, vm, vs, acc, block_out);
+                    block_weights<true, false, store>(block, vm, vs, acc, block_out);
+                }
+                else if (!wide)
+                {
+                    block_weights<false, false, store>(block, vm, vs, acc, block_out);
                 }
                 else
                 {
-                    block_weights<false, store>(block, vm, vs, acc, block_out);
+                    block_weights<false, true, store>(block, vm, vs, acc, block_out);
                 }
                 sum.add_block(first / block_size + b, combine_lanes(acc));
             }

@@ -12,6 +12,12 @@
 //         same bits in scalar and SIMD code, with every compiler, libm and
 //         optimisation level; 0 when the exponent is <= -126 (float) or
 //         -1022 (double), and for masked tokens (-inf).
+// - The exponent (x - m) * s is exponent(x, m, s): where x - m overflows (a
+//   row spanning more than T's largest value, say float logits -3e38 and
+//   3e38) it is (x/2 - m/2) * (2s) instead, the same product with the
+//   difference rounded in a wider exponent range. It stays monotone in x, and
+//   at a tiny scale (a temperature above ~1e36 on a float row) such a token
+//   keeps the weight it truly has instead of 0.
 //   Z and p_i = w_i / Z: detail/blocked_sum.hpp.
 // - The weights are as precise as the row: a float row's logits carry
 //   relative errors of 6e-8 already. exp2_nonpos is within 2 ulp of 2^t.
@@ -24,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -179,11 +186,37 @@ namespace xsampler
             return exp2_nonpos(d * T(log2e));
         }
 
+        /// (x - m) * s for x <= m (m finite, s >= 0): where x - m overflows
+        /// (x finite), (x/2 - m/2) * (2s); both halvings are exact, as both
+        /// values are then that large. Monotone in x.
+        template <class T>
+        T exponent(T x, T m, T s) noexcept
+        {
+            const T d = x - m;
+            constexpr T inf = std::numeric_limits<T>::infinity();
+            return d != -inf || x == -inf ? d * s : (x * T(0.5) - m * T(0.5)) * (s + s);
+        }
+        template <class T, class A>
+        xsimd::batch<T, A> exponent(xsimd::batch<T, A> x, xsimd::batch<T, A> m, xsimd::batch<T, A> s) noexcept
+        {
+            using V = xsimd::batch<T, A>;
+            const V d = x - m;
+            const V inf(std::numeric_limits<T>::infinity());
+            const V half(T(0.5));
+            return xsimd::select((d == -inf) & (x != -inf), (x * half - m * half) * (s + s), d * s);
+        }
+        /// Whether x - m can overflow for some finite x <= m.
+        template <class T>
+        bool may_overflow(T m) noexcept
+        {
+            return -std::numeric_limits<T>::max() - m == -std::numeric_limits<T>::infinity();
+        }
+
         /// The contract's weight of logit x at max m and base-2 scale s2.
         template <class T>
         T weight(T x, T m, T s2) noexcept
         {
-            return exp2_nonpos((x - m) * s2);
+            return exp2_nonpos(exponent(x, m, s2));
         }
     }
 }
