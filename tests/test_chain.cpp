@@ -438,6 +438,26 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
     CHECK(allocations.load() - before == 0);
 }
 
+TEMPLATE_TEST_CASE("dry makes no allocation per token once warm", "[processors][dry][allocation]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(5000, 3);
+    std::vector<token_id> history;
+    history.reserve(1200);
+    for (int i = 0; i < 1100; ++i)
+    {
+        history.push_back(token_id((i * 7) % 23 + (i % 50 == 0 ? 100 : 0)));
+    }
+    auto c = chain{dry(0.8, 1.75, 2, -1, {5}), top_k{40}};
+    philox4x32 rng(1);
+    c.sample(r, history, rng);  // the longest history first: the scratch grows to it
+    const std::size_t before = allocations.load();
+    for (std::size_t n = 1000; n < 1100; ++n)
+    {
+        c.sample(r, token_span(history.data(), n), rng);
+    }
+    CHECK(allocations.load() - before == 0);
+}
+
 TEMPLATE_TEST_CASE("generate makes no allocation per token", "[generate][allocation]", float, double)
 {
     const auto table = test_helpers::random_matrix<TestType>(64, 64, 5);
