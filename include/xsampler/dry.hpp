@@ -219,7 +219,8 @@ namespace xsampler
                 b = std::max(b, len);
                 longest = std::max(longest, len);
             };
-            for (std::size_t k = next_end(w, n, 1, head); k < n; k = next_end(w, n, k + 1, head))
+            for (std::size_t k = next_end(w, n, 1, head); k < n;
+                 k = k + 1 < n && s(k + 1) == head ? k + 1 : next_end(w, n, k + 1, head))
             {
                 std::size_t len = 0;
                 if (k > hi)
@@ -235,6 +236,11 @@ namespace xsampler
                     if (mirror < inside)
                     {
                         len = mirror;
+                    }
+                    else if (hi + 1 == n)
+                    {
+                        len = inside;  // the box reaches the window's start: no further
+                        lo = k;
                     }
                     else
                     {
