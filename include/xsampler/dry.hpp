@@ -43,9 +43,10 @@
 //   (a Z value per window token, grown by doubling; a best length per token
 //   of the vocabulary; the touched tokens; a breaker bitmap of V bits) grows
 //   and is reused: no allocation per step once warm. About 2 us a step for a
-//   4,096-token text-like or random history at V = 128256; a window of one
-//   token repeated (every end a match) costs several times that. Like a
-//   sampler it is not thread-safe: one per sequence.
+//   4,096-token history at V = 128256 (text-like, random, or one token
+//   repeated: a box that reaches the window's start ends the scan), about
+//   4 us when breakers are given and the longest match spans the window (the
+//   scan for R). Like a sampler it is not thread-safe: one per sequence.
 //
 //   Where llama.cpp decides otherwise:
 //   - Breakers are single token ids. llama.cpp takes strings, and breaks on
@@ -194,7 +195,9 @@ namespace xsampler
             // s[0, hi - lo]. An end k whose token is not s[0] matches nothing
             // (z = 0) and is skipped without storing z: a box looks up z only
             // at its mirror k - lo, whose token equals s[k], so only at ends
-            // that were computed.
+            // that were computed. Once a box reaches the window's start the
+            // rest adds nothing (a window of one token repeated, or of any
+            // period, costs one extension).
             const token_id* e = w + (n - 1);
             const auto s = [e](std::size_t j) { return e[-std::ptrdiff_t(j)]; };
             const token_id head = e[0];
@@ -231,24 +234,21 @@ namespace xsampler
                 }
                 else
                 {
+                    // Inside the box the token before end k is the one before
+                    // its mirror k - lo, and the match at k is no longer than
+                    // the mirror's, which was recorded: only an extension past
+                    // hi can say something new.
                     const std::size_t mirror = z[k - lo];
                     const std::size_t inside = hi - k + 1;
                     if (mirror < inside)
                     {
-                        len = mirror;
+                        z[k] = mirror;
+                        continue;
                     }
-                    else if (hi + 1 == n)
-                    {
-                        len = inside;  // the box reaches the window's start: no further
-                        lo = k;
-                    }
-                    else
-                    {
-                        const std::size_t i = hi + 1 + agree(e - (hi + 1), e - (hi + 1 - k), n - (hi + 1));
-                        len = i - k;
-                        lo = k;
-                        hi = i - 1;
-                    }
+                    const std::size_t i = hi + 1 + agree(e - (hi + 1), e - (hi + 1 - k), n - (hi + 1));
+                    len = i - k;
+                    lo = k;
+                    hi = i - 1;
                 }
                 z[k] = len;
                 if (len >= allowed)
@@ -261,6 +261,10 @@ namespace xsampler
                         run_len = 0;
                     }
                     run_len = std::max(run_len, len);
+                }
+                if (hi + 1 == n)
+                {
+                    break;  // the box reaches the window's start: every later end is in it
                 }
             }
             record(run_token, run_len);
