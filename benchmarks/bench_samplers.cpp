@@ -174,6 +174,97 @@ namespace
     xsampler::sampler llama_default_sampler() { return xsampler::sampler(llama_default_params()); }
     void BM_sampler_chain(benchmark::State& state) { run_chain(state, llama_default_sampler(), false); }
 
+    // The processors, each on its own, before the run-time default chain, with
+    // a 4,096-token history (2,048 prompt, 2,048 generated) drawn from 3,000
+    // ids, so that it repeats as text does: ~63 distinct ids in the last 64,
+    // ~2,200 in the whole. The history is the same at every iteration (the
+    // penalties' counts stay current; a decode step adds one token more).
+    // BM_sampler_history is the chain alone with that history: each
+    // processor's cost is its time minus that one.
+    const std::vector<xsampler::token_id>& long_history()
+    {
+        static const std::vector<xsampler::token_id> h = [] {
+            xsampler::philox4x32 rng(7);
+            std::vector<xsampler::token_id> ids(4096);
+            for (auto& id : ids)
+            {
+                id = xsampler::token_id(xsampler::uniform01(rng) * 3000.0);
+            }
+            return ids;
+        }();
+        return h;
+    }
+    void run_with_history(benchmark::State& state, xsampler::sampling_params p)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        const auto view = adapt(row);
+        const xsampler::token_history history(long_history(), 2048);
+        xsampler::sampler s(std::move(p));
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(s.sample(view, history, rng));
+        }
+        finish(state, row.size());
+    }
+    void BM_sampler_history(benchmark::State& state) { run_with_history(state, llama_default_params()); }
+    void BM_sampler_penalties(benchmark::State& state)
+    {
+        auto p = llama_default_params();
+        p.order = xsampler::parse_stage_order("penalties;top_k;top_p;min_p;temperature");
+        p.repeat_penalty = 1.1;
+        p.presence_penalty = 0.5;
+        p.frequency_penalty = 0.5;
+        run_with_history(state, p);
+    }
+    // Output scope: repetition over all 4,096 tokens, presence and frequency
+    // over the 2,048 generated: ~2,200 distinct ids edited.
+    void BM_sampler_penalties_output(benchmark::State& state)
+    {
+        auto p = llama_default_params();
+        p.order = xsampler::parse_stage_order("penalties;top_k;top_p;min_p;temperature");
+        p.repeat_penalty = 1.1;
+        p.presence_penalty = 0.5;
+        p.frequency_penalty = 0.5;
+        p.penalty_scope = xsampler::penalty_scope::output;
+        run_with_history(state, p);
+    }
+    void BM_sampler_dry(benchmark::State& state)
+    {
+        auto p = llama_default_params();
+        p.order = xsampler::parse_stage_order("dry;top_k;top_p;min_p;temperature");
+        p.dry_multiplier = 0.8;
+        run_with_history(state, p);
+    }
+    void BM_sampler_logit_bias(benchmark::State& state)
+    {
+        auto p = llama_default_params();
+        p.order = xsampler::parse_stage_order("logit_bias;top_k;top_p;min_p;temperature");
+        for (int i = 0; i < 100; ++i)
+        {
+            p.logit_bias.emplace_back(xsampler::token_id(i * 997 % state.range(0)), i % 2 == 0 ? 1.5 : -2.0);
+        }
+        run_with_history(state, p);
+    }
+    void BM_sampler_no_repeat_ngram(benchmark::State& state)
+    {
+        auto p = llama_default_params();
+        p.order = xsampler::parse_stage_order("no_repeat_ngram;top_k;top_p;min_p;temperature");
+        p.no_repeat_ngram_size = 3;
+        run_with_history(state, p);
+    }
+    // An allow list of 1,000 ids: the chain then runs on 1,000 tokens.
+    void BM_sampler_allow_1000(benchmark::State& state)
+    {
+        auto p = llama_default_params();
+        p.order = xsampler::parse_stage_order("token_mask;top_k;top_p;min_p;temperature");
+        for (int i = 0; i < 1000; ++i)
+        {
+            p.allowed_token_ids.push_back(xsampler::token_id(i * 101 % state.range(0)));
+        }
+        run_with_history(state, p);
+    }
+
     // A processor before the chain (min_tokens masking one eos id): the edit
     // costs one block copy, and top_k no longer runs in the validation pass.
     void BM_sample_chain_processor(benchmark::State& state)
@@ -311,6 +402,14 @@ BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sampler_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_processor)->Apply(vocab_args);
+// The processors with a 4,096-token history, at V = 128256.
+BENCHMARK(BM_sampler_history)->Arg(128256);
+BENCHMARK(BM_sampler_penalties)->Arg(128256);
+BENCHMARK(BM_sampler_penalties_output)->Arg(128256);
+BENCHMARK(BM_sampler_dry)->Arg(128256);
+BENCHMARK(BM_sampler_logit_bias)->Arg(128256);
+BENCHMARK(BM_sampler_no_repeat_ngram)->Arg(128256);
+BENCHMARK(BM_sampler_allow_1000)->Arg(128256);
 // 32 tokens an iteration.
 BENCHMARK(BM_generate_chain)->Apply(vocab_args);
 BENCHMARK(BM_generate_chain_diagnostics)->Apply(vocab_args);

@@ -62,15 +62,32 @@ namespace examples
         {
             throw std::invalid_argument("give a model: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT");
         }
+        // --history: the prompt as ids, in place of --bos or --prompt.
+        const auto prompt_ids = [&](const auto& check_id) {
+            for (const auto id : o.history)
+            {
+                check_id(id, "--history");
+            }
+            return o.history;
+        };
         if (!o.transitions.empty())
         {
             auto m = markov_model(o.transitions);
-            check_ids(m.vocab())(o.bos, "--bos");
+            const auto check_id = check_ids(m.vocab());
+            if (!o.history.empty())
+            {
+                return {std::move(m), prompt_ids(check_id)};
+            }
+            if (o.bos == -1)  // not given
+            {
+                throw std::invalid_argument("--transitions needs a prompt: --bos ID (or --history \"ID ...\")");
+            }
+            check_id(o.bos, "--bos");
             return {std::move(m), {token_id(o.bos)}};
         }
         auto m = bigram_model::from_file(o.corpus, o.rank);
-        check_ids(m.vocab());
-        auto prompt = m.encode(o.prompt);
+        const auto check_id = check_ids(m.vocab());
+        auto prompt = o.history.empty() ? m.encode(o.prompt) : prompt_ids(check_id);
         return {std::move(m), std::move(prompt)};
     }
 

@@ -51,6 +51,8 @@ namespace examples
         xsampler::generate_options generate;
         xsampler::beam_options beam;
         std::string samplers;  // the stage order as typed; make_sampler parses it into params.order
+        std::vector<xsampler::token_id> history;  // --history: dist/sample's context, generate's prompt
+        std::int64_t prompt_tokens = -1;          // --prompt-tokens: -1 = the whole history is prompt
         // dist, sample
         std::string logits;
         std::size_t row = 0;
@@ -180,6 +182,115 @@ namespace examples
             ->type_name("REAL");
     }
 
+    // "ID ID ..." -> the ids; a word that is not a token id is a parse error.
+    inline std::vector<xsampler::token_id> parse_token_ids(const std::string& text, const std::string& flag)
+    {
+        std::istringstream in(text);
+        std::vector<xsampler::token_id> ids;
+        for (std::string word; in >> word;)
+        {
+            xsampler::token_id id = -1;
+            const auto end = word.data() + word.size();
+            const auto [last, error] = std::from_chars(word.data(), end, id);
+            if (error != std::errc{} || last != end || id < 0)
+            {
+                throw CLI::ValidationError(flag, "'" + detail::echo(word) + "' is not a token id (0 to " +
+                                                     std::to_string(limits::token_id) + ")");
+            }
+            ids.push_back(id);
+        }
+        return ids;
+    }
+
+    /// --logit-bias's forms: ID=BIAS, and llama.cpp's ID+BIAS / ID-BIAS (BIAS may be inf: "15043-inf").
+    inline std::pair<xsampler::token_id, double> parse_logit_bias(const std::string& text)
+    {
+        const std::size_t sep = text.find_first_of("=+-");
+        if (sep == std::string::npos || sep == 0)
+        {
+            throw CLI::ValidationError("--logit-bias", "'" + detail::echo(text) + "' is not ID=BIAS, ID+BIAS or ID-BIAS");
+        }
+        const auto id = parse_integer("--logit-bias", text.substr(0, sep), std::int64_t(0), limits::token_id);
+        const std::string bias = text[sep] == '=' ? text.substr(sep + 1) : text.substr(sep);
+        if (bias.empty())
+        {
+            throw CLI::ValidationError("--logit-bias", "'" + detail::echo(text) + "' has no bias");
+        }
+        return {xsampler::token_id(id), parse_real("--logit-bias", bias)};
+    }
+
+    /// The processors' flags (llama.cpp's names where llama.cpp has the knob).
+    inline void add_processor_flags(CLI::App& cmd, tool_options& o)
+    {
+        auto& p = o.params;
+        add_real(cmd, "--repeat-penalty", p.repeat_penalty, "repetition penalty R > 0; 1 disables (default 1)");
+        add_integer(cmd, "--repeat-last-n", p.repeat_last_n, std::int64_t(-1), std::int64_t(limits::tokens),
+                    "window scope: count the last N tokens; -1 all, 0 off (default 64)");
+        add_real(cmd, "--presence-penalty", p.presence_penalty, "subtract A from every counted token (default 0)");
+        add_real(cmd, "--frequency-penalty", p.frequency_penalty, "subtract B x count (default 0)");
+        cmd.add_option_function<std::string>(
+               "--penalty-scope",
+               [&p](const std::string& text) {
+                   if (text != "window" && text != "output")
+                   {
+                       throw CLI::ValidationError("--penalty-scope", "must be window or output, got '" +
+                                                                         detail::echo(text) + "'");
+                   }
+                   p.penalty_scope = text == "window" ? xsampler::penalty_scope::window : xsampler::penalty_scope::output;
+               },
+               "window: llama.cpp's last-N count (default); output: vLLM's (presence, frequency on generated tokens)")
+            ->type_name("window|output");
+        add_real(cmd, "--dry-multiplier", p.dry_multiplier, "DRY penalty multiplier; 0 disables (default 0)");
+        add_real(cmd, "--dry-base", p.dry_base, "DRY base (default 1.75)");
+        add_integer(cmd, "--dry-allowed-length", p.dry_allowed_length, std::int64_t(0), std::int64_t(limits::tokens),
+                    "DRY: repeats up to this length are free (default 2)");
+        add_integer(cmd, "--dry-penalty-last-n", p.dry_penalty_last_n, std::int64_t(-1), std::int64_t(limits::tokens),
+                    "DRY: scan the last N tokens; -1 all, 0 off (default -1)");
+        cmd.add_option_function<std::string>(
+               "--dry-sequence-breaker",
+               [&p](const std::string& text) { p.dry_sequence_breakers = parse_token_ids(text, "--dry-sequence-breaker"); },
+               "DRY: token ids that end a repeated sequence, \"ID ID ...\"")
+            ->type_name("IDS");
+        cmd.add_option_function<std::vector<std::string>>(
+               "--logit-bias",
+               [&p](const std::vector<std::string>& texts) {
+                   p.logit_bias.clear();
+                   for (const auto& text : texts)
+                   {
+                       p.logit_bias.push_back(parse_logit_bias(text));
+                   }
+               },
+               "add BIAS to token ID's logit: ID=BIAS, ID+BIAS or ID-BIAS; -inf bans (repeatable)")
+            ->type_name("ID=BIAS");
+        add_integer(cmd, "--no-repeat-ngram", p.no_repeat_ngram_size, std::size_t(0), limits::tokens,
+                    "ban tokens that would repeat an N-gram of the history; 0 disables (default 0)");
+        cmd.add_option_function<std::string>(
+               "--bad-words",
+               [&p](const std::string& text) {
+                   p.bad_words.clear();
+                   for (std::size_t pos = 0; pos <= text.size();)
+                   {
+                       const std::size_t end = std::min(text.find(';', pos), text.size());
+                       p.bad_words.push_back(parse_token_ids(text.substr(pos, end - pos), "--bad-words"));
+                       pos = end + 1;
+                   }
+               },
+               "banned id sequences, \"ID ID;ID\": a sequence's last id is banned after the rest")
+            ->type_name("IDS;IDS");
+        cmd.add_option_function<std::string>(
+               "--allow", [&p](const std::string& text) { p.allowed_token_ids = parse_token_ids(text, "--allow"); },
+               "sample only these token ids, \"ID ...\"")
+            ->type_name("IDS");
+        cmd.add_option_function<std::string>(
+               "--ban", [&p](const std::string& text) { p.banned_token_ids = parse_token_ids(text, "--ban"); },
+               "never sample these token ids, \"ID ...\"")
+            ->type_name("IDS");
+        cmd.add_option_function<std::string>(
+               "--history", [&o](const std::string& text) { o.history = parse_token_ids(text, "--history"); },
+               "the context's token ids, \"ID ...\" (generate: the prompt)")
+            ->type_name("IDS");
+    }
+
     inline void add_stage_flags(CLI::App& cmd, tool_options& o)
     {
         add_real(cmd, "--temp", o.params.temperature, "temperature T >= 0; 0 is greedy (default 1)");
@@ -189,7 +300,9 @@ namespace examples
         add_real(cmd, "--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
         add_real(cmd, "--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
         cmd.add_option("--samplers", o.samplers,
-                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\")");
+                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\", after the "
+                       "processors)");
+        add_processor_flags(cmd, o);
     }
 
     inline CLI::Option* add_seed(CLI::App& cmd, tool_options& o, const std::string& help)
@@ -212,26 +325,8 @@ namespace examples
         cmd.add_option("--logits", o.logits, "float32/float64 .npy file, [vocab] or [batch, vocab]")->required();
         add_integer(cmd, "--row", o.row, std::size_t(0), SIZE_MAX, "row of a [batch, vocab] file (default 0)");
         add_stage_flags(cmd, o);
-    }
-
-    // "ID ID ..." -> the ids; a word that is not a token id is a parse error.
-    inline std::vector<xsampler::token_id> parse_token_ids(const std::string& text, const std::string& flag)
-    {
-        std::istringstream in(text);
-        std::vector<xsampler::token_id> ids;
-        for (std::string word; in >> word;)
-        {
-            xsampler::token_id id = -1;
-            const auto end = word.data() + word.size();
-            const auto [last, error] = std::from_chars(word.data(), end, id);
-            if (error != std::errc{} || last != end || id < 0)
-            {
-                throw CLI::ValidationError(flag, "'" + detail::echo(word) + "' is not a token id (0 to " +
-                                                     std::to_string(limits::token_id) + ")");
-            }
-            ids.push_back(id);
-        }
-        return ids;
+        add_integer(cmd, "--prompt-tokens", o.prompt_tokens, std::int64_t(0), limits::token_id,
+                    "how many leading --history ids are the prompt (default all)");
     }
 
     inline void add_stop_seq(CLI::App& cmd, tool_options& o)
@@ -257,8 +352,7 @@ namespace examples
         auto* p = cmd.add_option("--prompt", o.prompt, "bigram word model: the prompt's words");
         add_integer(cmd, "--rank", o.rank, std::size_t(0), limits::rank,
                     "bigram word model: factorise to rank R (0 = exact, default); vocabulary <= 4096");
-        t->needs(b);
-        b->needs(t);
+        b->needs(t);  // --transitions takes --bos or --history (load_model checks)
         c->excludes(t);
         p->needs(c);
         // One list for generate, vote and beam: the flag writes it into both option structs.
@@ -280,15 +374,37 @@ namespace examples
         cmd.add_flag("--json", o.json, "print JSON");
     }
 
-    // The sampler of the parameters (it validates every one of them).
+    // The sampler of the parameters (it validates every one of them). A --samplers list (llama.cpp's,
+    // which names penalties and dry but not the other processors) gets the processors it leaves out
+    // first, in the default order: llama.cpp applies its logit bias before the list too.
     inline xsampler::sampler make_sampler(const tool_options& o)
     {
         xsampler::sampling_params p = o.params;
         if (!o.samplers.empty())
         {
-            p.order = xsampler::parse_stage_order(o.samplers);
+            const auto listed = xsampler::parse_stage_order(o.samplers);
+            p.order.clear();
+            for (const char* name : {"logit_bias", "no_repeat_ngram", "bad_words", "token_mask"})
+            {
+                if (std::find(listed.begin(), listed.end(), name) == listed.end())
+                {
+                    p.order.push_back(name);
+                }
+            }
+            p.order.insert(p.order.end(), listed.begin(), listed.end());
         }
         return xsampler::sampler(p);
+    }
+
+    // The history --history and --prompt-tokens give (dist, sample).
+    inline xsampler::token_history history_of(const tool_options& o)
+    {
+        if (o.prompt_tokens >= 0 && std::size_t(o.prompt_tokens) > o.history.size())
+        {
+            throw std::invalid_argument("--prompt-tokens: " + std::to_string(o.prompt_tokens) + " exceeds the " +
+                                        std::to_string(o.history.size()) + " ids of --history");
+        }
+        return {o.history, o.prompt_tokens < 0 ? o.history.size() : std::size_t(o.prompt_tokens)};
     }
 }
 

@@ -10,9 +10,16 @@
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
 //   MODEL: --transitions T.npy --bos ID | --corpus FILE --prompt TEXT [--rank R]
 //
+//   MODEL may take its prompt as ids instead: --history "ID ..." (generate, vote).
+//
 // Stage flags, named as llama.cpp names them: --temp T, --top-k K, --top-p P,
-// --min-p M, --samplers "top_k;top_p;min_p;temperature" (the order). Any bad
-// input exits non-zero with one line on stderr.
+// --min-p M, --samplers "top_k;top_p;min_p;temperature" (the order), and the
+// processors' (tool_options.hpp): --history "ID ..." [--prompt-tokens N]
+// (dist, sample), --repeat-penalty, --repeat-last-n, --presence-penalty,
+// --frequency-penalty, --penalty-scope window|output, --logit-bias ID=BIAS,
+// --no-repeat-ngram N, --bad-words "ID ID;ID", --allow, --ban, --dry-*;
+// generate also --ignore-eos. Any bad input exits non-zero with one line on
+// stderr.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -50,7 +57,7 @@ namespace
         std::map<xsampler::token_id, std::int64_t> counts;
         for (std::int64_t i = 0; i < o.n; ++i)
         {
-            const auto id = s.sample(row, {}).id;
+            const auto id = s.sample(row, examples::history_of(o)).id;
             if (o.counts)
             {
                 ++counts[id];
@@ -101,7 +108,7 @@ int main(int argc, char** argv)
     examples::add_row_flags(*dist, o);
     dist->callback([&o] {
         auto s = examples::make_sampler(o);
-        with_row(o, [&](const auto& row) { print_distribution(s.final_distribution(row)); });
+        with_row(o, [&](const auto& row) { print_distribution(s.final_distribution(row, examples::history_of(o))); });
     });
 
     auto* sample = app.add_subcommand("sample", "print N sampled ids, one a line");
@@ -122,6 +129,7 @@ int main(int argc, char** argv)
     examples::add_integer(*generate, "--min-tokens", o.generate.min_tokens, std::size_t(0), examples::limits::tokens,
                           "no eos or stop sequence before N tokens (default 0), at most 10^6");
     examples::add_stop_seq(*generate, o);
+    generate->add_flag("--ignore-eos", o.generate.ignore_eos, "mask the eos ids at every step (llama.cpp's)");
     examples::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
                           std::size_t(examples::limits::token_id),
                           "report the N most probable tokens at each step, N <= the vocabulary");

@@ -71,6 +71,54 @@ namespace test_helpers
         return m;
     }
 
+    /// The penalties as their contract reads, by brute force: count the range
+    /// with a map, apply the formula in double, round to T.
+    template <class T>
+    xt::xtensor<T, 1> reference_penalties(xt::xtensor<T, 1> r, const std::vector<xsampler::token_id>& h, std::size_t prompt,
+                                          double rep, double pres, double freq, std::int64_t last_n,
+                                          xsampler::penalty_scope scope)
+    {
+        const double big = double(std::numeric_limits<T>::max());
+        const auto clamp = [&](double v) { return T(std::min(std::max(v, -big), big)); };
+        const auto repeat = [&](double v) { return v > 0.0 ? v / rep : v * rep; };
+        std::map<xsampler::token_id, int> all, out;
+        const std::size_t from =
+            scope == xsampler::penalty_scope::output || last_n < 0 ? 0 : h.size() - std::min(h.size(), std::size_t(last_n));
+        for (std::size_t i = from; i < h.size(); ++i)
+        {
+            ++all[h[i]];
+            if (i >= prompt)
+            {
+                ++out[h[i]];
+            }
+        }
+        for (std::size_t t = 0; t < r.size(); ++t)
+        {
+            const auto id = xsampler::token_id(t);
+            if (r(t) == -std::numeric_limits<T>::infinity())
+            {
+                continue;
+            }
+            if (scope == xsampler::penalty_scope::window)
+            {
+                if (all.count(id) != 0)
+                {
+                    r(t) = clamp(repeat(double(r(t))) - (all[id] * freq + pres));
+                }
+                continue;
+            }
+            if (all.count(id) != 0 && rep != 1.0)
+            {
+                r(t) = clamp(repeat(double(r(t))));
+            }
+            if (out.count(id) != 0 && (pres != 0.0 || freq != 0.0))
+            {
+                r(t) = clamp(double(r(t)) - (out[id] * freq + pres));
+            }
+        }
+        return r;
+    }
+
     /// A processor that writes fixed values into fixed tokens (-inf masks).
     struct set_logits
     {

@@ -386,7 +386,8 @@ TEST_CASE("sampler parameters and orders are validated at construction", "[chain
     CHECK(parse_stage_order("").empty());
     p.order = parse_stage_order("top_k;typical");
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
-                         Message("samplers: unknown sampler 'typical' (known: temperature, top_k, top_p, min_p)"));
+                         Message("samplers: unknown sampler 'typical' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
+                                 "temperature, top_k, top_p, min_p)"));
     CHECK_THROWS_MATCHES(parse_stage_order("top_k;top_k"), invalid_parameter,
                          Message("samplers: 'top_k' is listed twice"));
 }

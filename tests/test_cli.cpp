@@ -136,14 +136,15 @@ namespace
 
     // The tool's dist output must be the library's final distribution.
     template <class Row>
-    void check_dist(const std::string& args, const Row& logits, const sampling_params& params)
+    void check_dist(const std::string& args, const Row& logits, const sampling_params& params,
+                    const token_history& history = {})
     {
         const auto r = run("dist " + args);
         INFO(args << "\n" << r.err);
         REQUIRE(r.status == 0);
         CHECK(r.err.empty());
         sampler s(params);
-        const auto want = s.final_distribution(logits);
+        const auto want = s.final_distribution(logits, history);
         std::vector<std::pair<token_id, double>> nonzero;
         for (std::size_t i = 0; i < want.ids.size(); ++i)
         {
@@ -314,6 +315,90 @@ TEST_CASE("xsampler: every bad input is one line on stderr and a non-zero exit",
     check_error("sample --logits " + good, "--seed is required");
     check_error("sample --logits " + good + " --seed 1 -n 0", "-n: must be >= 1, got 0");
     check_error("", "subcommand");
+}
+
+TEST_CASE("xsampler's processor flags give the library's processors", "[cli][processors]")
+{
+    auto logits = test_helpers::random_row<float>(300, 32, 2.0, false, 0.1);
+    logits(7) = 1.0f;
+    logits(11) = 2.0f;
+    const auto file = write_npy("row_processors.npy", logits);
+    const std::vector<token_id> h = {5, 6, 7, 5, 11, 5};
+    sampling_params p;
+    p.repeat_penalty = 1.3;
+    p.presence_penalty = 0.4;
+    p.frequency_penalty = 0.2;
+    p.repeat_last_n = 4;
+    p.penalty_scope = penalty_scope::output;
+    p.logit_bias = {{3, 2.0}, {4, -inf}, {9, -1.5}};
+    p.no_repeat_ngram_size = 2;
+    p.bad_words = {{6, 7}, {12}};
+    p.banned_token_ids = {20, 21};
+    p.top_k = 50;
+    check_dist("--logits " + file + " --history '5 6 7 5 11 5' --prompt-tokens 2 --penalty-scope output "
+               "--repeat-penalty 1.3 --presence-penalty 0.4 --frequency-penalty 0.2 --repeat-last-n 4 "
+               "--logit-bias 3=2 --logit-bias 4-inf --logit-bias 9-1.5 --no-repeat-ngram 2 --bad-words '6 7;12' "
+               "--ban '20 21' --top-k 50",
+               logits, p, token_history(h, 2));
+    // llama.cpp's --samplers list names penalties; the bias still runs, first.
+    p = sampling_params{};
+    p.repeat_penalty = 1.5;
+    p.logit_bias = {{3, 2.0}};
+    p.top_k = 10;
+    p.temperature = 0.5;
+    p.order = {"logit_bias", "no_repeat_ngram", "bad_words", "token_mask", "penalties", "top_k", "temperature"};
+    check_dist("--logits " + file + " --history '3 3 8' --repeat-penalty 1.5 --logit-bias 3+2 --top-k 10 --temp 0.5 "
+               "--samplers 'penalties;top_k;temperature'",
+               logits, p, std::vector<token_id>{3, 3, 8});
+    // An allow list.
+    p = sampling_params{};
+    p.allowed_token_ids = {1, 2, 3, 250};
+    check_dist("--logits " + file + " --allow '1 2 3 250'", logits, p);
+    // Bad values: one line naming the flag or the processor.
+    const std::string dist = "dist --logits " + file + " ";
+    check_error(dist + "--logit-bias 3", "--logit-bias: '3' is not ID=BIAS, ID+BIAS or ID-BIAS");
+    check_error(dist + "--logit-bias 3=", "--logit-bias: '3=' has no bias");
+    check_error(dist + "--logit-bias x=1", "--logit-bias: 'x' is not a decimal integer");
+    check_error(dist + "--logit-bias 300=1", "logit_bias: token id 300 is outside the vocabulary of 300");
+    check_error(dist + "--logit-bias 3=inf", "logit_bias: the bias of token 3 must be finite or -inf, got inf");
+    check_error(dist + "--penalty-scope all", "--penalty-scope: must be window or output, got 'all'");
+    check_error(dist + "--repeat-penalty 0", "penalties: repeat_penalty must be finite and > 0, got 0");
+    check_error(dist + "--repeat-last-n -2", "--repeat-last-n: must be >= -1");
+    check_error(dist + "--history '1 x'", "--history: 'x' is not a token id");
+    check_error(dist + "--history '1 300' --repeat-penalty 2",
+                "penalties: history id 300 at position 1 is outside the vocabulary of 300");
+    check_error(dist + "--history '1 2' --prompt-tokens 3", "--prompt-tokens: 3 exceeds the 2 ids of --history");
+    check_error(dist + "--bad-words '1;'", "bad_words: a sequence is empty");
+    check_error(dist + "--allow 4 --ban 4", "token_mask: every token is masked");
+    check_error(dist + "--repeat-penalty 2 --samplers 'top_k'", "penalties is set but not in the sampler order");
+}
+
+TEST_CASE("xsampler generate --ignore-eos and --history", "[cli][decode][processors]")
+{
+    const auto t = test_helpers::random_matrix<float>(6, 6, 71);
+    const auto file = write_npy("markov_ignore.npy", t);
+    const auto r = run("generate --transitions " + file + " --history '2 3' --eos 0 --seed 9 --max-tokens 30 "
+                       "--ignore-eos --repeat-penalty 1.2 --json");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    sampling_params p;
+    p.repeat_penalty = 1.2;
+    p.seed = 9;
+    sampler s(p);
+    generate_options o;
+    o.max_tokens = 30;
+    o.eos = {0};
+    o.ignore_eos = true;
+    philox4x32 rng(9);
+    const auto want = generate(examples::table_model(t), {2, 3}, s, o, rng);
+    CHECK(j.at("tokens").get<std::vector<token_id>>() == want.tokens);
+    CHECK(j.at("stop_reason") == "max_tokens");
+    CHECK(std::find(want.tokens.begin(), want.tokens.end(), 0) == want.tokens.end());
+    check_error("generate --transitions " + file + " --eos 0 --seed 1 --max-tokens 3",
+                "--transitions needs a prompt: --bos ID");
+    check_error("generate --transitions " + file + " --history '2 9' --eos 0 --seed 1 --max-tokens 3",
+                "--history: token id 9 is out of range [0, 6)");
 }
 
 TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the stop reason", "[cli][decode]")

@@ -1,11 +1,15 @@
-// dry.hpp: the DRY repetition penalty — hand-checked edits, a brute-force
-// reference on many random histories (exact), llama.cpp's own test cases
-// (tests/test-sampling.cpp, test_dry) re-derived, errors, and the caller's row.
+// penalties.hpp, dry.hpp and the bias, bans and masks of processors.hpp: the
+// processors that break repetition and restrict the vocabulary, on
+// hand-checked rows, against plain references written here (brute force,
+// compared exactly), and against the numbers of llama.cpp's and
+// transformers' own tests (test-sampling.cpp's test_penalties and test_dry,
+// test_logits_process.py), re-derived.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,7 +20,426 @@
 using namespace xsampler;
 using Catch::Matchers::Message;
 using Catch::Matchers::WithinAbs;
+using test_helpers::inf;
 using test_helpers::row;
+
+namespace
+{
+    /// The stage's edits decide what the hand-edited row decides: the same
+    /// distribution, bit for bit; the caller's row is unchanged.
+    template <class S, class T>
+    void check_edits(S stage, const xt::xtensor<T, 1>& r, const token_history& h, const xt::xtensor<T, 1>& want)
+    {
+        const xt::xtensor<T, 1> before = r;
+        const auto got = chain{stage}.final_distribution(r, h);
+        const auto expected = chain{}.final_distribution(want);
+        CHECK(got.ids == expected.ids);
+        CHECK(got.probs == expected.probs);
+        CHECK(r == before);
+    }
+
+}
+
+TEMPLATE_TEST_CASE("penalties: the sign rule, presence and frequency, by hand", "[processors][penalties]", float,
+                   double)
+{
+    using T = TestType;
+    const auto r = row<T>({2.0, -1.0, 0.5, 3.0, 0.0, -inf});
+    const std::vector<token_id> h = {0, 1, 0, 3, 5};
+    // Window scope, the whole history (64 > 5): token 0 twice, 1 and 3 once, 5
+    // (masked) once. repeat 2, presence 0.5, frequency 0.25:
+    //   0: 2 / 2 - (2 * 0.25 + 0.5) = 0;  1: -1 * 2 - 0.75 = -2.75;
+    //   3: 3 / 2 - 0.75 = 0.75;  5 stays masked.
+    check_edits(penalties{2.0, 0.5, 0.25}, r, h, row<T>({0.0, -2.75, 0.5, 0.75, 0.0, -inf}));
+    // The last 3 tokens {0, 3, 5}: token 0 once, token 1 not at all.
+    check_edits(penalties{2.0, 0.5, 0.25, 3}, r, h, row<T>({0.25, -1.0, 0.5, 0.75, 0.0, -inf}));
+    // -1: the whole history; 0: off.
+    check_edits(penalties{2.0, 0.5, 0.25, -1}, r, h, row<T>({0.0, -2.75, 0.5, 0.75, 0.0, -inf}));
+    check_edits(penalties{2.0, 0.5, 0.25, 0}, r, h, r);
+    CHECK(penalties(2.0, 0.5, 0.25, 0).neutral());
+    CHECK(penalties().neutral());
+    // A logit of 0 is multiplied: it stays 0 (llama.cpp and transformers agree).
+    check_edits(penalties{3.0}, row<T>({0.0, 1.0}), std::vector<token_id>{0}, row<T>({0.0, 1.0}));
+    // repeat < 1 rewards repeats: 2 / 0.5 = 4, -1 * 0.5 = -0.5.
+    check_edits(penalties{0.5}, r, h, row<T>({4.0, -0.5, 0.5, 6.0, 0.0, -inf}));
+    // Output scope: prompt {0, 1}, generated {0, 3, 5}. Repetition on every
+    // token (0, 1, 3), presence and frequency on the generated (0 and 3 once):
+    //   0: 2 / 2 - 0.75 = 0.25;  1: -2;  3: 1.5 - 0.75 = 0.75.
+    const token_history prompted(h, 2);
+    check_edits(penalties{2.0, 0.5, 0.25, 64, penalty_scope::output}, r, prompted,
+                row<T>({0.25, -2.0, 0.5, 0.75, 0.0, -inf}));
+    // ...and the window scope counts the prompt too.
+    check_edits(penalties{2.0, 0.5, 0.25, 64, penalty_scope::window}, r, prompted,
+                row<T>({0.0, -2.75, 0.5, 0.75, 0.0, -inf}));
+    // Negative presence and frequency raise; values stay finite.
+    const T big = std::numeric_limits<T>::max();
+    check_edits(penalties{1.0, -1e300, 0.0}, r, h, row<T>({double(big), double(big), 0.5, double(big), 0.0, -inf}));
+    check_edits(penalties{1e-300}, row<T>({double(big), -1.0}), std::vector<token_id>{0, 1},
+                row<T>({double(big), -1e-300}));
+}
+
+TEMPLATE_TEST_CASE("penalties: llama.cpp's and transformers' published cases", "[processors][penalties]", float,
+                   double)
+{
+    using T = TestType;
+    // transformers' test_repetition_penalty_dist_process: vocab 10, scores
+    // 0.1 everywhere but [0][0] = -0.1 and [1][5] = 0.4, input ids
+    // [[0, 1], [5, 0]], penalty 2; expected -0.2 and 0.05 (row 0), 0.2 and
+    // 0.05 (row 1).
+    xt::xtensor<T, 1> s0 = xt::empty<T>({10});
+    s0.fill(T(0.1));
+    s0(0) = T(-0.1);
+    auto w0 = s0;
+    w0(0) = T(-0.2);
+    w0(1) = T(0.05);
+    check_edits(penalties{2.0, 0.0, 0.0, -1}, s0, std::vector<token_id>{0, 1}, w0);
+    xt::xtensor<T, 1> s1 = xt::empty<T>({10});
+    s1.fill(T(0.1));
+    s1(5) = T(0.4);
+    auto w1 = s1;
+    w1(5) = T(0.2);
+    w1(0) = T(0.05);
+    check_edits(penalties{2.0, 0.0, 0.0, -1}, s1, std::vector<token_id>{5, 0}, w1);
+    // llama.cpp's test_penalties: probabilities 0.2 x 5 as logits log(0.2),
+    // the window = the last tokens given, then a softmax; expected within 1e-5.
+    struct llama_case
+    {
+        std::vector<token_id> last;
+        double repeat, frequency, presence;
+        std::vector<double> expected;
+    };
+    const std::vector<llama_case> cases = {
+        {{0}, 50.0, 0.0, 0.0, {0, 0.25, 0.25, 0.25, 0.25}},
+        {{0, 1, 2}, 50.0, 0.0, 0.0, {0, 0, 0, 0.5, 0.5}},
+        {{0, 1, 2, 0, 0}, 50.0, 0.0, 0.0, {0, 0, 0, 0.5, 0.5}},
+        {{0}, 1.0, 5.0, 5.0, {0.000011, 0.249997, 0.249997, 0.249997, 0.249997}},
+        {{0, 1, 2}, 1.0, 5.0, 5.0, {0.000023, 0.000023, 0.000023, 0.499966, 0.499966}},
+        {{0, 1, 2, 0, 0}, 1.0, 5.0, 5.0, {0.000000, 0.000023, 0.000023, 0.499977, 0.499977}},
+    };
+    const auto fifths = test_helpers::logits_of<T>({0.2, 0.2, 0.2, 0.2, 0.2});
+    for (const auto& k : cases)
+    {
+        const auto d = chain{penalties{k.repeat, k.presence, k.frequency, std::int64_t(k.last.size())}}
+                           .final_distribution(fifths, k.last);
+        const auto p = test_helpers::as_map(d);
+        for (std::size_t t = 0; t < 5; ++t)
+        {
+            INFO("last tokens " << k.last.size() << ", token " << t);
+            CHECK(std::abs(p.at(token_id(t)) - k.expected[t]) < 1e-5);
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("penalties: counts kept across calls equal counts from scratch, and errors",
+                   "[processors][penalties]", float, double)
+{
+    using T = TestType;
+    philox4x32 rng(17);
+    const auto pick = [&](std::size_t n) { return std::size_t(uniform01(rng) * double(n)) % n; };
+    const std::size_t vocab = 6;
+    for (int round = 0; round < 40; ++round)
+    {
+        const double rep = std::vector<double>{1.0, 0.5, 1.3, 2.0}[pick(4)];
+        const double pres = std::vector<double>{0.0, 0.5, -1.5}[pick(3)];
+        const double freq = std::vector<double>{0.0, 0.25, 2.0}[pick(3)];
+        const std::int64_t last_n = std::vector<std::int64_t>{-1, 0, 1, 3, 8, 64}[pick(6)];
+        const auto scope = pick(2) == 0 ? penalty_scope::window : penalty_scope::output;
+        INFO("round " << round << ": " << rep << " " << pres << " " << freq << " " << last_n);
+        penalties kept(rep, pres, freq, last_n, scope);
+        std::vector<token_id> h;
+        std::size_t prompt = 0;
+        for (int step = 0; step < 30; ++step)
+        {
+            // Grow by a token mostly; sometimes roll back, restart, or move
+            // where the prompt ends.
+            const std::size_t what = pick(10);
+            if (what == 0 && !h.empty())
+            {
+                h.resize(pick(h.size()));
+                prompt = std::min(prompt, h.size());
+            }
+            else if (what == 1)
+            {
+                prompt = pick(h.size() + 1);
+            }
+            else
+            {
+                h.push_back(token_id(pick(vocab)));
+            }
+            const auto r = test_helpers::random_row<T>(vocab, std::uint64_t(round * 100 + step), 2.0, false, 0.2);
+            const token_history th(h, prompt);
+            const auto want = test_helpers::reference_penalties(r, h, prompt, rep, pres, freq, last_n, scope);
+            check_edits(penalties(rep, pres, freq, last_n, scope), r, th, want);
+            // The long-lived one, updated incrementally, agrees bit for bit.
+            candidates<T> c;
+            c.load(r);
+            kept.apply(c, th);
+            for (std::size_t t = 0; t < vocab; ++t)
+            {
+                CHECK(c.logit(token_id(t)) == want(t));
+            }
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("penalties: errors name the parameter or the id, and leave the counts usable",
+                   "[processors][penalties][errors]", float, double)
+{
+    using T = TestType;
+    CHECK_THROWS_MATCHES(penalties(0.0), invalid_parameter,
+                         Message("penalties: repeat_penalty must be finite and > 0, got 0"));
+    CHECK_THROWS_MATCHES(penalties(inf), invalid_parameter,
+                         Message("penalties: repeat_penalty must be finite and > 0, got inf"));
+    CHECK_THROWS_MATCHES(penalties(1.0, std::nan("")), invalid_parameter,
+                         Message("penalties: presence_penalty must be finite, got nan"));
+    CHECK_THROWS_MATCHES(penalties(1.0, 0.0, -inf), invalid_parameter,
+                         Message("penalties: frequency_penalty must be finite, got -inf"));
+    CHECK_THROWS_MATCHES(penalties(1.0, 0.0, 0.5, -2), invalid_parameter,
+                         Message("penalties: repeat_last_n must be >= -1, got -2"));
+    const auto r = row<T>({1.0, 2.0, 3.0});
+    penalties p(2.0, 0.0, 0.0, -1);
+    chain c{std::move(p)};
+    const auto good = c.final_distribution(r, std::vector<token_id>{2, 1});
+    CHECK_THROWS_MATCHES(c.final_distribution(r, std::vector<token_id>{2, 1, 3}), invalid_parameter,
+                         Message("penalties: history id 3 at position 2 is outside the vocabulary of 3"));
+    CHECK_THROWS_MATCHES(c.final_distribution(r, std::vector<token_id>{-1}), invalid_parameter,
+                         Message("penalties: history id -1 at position 0 is outside the vocabulary of 3"));
+    // The counts are those of the last good history: extending it works.
+    CHECK(c.final_distribution(r, std::vector<token_id>{2, 1}).probs == good.probs);
+    CHECK(c.final_distribution(r, std::vector<token_id>{2, 1, 0}).probs ==
+          chain{}.final_distribution(row<T>({2.0, 1.0, 1.5})).probs);
+}
+
+TEMPLATE_TEST_CASE("penalties in the run-time sampler: params, order and scope", "[processors][penalties][sampler]",
+                   float, double)
+{
+    using T = TestType;
+    const auto r = test_helpers::random_row<T>(300, 8);
+    const std::vector<token_id> h = {5, 6, 7, 5, 250, 5};
+    sampling_params p;
+    p.repeat_penalty = 1.3;
+    p.presence_penalty = 0.4;
+    p.frequency_penalty = 0.2;
+    p.repeat_last_n = 4;
+    p.temperature = 0.8;
+    p.top_k = 40;
+    sampler s(p);
+    const auto d = s.final_distribution(r, h);
+    const auto want = chain{penalties{1.3, 0.4, 0.2, 4}, temperature{0.8}, top_k{40}}.final_distribution(r, h);
+    CHECK(d.ids == want.ids);
+    CHECK(d.probs == want.probs);
+    p.order = {"temperature", "top_k"};
+    CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
+                         Message("samplers: penalties is set but not in the sampler order"));
+    p.repeat_penalty = -1.0;
+    p.order = default_stage_order();
+    CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
+                         Message("penalties: repeat_penalty must be finite and > 0, got -1"));
+}
+
+TEMPLATE_TEST_CASE("logit_bias adds, bans with -inf, and names a bad id", "[processors][bias]", float, double)
+{
+    using T = TestType;
+    const auto r = row<T>({1.0, 2.0, 3.0, -inf});
+    // An id listed twice gets both biases (llama.cpp's list); -inf bans; a
+    // masked token stays masked.
+    check_edits(logit_bias{{{0, 2.0}, {2, -inf}, {0, 0.5}, {3, 5.0}}}, r, {}, row<T>({3.5, 2.0, -inf, -inf}));
+    const T big = std::numeric_limits<T>::max();
+    check_edits(logit_bias{{{1, 1e300}}}, r, {}, row<T>({1.0, double(big), 3.0, -inf}));
+    CHECK_THROWS_MATCHES(logit_bias({{-1, 1.0}}), invalid_parameter, Message("logit_bias: token id -1 is negative"));
+    CHECK_THROWS_MATCHES(logit_bias({{1, inf}}), invalid_parameter,
+                         Message("logit_bias: the bias of token 1 must be finite or -inf, got inf"));
+    CHECK_THROWS_MATCHES(logit_bias({{1, std::nan("")}}), invalid_parameter,
+                         Message("logit_bias: the bias of token 1 must be finite or -inf, got nan"));
+    chain c{logit_bias{{{4, 1.0}}}};
+    CHECK_THROWS_MATCHES(c.final_distribution(r), invalid_parameter,
+                         Message("logit_bias: token id 4 is outside the vocabulary of 4"));
+    chain bans_all{logit_bias{{{0, -inf}, {1, -inf}, {2, -inf}}}};
+    CHECK_THROWS_MATCHES(bans_all.final_distribution(r), invalid_logits,
+                         Message("logit_bias: every token is masked"));
+    CHECK(bans_all.final_distribution(row<T>({1.0, 2.0, 3.0, 4.0})).ids == std::vector<token_id>{3});
+}
+
+namespace
+{
+    /// The tokens no_repeat_ngram{n} bans after h, by brute force.
+    std::set<token_id> ngram_bans(const std::vector<token_id>& h, std::size_t n)
+    {
+        std::set<token_id> banned;
+        for (std::size_t i = 0; n > 0 && i + n <= h.size(); ++i)
+        {
+            bool match = true;
+            for (std::size_t j = 0; j + 1 < n; ++j)
+            {
+                match = match && h[i + j] == h[h.size() - (n - 1) + j];
+            }
+            if (match)
+            {
+                banned.insert(h[i + n - 1]);
+            }
+        }
+        return banned;
+    }
+
+    /// The tokens bad_words{words} bans after h, by brute force.
+    std::set<token_id> bad_word_bans(const std::vector<token_id>& h, const std::vector<std::vector<token_id>>& words)
+    {
+        std::set<token_id> banned;
+        for (const auto& w : words)
+        {
+            const std::size_t k = w.size() - 1;
+            if (k <= h.size() && std::vector<token_id>(h.end() - std::ptrdiff_t(k), h.end()) ==
+                                     std::vector<token_id>(w.begin(), w.end() - 1))
+            {
+                banned.insert(w.back());
+            }
+        }
+        return banned;
+    }
+
+    /// r with the tokens of `banned` masked.
+    template <class T>
+    xt::xtensor<T, 1> masked(xt::xtensor<T, 1> r, const std::set<token_id>& banned)
+    {
+        for (const token_id t : banned)
+        {
+            r(std::size_t(t)) = -std::numeric_limits<T>::infinity();
+        }
+        return r;
+    }
+}
+
+TEMPLATE_TEST_CASE("no_repeat_ngram and bad_words: transformers' cases and a brute-force reference",
+                   "[processors][bans]", float, double)
+{
+    using T = TestType;
+    // transformers' test_no_repeat_ngram_dist_processor: vocab 3, input ids
+    // [[1, 1, 2, 1], [0, 1, 0, 1]]; n = 2 bans [[1, 2], [0]], n = 3 [[], [0]].
+    const auto zeros3 = row<T>({0.0, 0.0, 0.0});
+    const std::vector<token_id> a = {1, 1, 2, 1}, b = {0, 1, 0, 1};
+    check_edits(no_repeat_ngram{2}, zeros3, a, row<T>({0.0, -inf, -inf}));
+    check_edits(no_repeat_ngram{2}, zeros3, b, row<T>({-inf, 0.0, 0.0}));
+    check_edits(no_repeat_ngram{3}, zeros3, a, zeros3);
+    check_edits(no_repeat_ngram{3}, zeros3, b, row<T>({-inf, 0.0, 0.0}));
+    // n = 1 bans every token seen; a history shorter than n bans nothing; 0 is off.
+    check_edits(no_repeat_ngram{1}, zeros3, std::vector<token_id>{2}, row<T>({0.0, 0.0, -inf}));
+    check_edits(no_repeat_ngram{5}, zeros3, a, zeros3);
+    check_edits(no_repeat_ngram{0}, zeros3, a, zeros3);
+    // transformers' test_no_bad_words_dist_processor: vocab 5, eos 4, input
+    // ids [[0, 1, 3, 1], [0, 1, 0, 1]], bad words [[1], [4], [1, 0], [0, 1, 2],
+    // [1, 3, 1, 3]]; masks [[T, T, F, T, F], [T, T, T, F, F]]. transformers
+    // drops a one-token bad word equal to eos ([4]) so the text can end; we
+    // ban what is listed, so the case is re-derived without [4].
+    const auto zeros5 = row<T>({0.0, 0.0, 0.0, 0.0, 0.0});
+    const bad_words words{{{1}, {1, 0}, {0, 1, 2}, {1, 3, 1, 3}}};
+    check_edits(words, zeros5, std::vector<token_id>{0, 1, 3, 1}, row<T>({-inf, -inf, 0.0, -inf, 0.0}));
+    check_edits(words, zeros5, std::vector<token_id>{0, 1, 0, 1}, row<T>({-inf, -inf, -inf, 0.0, 0.0}));
+    check_edits(bad_words{{{4}}}, zeros5, {}, row<T>({0.0, 0.0, 0.0, 0.0, -inf}));
+    CHECK_THROWS_MATCHES(bad_words({{1}, {}}), invalid_parameter, Message("bad_words: a sequence is empty"));
+    CHECK_THROWS_MATCHES(bad_words({{1, -2}}), invalid_parameter, Message("bad_words: token id -2 is negative"));
+    CHECK_THROWS_MATCHES((chain{bad_words{{{1, 7}}}}.final_distribution(zeros5)), invalid_parameter,
+                         Message("bad_words: token id 7 is outside the vocabulary of 5"));
+    CHECK_THROWS_MATCHES(chain{no_repeat_ngram{2}}.final_distribution(zeros3, std::vector<token_id>{0, 9}),
+                         invalid_parameter, Message("no_repeat_ngram: history id 9 is outside the vocabulary of 3"));
+    // Random histories over 4 tokens: the bans equal the brute-force ones.
+    philox4x32 rng(23);
+    const auto pick = [&](std::size_t n) { return token_id(std::size_t(uniform01(rng) * double(n)) % n); };
+    const auto r = row<T>({0.5, -1.0, 2.0, 1.0, 0.0, 3.0});
+    for (int i = 0; i < 300; ++i)
+    {
+        std::vector<token_id> h(std::size_t(pick(14)));
+        for (auto& t : h)
+        {
+            t = pick(4);
+        }
+        const std::size_t n = std::size_t(pick(5));
+        std::vector<std::vector<token_id>> w(std::size_t(pick(4)));
+        for (auto& seq : w)
+        {
+            seq.resize(std::size_t(pick(3)) + 1);
+            for (auto& t : seq)
+            {
+                t = pick(6);
+            }
+        }
+        INFO("case " << i);
+        check_edits(no_repeat_ngram{n}, r, h, masked(r, ngram_bans(h, n)));
+        check_edits(bad_words{w}, r, h, masked(r, bad_word_bans(h, w)));
+    }
+}
+
+TEMPLATE_TEST_CASE("token_mask: allow and deny lists as bitsets", "[processors][mask]", float, double)
+{
+    using T = TestType;
+    const auto r = row<T>({1.0, 2.0, 3.0, -inf, 0.5});
+    check_edits(token_mask{{}, {2, 2, 0}}, r, {}, row<T>({-inf, 2.0, -inf, -inf, 0.5}));
+    // Allowed and not banned; a masked allowed token stays out.
+    const auto d = chain{token_mask{{4, 2, 3, 1}, {2}}}.final_distribution(r);
+    CHECK(d.ids == std::vector<token_id>{1, 4});
+    CHECK(d.probs == chain{}.final_distribution(row<T>({-inf, 2.0, -inf, -inf, 0.5})).probs);
+    // Greedy and top-k after it pick among the allowed.
+    philox4x32 rng(2);
+    CHECK(chain{token_mask{{0, 4}}, temperature{0.0}}.sample(r, {}, rng).id == 0);
+    CHECK(chain{token_mask{{0, 4, 1}}, top_k{2}}.final_distribution(r).ids == std::vector<token_id>{1, 0});
+    CHECK_THROWS_MATCHES(token_mask({-3}), invalid_parameter, Message("token_mask: allowed: token id -3 is negative"));
+    CHECK_THROWS_MATCHES(token_mask({}, {-3}), invalid_parameter,
+                         Message("token_mask: banned: token id -3 is negative"));
+    CHECK_THROWS_MATCHES((chain{token_mask{{1, 70}}}.final_distribution(r)), invalid_parameter,
+                         Message("token_mask: allowed token id 70 is outside the vocabulary of 5"));
+    CHECK_THROWS_MATCHES((chain{token_mask{{}, {5}}}.final_distribution(r)), invalid_parameter,
+                         Message("token_mask: banned token id 5 is outside the vocabulary of 5"));
+    CHECK_THROWS_MATCHES((chain{token_mask{{3}}}.final_distribution(r)), invalid_logits,
+                         Message("token_mask: every token is masked"));
+    CHECK_THROWS_MATCHES((chain{token_mask{{1}, {1}}}.final_distribution(r)), invalid_logits,
+                         Message("token_mask: every token is masked"));
+    // An allow list over a larger row, against the edited row.
+    const auto big = test_helpers::random_row<T>(3000, 6);
+    std::vector<token_id> allowed;
+    auto want = big;
+    want.fill(-std::numeric_limits<T>::infinity());
+    for (token_id id = 5; id < 3000; id += 7)
+    {
+        allowed.push_back(id);
+        want(std::size_t(id)) = big(std::size_t(id));
+    }
+    check_edits(token_mask{allowed}, big, {}, want);
+    const auto top = chain{token_mask{allowed}, top_p{0.7}, min_p{0.05}}.final_distribution(big);
+    const auto ref = chain{top_p{0.7}, min_p{0.05}}.final_distribution(want);
+    CHECK(top.ids == ref.ids);
+    CHECK(top.probs == ref.probs);
+}
+
+TEMPLATE_TEST_CASE("the processors in the run-time sampler, in the default order", "[processors][sampler]", float,
+                   double)
+{
+    using T = TestType;
+    const auto r = test_helpers::random_row<T>(200, 9);
+    const std::vector<token_id> h = {3, 4, 3, 4, 3};
+    sampling_params p;
+    p.logit_bias = {{7, 2.5}, {8, -inf}};
+    p.repeat_penalty = 1.5;
+    p.no_repeat_ngram_size = 2;
+    p.bad_words = {{3, 4, 9}};
+    p.allowed_token_ids = {3, 4, 7, 8, 9, 10, 11};
+    p.banned_token_ids = {11};
+    p.top_p = 0.9;
+    const auto d = sampler(p).final_distribution(r, h);
+    const auto want = chain{logit_bias{p.logit_bias}, penalties{1.5}, no_repeat_ngram{2}, bad_words{p.bad_words},
+                            token_mask{p.allowed_token_ids, p.banned_token_ids}, top_p{0.9}}
+                          .final_distribution(r, h);
+    CHECK(d.ids == want.ids);
+    CHECK(d.probs == want.probs);
+    // 4 is banned (3 -> 4 seen), 8 by its bias, 9 as a bad word, 11 denied.
+    for (const token_id gone : {4, 8, 9, 11})
+    {
+        CHECK(std::find(d.ids.begin(), d.ids.end(), gone) == d.ids.end());
+    }
+    p.order = {"top_p"};
+    CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
+                         Message("samplers: logit_bias is set but not in the sampler order"));
+}
+
+// --- DRY ---
 
 namespace
 {

@@ -1,5 +1,5 @@
 // Properties at scale: 100,000 random (row, parameters, order, history,
-// processor edits) cases through both kinds of chain, each checked against the
+// penalties, processor edits) cases through both kinds of chain, each checked against the
 // invariants (ids in range, unique, unmasked; probabilities in [0, 1], sorted,
 // summing to 1; the draw among the kept tokens with the log of its probability)
 // and against a plain sort-based reference computed here in double.
@@ -44,6 +44,20 @@ namespace
         xt::xtensor<T, 1> row;
         sampling_params params;
         test_helpers::set_logits edits;
+        std::vector<token_id> history;  // the penalties' (empty: none)
+        std::size_t prompt = 0;
+        bool penalised = false;
+        token_history seen() const { return token_history(history, prompt); }
+        /// The row as the processors leave it: penalties, then the edits.
+        xt::xtensor<T, 1> processed() const
+        {
+            const auto& p = params;
+            const auto r = penalised ? test_helpers::reference_penalties(row, history, prompt, p.repeat_penalty,
+                                                                         p.presence_penalty, p.frequency_penalty,
+                                                                         p.repeat_last_n, p.penalty_scope)
+                                     : row;
+            return test_helpers::edited(r, edits);
+        }
     };
 
     template <class T>
@@ -78,6 +92,23 @@ namespace
             p.custom = {custom_stage("set_logits", c.edits)};
             p.order.insert(p.order.begin(), "set_logits");
         }
+        if (u() < 0.3)
+        {
+            // The penalties over a random history, before everything else.
+            c.penalised = true;
+            c.history.resize(below(20));
+            for (auto& t : c.history)
+            {
+                t = token_id(below(std::min<std::size_t>(vocab, 12)));
+            }
+            c.prompt = below(c.history.size() + 1);
+            p.repeat_penalty = u() < 0.3 ? 1.0 : 0.5 + 1.5 * u();
+            p.presence_penalty = u() < 0.5 ? 0.0 : 4.0 * (u() - 0.5);
+            p.frequency_penalty = u() < 0.5 ? 0.0 : 4.0 * (u() - 0.5);
+            p.repeat_last_n = std::int64_t(below(10)) - 1;
+            p.penalty_scope = u() < 0.5 ? penalty_scope::window : penalty_scope::output;
+            p.order.insert(p.order.begin(), "penalties");
+        }
         return c;
     }
 
@@ -95,7 +126,7 @@ namespace
     template <class T>
     verdict check_against_reference(const random_case<T>& c, const distribution& got, double tol)
     {
-        test_helpers::reference ref(test_helpers::edited(c.row, c.edits));
+        test_helpers::reference ref(c.processed());
         ref.tol = tol;
         const auto& p = c.params;
         for (const auto& name : p.order)
@@ -143,7 +174,7 @@ TEMPLATE_TEST_CASE("100,000 random cases: invariants, both chains, and the sort-
         distribution d;
         try
         {
-            d = s.final_distribution(c.row);
+            d = s.final_distribution(c.row, c.seen());
         }
         catch (const invalid_logits& e)
         {
@@ -172,14 +203,15 @@ TEMPLATE_TEST_CASE("100,000 random cases: invariants, both chains, and the sort-
         }
         REQUIRE(std::abs(sum - 1.0) < 1e-6);
         // The draw: a kept token of positive probability, its log-probability.
-        const sampled_token t = s.sample(c.row, {});
+        const sampled_token t = s.sample(c.row, c.seen());
         const auto at = std::find(d.ids.begin(), d.ids.end(), t.id);
         REQUIRE(at != d.ids.end());
         const double p = d.probs[std::size_t(at - d.ids.begin())];
         REQUIRE(p > 0.0);
         REQUIRE(t.logprob == std::log(p));
-        // The compile-time chain in the default order gives the same bits.
-        if (c.params.custom.empty() && c.params.order == default_stage_order())
+        // The compile-time chain in Hugging Face's order gives the same bits.
+        if (c.params.custom.empty() && !c.penalised &&
+            c.params.order == std::vector<std::string>{"temperature", "top_k", "top_p", "min_p"})
         {
             chain same{temperature{c.params.temperature}, top_k{c.params.top_k}, top_p{c.params.top_p},
                        min_p{c.params.min_p}};

@@ -37,6 +37,8 @@
 //   keep_mass(q)            the shortest rank prefix whose mass reaches q·Z
 //   keep_log_weight_at_least(d)  the tokens with (x - m)·s >= d (a prefix)
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
+//   keep_in(set, who)       the tokens of a mask over the vocabulary (a
+//                           processor's allow list; a constraint's mask)
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
 
@@ -558,6 +560,53 @@ namespace xsampler
             become_sparse(false, true);
             m_max_stale = true;
             m_weights_current = false;  // stored relative to a max that may be gone
+        }
+
+        /// Keep the kept tokens that are in `allowed` (a mask over the
+        /// vocabulary, types.hpp): read word by word, O(V/64 + kept) on a
+        /// dense set, O(kept) on a sparse one; never a pass over the row.
+        /// Throws invalid_logits("<who>: every token is masked") if none is
+        /// left, and the set is as it was.
+        void keep_in(const token_set& allowed, const std::string& who)
+        {
+            check_not_pending();
+            const auto& words = allowed.words();
+            scored<T>* out = grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
+            std::size_t count = 0;
+            if (m_dense)
+            {
+                const std::size_t n_words = std::min(words.size(), (m_row.size + 63) / 64);
+                for (std::size_t w = 0; w < n_words; ++w)
+                {
+                    detail::for_each_bit(words[w], w * 64, [&](std::size_t i) {
+                        const T x = i < m_row.size ? logit(token_id(i)) : -inf;
+                        if (x != -inf)
+                        {
+                            out[count++] = {x, token_id(i)};
+                        }
+                    });
+                }
+            }
+            else
+            {
+                for (const auto& item : m_items)
+                {
+                    if (allowed.contains(item.id))
+                    {
+                        out[count++] = item;
+                    }
+                }
+            }
+            if (count == 0)
+            {
+                throw invalid_logits(who + ": every token is masked");
+            }
+            const bool rank_sorted = !m_dense && m_rank_sorted;
+            const bool id_sorted = m_dense || m_id_sorted;
+            m_items.assign(out, out + count);
+            become_sparse(rank_sorted, id_sorted);
+            m_max_stale = true;
+            m_weights_current = false;
         }
 
     private:

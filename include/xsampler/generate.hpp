@@ -23,7 +23,11 @@
 //   min_tokens: until that many tokens have been generated the min_tokens
 //   processor (processors.hpp) masks the eos tokens before the sampler's
 //   stages, and stop sequences are not checked, so the first min_tokens
-//   tokens never end the loop.
+//   tokens never end the loop. ignore_eos (llama.cpp's --ignore-eos): the
+//   eos ids are masked at every step, so only a stop sequence or max_tokens
+//   ends the loop (vLLM's ignore_eos instead lets eos be drawn and go on;
+//   a masked eos keeps the text free of it). An eos that was the only
+//   possible token: "min_tokens: every token is masked".
 //   Each step validates the row once and computes the sampler's own Z once;
 //   per token it reports the log-probability under the distribution it was
 //   drawn from (filtered and renormalised). Opt-in diagnostics, each read
@@ -76,6 +80,7 @@ namespace xsampler
         std::size_t max_tokens = 256;
         std::size_t min_tokens = 0;
         std::vector<token_id> eos;
+        bool ignore_eos = false;  ///< llama.cpp's --ignore-eos: the eos ids are masked at every step
         std::vector<std::vector<token_id>> stop_sequences;
         bool model_logprobs = false;   ///< report each token's raw-softmax log-probability
         bool entropy = false;          ///< report the raw softmax's entropy at each step
@@ -121,7 +126,8 @@ namespace xsampler
                 throw invalid_parameter("generate: a stop sequence is empty");
             }
         }
-        const min_tokens suppress(options.min_tokens, options.eos);
+        const min_tokens suppress(options.ignore_eos ? std::numeric_limits<std::size_t>::max() : options.min_tokens,
+                                  options.eos);
         generation out;
         const std::size_t reserved = detail::tokens_to_reserve(options.max_tokens);
         out.tokens.reserve(reserved);
@@ -137,10 +143,10 @@ namespace xsampler
         {
             const token_history seen(token_span(history), prompt.size());
             auto&& produced = model(seen.tokens());
-            const bool may_stop = !suppress.active(seen);
+            const bool may_stop = seen.generated().size() >= options.min_tokens;
             try
             {
-                auto& c = may_stop ? sampler.filter(produced, seen) : sampler.filter(produced, seen, suppress);
+                auto& c = suppress.active(seen) ? sampler.filter(produced, seen, suppress) : sampler.filter(produced, seen);
                 using T = typename std::decay_t<decltype(c)>::value_type;
                 const sampled_token t = draw(c, rng);
                 if (options.model_logprobs || options.entropy || options.top_logprobs > 0)

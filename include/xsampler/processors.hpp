@@ -1,9 +1,38 @@
-// xsampler/processors.hpp — stages that see the history: min_tokens. (xsampler, BSD-3-Clause)
+// xsampler/processors.hpp — stages that see the history: bias, bans, masks, min_tokens. (xsampler, BSD-3-Clause)
 //
 // The processors: stages that see the history (stage.hpp) and edit a few
 // logits or mask tokens before the filters run. Each costs what it touches,
-// never a pass over the row, and never writes the caller's row.
+// never a pass over the row, and never writes the caller's row. (The
+// penalties are in penalties.hpp, DRY in dry.hpp.) An id a processor reads
+// or bans that is negative or not below the row's vocabulary is
+// invalid_parameter naming the processor and the id; a processor that
+// leaves every token masked is invalid_logits "<name>: every token is
+// masked".
 //
+// logit_bias{{id, bias}, ...}
+//   x_id += bias for each entry (an id listed twice gets both biases, as in
+//   llama.cpp); bias -inf bans the token; NaN or +inf: invalid_parameter at
+//   construction. The sum is computed in double, rounded once to the row's
+//   type and kept finite. Costs O(entries) per step.
+// no_repeat_ngram{n}
+//   transformers' no_repeat_ngram_size: masks every token that would complete
+//   an n-gram already in the history (the prompt included): for each i with
+//   tokens[i, i+n-1) equal to the last n-1 tokens, tokens[i+n-1] is masked.
+//   n == 1 masks every token of the history; n == 0 is off; a history of
+//   fewer than n tokens bans nothing. Costs O(history) per step (a
+//   comparison of the last token first), checking the history's ids.
+// bad_words{{id, ...}, ...}
+//   transformers' bad_words_ids, vLLM's bad_words as ids: a sequence's last
+//   id is masked when the history ends with the rest of it; a one-id
+//   sequence is always masked. An empty sequence: invalid_parameter at
+//   construction. Costs O(total length of the sequences) per step.
+// token_mask{allowed, banned}
+//   vLLM's allowed_token_ids (an empty list allows every token) and a deny
+//   list (transformers' suppress_tokens): held as bitsets over the
+//   vocabulary (token_set); the kept set becomes the allowed tokens that
+//   are not banned. Costs O(|banned|) edits and, with an allow list, one
+//   read of its words (O(V / 64 + |allowed|)): the way a grammar's or a
+//   schema's per-step mask is applied too (candidates::keep_in).
 // min_tokens{n, eos}
 //   While fewer than n tokens have been generated (history.generated(): the
 //   tokens after the prompt), every eos id is masked, so the sequence cannot
@@ -17,6 +46,8 @@
 #ifndef XSAMPLER_PROCESSORS_HPP
 #define XSAMPLER_PROCESSORS_HPP
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string>
@@ -27,6 +58,202 @@
 
 namespace xsampler
 {
+    namespace detail
+    {
+        /// Throws invalid_parameter("<who>: <what> <id> is outside the
+        /// vocabulary of V") for the first id of `ids` not in [0, vocab).
+        inline void check_ids(token_span ids, std::size_t vocab, const char* who, const char* what)
+        {
+            for (const token_id id : ids)
+            {
+                if (id < 0 || std::size_t(id) >= vocab)
+                {
+                    throw invalid_parameter(std::string(who) + ": " + what + " " + std::to_string(id) +
+                                            " is outside the vocabulary of " + std::to_string(vocab));
+                }
+            }
+        }
+
+        /// x + b in double, rounded to T and kept finite (-inf stays -inf).
+        template <class T>
+        T add_finite(T x, double b)
+        {
+            const double big = double(std::numeric_limits<T>::max());
+            const double v = double(x) + b;
+            return v == -std::numeric_limits<double>::infinity() ? T(v) : T(std::min(std::max(v, -big), big));
+        }
+    }
+
+    class logit_bias
+    {
+    public:
+        static constexpr const char* name = "logit_bias";
+
+        explicit logit_bias(std::vector<std::pair<token_id, double>> bias = {}) : m_bias(std::move(bias))
+        {
+            for (const auto& b : m_bias)
+            {
+                if (b.first < 0)
+                {
+                    throw invalid_parameter("logit_bias: token id " + std::to_string(b.first) + " is negative");
+                }
+                if (std::isnan(b.second) || b.second == std::numeric_limits<double>::infinity())
+                {
+                    throw invalid_parameter("logit_bias: the bias of token " + std::to_string(b.first) +
+                                            " must be finite or -inf, got " + detail::format_value(b.second));
+                }
+            }
+        }
+        const std::vector<std::pair<token_id, double>>& entries() const noexcept { return m_bias; }
+        bool neutral() const noexcept { return m_bias.empty(); }
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            for (const auto& b : m_bias)
+            {
+                if (std::size_t(b.first) >= c.vocab())
+                {
+                    throw invalid_parameter("logit_bias: token id " + std::to_string(b.first) +
+                                            " is outside the vocabulary of " + std::to_string(c.vocab()));
+                }
+            }
+            for (const auto& b : m_bias)
+            {
+                const T x = c.logit(b.first);
+                if (x != -std::numeric_limits<T>::infinity())
+                {
+                    c.set_logit(b.first, detail::add_finite(x, b.second));
+                }
+            }
+        }
+
+    private:
+        std::vector<std::pair<token_id, double>> m_bias;
+    };
+
+    class no_repeat_ngram
+    {
+    public:
+        static constexpr const char* name = "no_repeat_ngram";
+
+        explicit no_repeat_ngram(std::size_t n = 0) : m_n(n) {}
+        std::size_t value() const noexcept { return m_n; }
+        bool neutral() const noexcept { return m_n == 0; }
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history& history) const
+        {
+            const token_span t = history.tokens();
+            const std::size_t len = t.size();
+            if (m_n == 0 || len < m_n)
+            {
+                return;
+            }
+            detail::check_ids(t, c.vocab(), name, "history id");
+            // Every i with t[i, i + n - 1) == t[len - n + 1, len): ban t[i + n - 1].
+            const std::size_t k = m_n - 1;
+            const token_id* suffix = t.data() + (len - k);
+            for (std::size_t i = 0; i + m_n <= len; ++i)
+            {
+                if (k == 0 || (t[i + k - 1] == suffix[k - 1] && std::equal(suffix, suffix + k - 1, t.data() + i)))
+                {
+                    c.mask(t[i + k]);
+                }
+            }
+        }
+
+    private:
+        std::size_t m_n;
+    };
+
+    class bad_words
+    {
+    public:
+        static constexpr const char* name = "bad_words";
+
+        explicit bad_words(std::vector<std::vector<token_id>> words = {}) : m_words(std::move(words))
+        {
+            for (const auto& w : m_words)
+            {
+                if (w.empty())
+                {
+                    throw invalid_parameter("bad_words: a sequence is empty");
+                }
+                for (const token_id id : w)
+                {
+                    if (id < 0)
+                    {
+                        throw invalid_parameter("bad_words: token id " + std::to_string(id) + " is negative");
+                    }
+                }
+            }
+        }
+        const std::vector<std::vector<token_id>>& words() const noexcept { return m_words; }
+        bool neutral() const noexcept { return m_words.empty(); }
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history& history) const
+        {
+            for (const auto& w : m_words)
+            {
+                detail::check_ids(w, c.vocab(), name, "token id");
+            }
+            const token_span t = history.tokens();
+            for (const auto& w : m_words)
+            {
+                const std::size_t k = w.size() - 1;  // the prefix that must end the history
+                if (k <= t.size() && std::equal(w.begin(), w.end() - 1, t.data() + (t.size() - k)))
+                {
+                    c.mask(w.back());
+                }
+            }
+        }
+
+    private:
+        std::vector<std::vector<token_id>> m_words;
+    };
+
+    class token_mask
+    {
+    public:
+        static constexpr const char* name = "token_mask";
+
+        explicit token_mask(const std::vector<token_id>& allowed = {}, const std::vector<token_id>& banned = {})
+            : m_allowed(allowed, "token_mask: allowed"), m_banned(banned.begin(), banned.end())
+        {
+            token_set(banned, "token_mask: banned");  // checks the ids
+            std::sort(m_banned.begin(), m_banned.end());
+            m_banned.erase(std::unique(m_banned.begin(), m_banned.end()), m_banned.end());
+        }
+        const token_set& allowed() const noexcept { return m_allowed; }
+        const std::vector<token_id>& banned() const noexcept { return m_banned; }
+        bool neutral() const noexcept { return m_allowed.empty() && m_banned.empty(); }
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            if (!m_allowed.empty() && std::size_t(m_allowed.largest()) >= c.vocab())
+            {
+                throw invalid_parameter("token_mask: allowed token id " + std::to_string(m_allowed.largest()) +
+                                        " is outside the vocabulary of " + std::to_string(c.vocab()));
+            }
+            detail::check_ids(m_banned, c.vocab(), name, "banned token id");
+            for (const token_id id : m_banned)
+            {
+                c.mask(id);
+            }
+            if (!m_allowed.empty())
+            {
+                c.keep_in(m_allowed, name);
+            }
+        }
+
+    private:
+        token_set m_allowed;
+        std::vector<token_id> m_banned;
+    };
+
     class min_tokens
     {
     public:

@@ -35,13 +35,20 @@
 #include <vector>
 
 #include "chain.hpp"
+#include "dry.hpp"
+#include "penalties.hpp"
+#include "processors.hpp"
 
 namespace xsampler
 {
-    /// Hugging Face's order: temperature, top_k, top_p, min_p.
+    /// The processors first (logit_bias, penalties, dry, no_repeat_ngram,
+    /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
+    /// before they penalise), then Hugging Face's filter order: temperature,
+    /// top_k, top_p, min_p.
     inline std::vector<std::string> default_stage_order()
     {
-        return {"temperature", "top_k", "top_p", "min_p"};
+        return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
+                "temperature", "top_k", "top_p", "min_p"};
     }
 
     /// The parameters of one request.
@@ -51,6 +58,22 @@ namespace xsampler
         std::int64_t top_k = 0;    ///< >= 0; 0 disables
         double top_p = 1.0;        ///< in (0, 1]; 1 disables
         double min_p = 0.0;        ///< in [0, 1]; 0 disables
+        // The processors (penalties.hpp, dry.hpp, processors.hpp); each neutral by default.
+        double repeat_penalty = 1.0;     ///< > 0; 1 disables
+        double presence_penalty = 0.0;   ///< finite; 0 disables
+        double frequency_penalty = 0.0;  ///< finite; 0 disables
+        std::int64_t repeat_last_n = 64;  ///< >= -1: the window scope's last n tokens; -1 all, 0 off
+        xsampler::penalty_scope penalty_scope = xsampler::penalty_scope::window;  ///< which tokens count
+        double dry_multiplier = 0.0;      ///< >= 0; 0 disables
+        double dry_base = 1.75;
+        std::int64_t dry_allowed_length = 2;
+        std::int64_t dry_penalty_last_n = -1;
+        std::vector<token_id> dry_sequence_breakers;
+        std::vector<std::pair<token_id, double>> logit_bias;  ///< id -> bias (-inf bans)
+        std::size_t no_repeat_ngram_size = 0;                 ///< 0 disables
+        std::vector<std::vector<token_id>> bad_words;         ///< id sequences
+        std::vector<token_id> allowed_token_ids;              ///< empty: every token
+        std::vector<token_id> banned_token_ids;
         std::uint64_t seed = 0;    ///< seed of the sampler's own philox4x32 engine (stream 0)
         // (a call, not a braced list: g++ 12 fails on the list in templates)
         std::vector<std::string> order = default_stage_order();
@@ -75,6 +98,34 @@ namespace xsampler
         inline const auto& stage_table()
         {
             static const auto table = std::make_tuple(
+                stage_row<logit_bias>{[](const sampling_params& p) { return logit_bias(p.logit_bias); },
+                                      [](const sampling_params& p) { return p.logit_bias.empty(); }},
+                stage_row<penalties>{[](const sampling_params& p) {
+                                         return penalties(p.repeat_penalty, p.presence_penalty, p.frequency_penalty,
+                                                          p.repeat_last_n, p.penalty_scope);
+                                     },
+                                     [](const sampling_params& p) {
+                                         return penalties(p.repeat_penalty, p.presence_penalty, p.frequency_penalty,
+                                                          p.repeat_last_n, p.penalty_scope)
+                                             .neutral();
+                                     }},
+                stage_row<dry>{[](const sampling_params& p) {
+                                   return dry(p.dry_multiplier, p.dry_base, p.dry_allowed_length, p.dry_penalty_last_n,
+                                              p.dry_sequence_breakers);
+                               },
+                               [](const sampling_params& p) {
+                                   return p.dry_multiplier == 0.0 || p.dry_penalty_last_n == 0;
+                               }},
+                stage_row<no_repeat_ngram>{[](const sampling_params& p) { return no_repeat_ngram(p.no_repeat_ngram_size); },
+                                           [](const sampling_params& p) { return p.no_repeat_ngram_size == 0; }},
+                stage_row<bad_words>{[](const sampling_params& p) { return bad_words(p.bad_words); },
+                                     [](const sampling_params& p) { return p.bad_words.empty(); }},
+                stage_row<token_mask>{[](const sampling_params& p) {
+                                          return token_mask(p.allowed_token_ids, p.banned_token_ids);
+                                      },
+                                      [](const sampling_params& p) {
+                                          return p.allowed_token_ids.empty() && p.banned_token_ids.empty();
+                                      }},
                 stage_row<temperature>{[](const sampling_params& p) { return temperature(p.temperature); },
                                        [](const sampling_params& p) { return p.temperature == 1.0; }},
                 stage_row<top_k>{[](const sampling_params& p) { return top_k(p.top_k); },
@@ -142,12 +193,17 @@ namespace xsampler
             };
             // Every built-in is made (so validated) whether it is listed or not.
             std::vector<std::pair<std::string, detail::stage_slot>> known;
+            std::vector<std::string> neutral;
             std::apply(
                 [&](const auto&... row) {
                     const auto add = [&](const auto& r) {
                         using S = typename std::decay_t<decltype(r)>::stage;
                         known.emplace_back(S::name, r.make(m_params));
-                        if (!r.neutral(m_params) && !listed(S::name))
+                        if (r.neutral(m_params))
+                        {
+                            neutral.push_back(S::name);
+                        }
+                        else if (!listed(S::name))
                         {
                             throw invalid_parameter(std::string("samplers: ") + S::name +
                                                     " is set but not in the sampler order");
@@ -171,6 +227,10 @@ namespace xsampler
             for (const auto& name : m_params.order)
             {
                 const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == name; });
+                if (it != known.end() && std::find(neutral.begin(), neutral.end(), name) != neutral.end())
+                {
+                    continue;  // a neutral built-in does nothing: left out of the chain
+                }
                 if (it == known.end())
                 {
                     std::string names = detail::builtin_names();

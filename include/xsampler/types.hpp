@@ -122,6 +122,56 @@ namespace xsampler
         std::size_t m_prompt = 0;
     };
 
+    /// A set of token ids as a bitset (bit i of word w is token 64w + i): what
+    /// a mask over the vocabulary is handed to candidates::keep_in as. It
+    /// grows to its largest id; ids past its words are not in it.
+    class token_set
+    {
+    public:
+        token_set() = default;
+        /// The set of `ids`; a negative id: invalid_parameter naming `who`.
+        token_set(const std::vector<token_id>& ids, const std::string& who)
+        {
+            for (const token_id id : ids)
+            {
+                if (id < 0)
+                {
+                    throw invalid_parameter(who + ": token id " + std::to_string(id) + " is negative");
+                }
+                insert(id);
+            }
+        }
+        void insert(token_id id)
+        {
+            const auto w = std::size_t(id) / 64;
+            if (w >= m_words.size())
+            {
+                m_words.resize(w + 1, 0);
+            }
+            if (!contains(id))
+            {
+                m_words[w] |= std::uint64_t(1) << (std::size_t(id) % 64);
+                ++m_size;
+                m_largest = std::max(m_largest, id);
+            }
+        }
+        bool contains(token_id id) const noexcept
+        {
+            const auto w = std::size_t(id) / 64;
+            return id >= 0 && w < m_words.size() && (m_words[w] >> (std::size_t(id) % 64) & 1) != 0;
+        }
+        bool empty() const noexcept { return m_size == 0; }
+        std::size_t size() const noexcept { return m_size; }
+        /// The largest id in the set (-1 when empty).
+        token_id largest() const noexcept { return m_largest; }
+        const std::vector<std::uint64_t>& words() const noexcept { return m_words; }
+
+    private:
+        std::vector<std::uint64_t> m_words;
+        std::size_t m_size = 0;
+        token_id m_largest = -1;
+    };
+
     /// One sampled token: its id and its natural-log probability under the
     /// final (filtered, renormalised) distribution it was drawn from.
     struct sampled_token

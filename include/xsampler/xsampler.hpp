@@ -11,6 +11,7 @@
 #include "softmax.hpp"
 #include "stage.hpp"
 #include "processors.hpp"
+#include "penalties.hpp"
 #include "dry.hpp"
 #include "filters.hpp"
 #include "select.hpp"

@@ -26,6 +26,10 @@
 //                  over T's whole range; bits 2-4: eighths of the row
 //                  masked), a u32 seed, then count byte (% 17) of (u16 % V,
 //                  value<T>) written in
+//   processors     (order modes 0, 2, 3) read_processors: a byte of which
+//                  processors to set (penalties, logit bias, no-repeat n-gram,
+//                  bad words, allow/deny, DRY), then their values, ids up to
+//                  2099 (past the vocabulary: an error naming it)
 //
 // Every call either throws invalid_parameter or invalid_logits with a message
 // (anything else crashes), or: the sampled id is in [0, V), not masked in
@@ -169,7 +173,83 @@ namespace
         }
     }
 
-    const char* const stage_names[] = {"temperature", "top_k", "top_p", "min_p", "user", "typical", ""};
+    const char* const stage_names[] = {"temperature", "top_k",     "top_p",     "min_p",           "user",
+                                       "typical",     "",          "penalties", "logit_bias",      "dry",
+                                       "bad_words",   "token_mask", "no_repeat_ngram"};
+    constexpr std::size_t stage_name_count = sizeof(stage_names) / sizeof(stage_names[0]);
+
+    /// The processors' parameters, read after the rows (so that inputs written
+    /// before them decode as they did): a byte of which to set, then each.
+    void read_processors(fuzz::input& in, sampling_params& p)
+    {
+        const unsigned which = in.byte();
+        const auto id = [&] { return token_id(in.u16() % 2100); };  // past the vocabulary sometimes
+        if (which & 1)
+        {
+            p.repeat_penalty = in.value<double>();
+            p.presence_penalty = in.value<double>();
+            p.frequency_penalty = in.value<double>();
+            p.repeat_last_n = std::int64_t(std::int8_t(in.byte()));
+            p.penalty_scope = in.flag() ? penalty_scope::output : penalty_scope::window;
+        }
+        if (which & 2)
+        {
+            for (std::size_t n = in.byte() % 5; n > 0; --n)
+            {
+                const token_id t = id();
+                p.logit_bias.emplace_back(in.flag() ? -t : t, in.value<double>());
+            }
+        }
+        if (which & 4)
+        {
+            p.no_repeat_ngram_size = in.byte() % 5;
+        }
+        if (which & 8)
+        {
+            p.bad_words.resize(in.byte() % 4);
+            for (auto& w : p.bad_words)
+            {
+                w.resize(in.byte() % 4);  // 0: an empty sequence, an error
+                for (auto& t : w)
+                {
+                    t = id();
+                }
+            }
+        }
+        if (which & 16)
+        {
+            p.allowed_token_ids.resize(in.byte() % 9);
+            for (auto& t : p.allowed_token_ids)
+            {
+                t = id();
+            }
+            p.banned_token_ids.resize(in.byte() % 5);
+            for (auto& t : p.banned_token_ids)
+            {
+                t = id();
+            }
+        }
+        if (which & 32)
+        {
+            p.dry_multiplier = in.value<double>();
+            p.dry_base = in.value<double>();
+            p.dry_allowed_length = std::int64_t(std::int8_t(in.byte()));
+            p.dry_penalty_last_n = std::int64_t(std::int8_t(in.byte()));
+            p.dry_sequence_breakers.resize(in.byte() % 3);
+            for (auto& t : p.dry_sequence_breakers)
+            {
+                t = id();
+            }
+        }
+    }
+
+    /// Whether any processor of the table is set.
+    bool processors_set(const sampling_params& p)
+    {
+        return p.repeat_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 ||
+               !p.logit_bias.empty() || p.no_repeat_ngram_size != 0 || !p.bad_words.empty() ||
+               !p.allowed_token_ids.empty() || !p.banned_token_ids.empty() || p.dry_multiplier != 0.0;
+    }
 
     std::int64_t read_top_k(fuzz::input& in)
     {
@@ -426,6 +506,46 @@ namespace
         }
     }
 
+    /// Masks in `row` what the bias and the token mask ban for certain (a
+    /// kept token must not be one of them); the penalties' and bans' edits
+    /// are checked by their unit tests against brute-force references.
+    template <class T>
+    void banned_by_processors(const sampling_params& p, std::vector<T>& row)
+    {
+        const auto ban = [&](token_id t) {
+            if (t >= 0 && std::size_t(t) < row.size())
+            {
+                row[std::size_t(t)] = -std::numeric_limits<T>::infinity();
+            }
+        };
+        const auto listed = [&](const char* n) { return std::find(p.order.begin(), p.order.end(), n) != p.order.end(); };
+        if (listed("logit_bias"))
+        {
+            for (const auto& b : p.logit_bias)
+            {
+                if (b.second == -std::numeric_limits<double>::infinity())
+                {
+                    ban(b.first);
+                }
+            }
+        }
+        if (listed("token_mask"))
+        {
+            for (const token_id t : p.banned_token_ids)
+            {
+                ban(t);
+            }
+            for (std::size_t i = 0; !p.allowed_token_ids.empty() && i < row.size(); ++i)
+            {
+                const auto& a = p.allowed_token_ids;
+                if (std::find(a.begin(), a.end(), token_id(i)) == a.end())
+                {
+                    ban(token_id(i));
+                }
+            }
+        }
+    }
+
     template <class T>
     void run(fuzz::input& in, unsigned flags)
     {
@@ -455,7 +575,7 @@ namespace
             std::vector<std::string> names;
             for (std::size_t i = 0; i < count; ++i)
             {
-                names.emplace_back(stage_names[in.byte() % 7]);
+                names.emplace_back(stage_names[in.byte() % stage_name_count]);
             }
             if (mode == 2)
             {
@@ -501,6 +621,10 @@ namespace
         {
             r = read_row<T>(in);
         }
+        if (mode != 1)
+        {
+            read_processors(in, p);
+        }
 
         std::optional<token_history> history;
         if (!fuzz::documented_error([&] { history.emplace(token_span(tokens), prompt_length); }).empty())
@@ -534,7 +658,7 @@ namespace
         facts.greedy = listed("temperature") && p.temperature == 0.0;
         facts.k = listed("top_k") ? std::size_t(p.top_k) : 0;
         facts.has_user = custom && listed(custom_name.c_str());
-        facts.rank_prefix = !facts.has_user || p.order.front() == custom_name;
+        facts.rank_prefix = (!facts.has_user || p.order.front() == custom_name) && !processors_set(p);
 
         const unsigned form = (flags >> 3) & 3;
         std::vector<round_result> results;
@@ -542,7 +666,8 @@ namespace
         {
             round_result r;
             with_row<T>(form, row, [&](const auto& expr) { r = run_round<T>(*s, expr, *history); });
-            const std::vector<T> edited = facts.has_user ? u.edited(row, *history) : row;
+            std::vector<T> edited = facts.has_user ? u.edited(row, *history) : row;
+            banned_by_processors(p, edited);
             fuzz::trace("vocab " + std::to_string(row.size()) + ": " +
                         (r.dist_error.empty() ? std::to_string(r.dist.ids.size()) + " kept, drew " +
                                                     std::to_string(r.token.id)
