@@ -5,8 +5,12 @@
 //
 // chain{stage, stage, ...}
 //   Every stage call is inlined. Processors get the history; filters do not.
-//   When every stage before the first top_k only rescales (temperature), the
-//   top-k selection runs in the row's validation pass (candidates::load).
+//   When every stage before the first top_k only rescales (temperature) or
+//   is a processor (a custom_stage only if it wraps one), the top-k
+//   selection runs in the row's validation pass (candidates::load), and so
+//   it does after `extra` processors: with processors first, the pass selects
+//   a margin of candidates::fused_margin more tokens, so that a few edits of
+//   the best tokens keep it (more fall back to the dense set, exactly).
 // sample(logits, history, rng) draws one token (one uniform01 from rng);
 // final_distribution(logits, history) returns what sample would draw from;
 // filter(logits, history, extra...) returns the candidates sample would draw
@@ -64,10 +68,12 @@ namespace xsampler
         }
 
         /// Decides the fused top-k of a run of stages: feed each stage in
-        /// order; k is the first top_k's if every stage before it rescales only.
+        /// order; k is the first top_k's if every stage before it rescales
+        /// only or is a processor (edits says whether one is).
         struct fused_top_k
         {
             std::size_t k = 0;
+            bool edits = false;  // a processor runs before the fused top_k
             bool decided = false;
 
             template <class S>
@@ -77,8 +83,35 @@ namespace xsampler
                 {
                     return;
                 }
+                if (is_processor_stage<S>::value)
+                {
+                    edits = true;
+                    return;
+                }
                 decided = true;
                 k = top_k_of(stage);
+            }
+            /// A custom stage is processor-shaped whatever it wraps: it is
+            /// fused through only if it wraps a processor.
+            void see(const custom_stage& stage) noexcept
+            {
+                if (decided)
+                {
+                    return;
+                }
+                if (stage.processor())
+                {
+                    edits = true;
+                    return;
+                }
+                decided = true;
+                k = 0;
+            }
+
+            /// The margin of the fused selection, with `extra` processors or not.
+            std::size_t margin(bool extra) const noexcept
+            {
+                return edits || extra ? candidates<float>::fused_margin : 0;
             }
         };
 
@@ -86,11 +119,11 @@ namespace xsampler
         /// then `stages` (a callable that runs the chain's own stages on c).
         template <class E, class RunStages, class... Extra>
         candidates<logit_type<E>>& run_chain(workspace& ws, const xt::xexpression<E>& logits,
-                                             const token_history& history, std::size_t top_k_first,
+                                             const token_history& history, const fused_top_k& fused,
                                              RunStages&& stages, Extra&... extra)
         {
             auto& c = ws.get<logit_type<E>>();
-            c.load(logits, sizeof...(Extra) == 0 ? top_k_first : 0);
+            c.load(logits, fused.k, fused.margin(sizeof...(Extra) > 0));
             (run_stage(extra, c, history), ...);
             stages(c);
             return c;
@@ -124,7 +157,7 @@ namespace xsampler
                                                   Extra&... extra)
         {
             return detail::run_chain(
-                m_ws, logits, history, m_fused.k,
+                m_ws, logits, history, m_fused,
                 [&](auto& c) { std::apply([&](auto&... stage) { (detail::run_stage(stage, c, history), ...); }, m_stages); },
                 extra...);
         }
