@@ -410,6 +410,20 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
     chain plain{};
     // A processor (eos ids masked: two edited blocks) before the filters.
     chain with_processor{min_tokens(1, {7, 50000}), temperature{0.8}, top_k{40}, top_p{0.95}};
+    // Edits on the fused top-k's list: tokens raised from outside it join it;
+    // lowering more of r1's best tokens than the margin falls back to dense.
+    chain raised{test_helpers::set_logits{{{3, 50.0}, {11, -inf}, {20000, 9.0}, {3, 8.0}}}, top_k{40}, top_p{0.95}};
+    test_helpers::set_logits lower_many;
+    const auto ranked = test_helpers::reference(r1).kept;
+    for (std::size_t i = 0; i < 100; ++i)
+    {
+        lower_many.edits.emplace_back(ranked[i].second, i % 3 == 0 ? -inf : -30.0);
+    }
+    chain fallback{lower_many, temperature{0.8}, top_k{40}, min_p{0.05}};
+    sampling_params custom = p;
+    custom.custom = {custom_stage("edits", test_helpers::set_logits{{{5, 12.0}, {6, -inf}}})};
+    custom.order = parse_stage_order("edits;temperature;top_k;top_p;min_p");
+    sampler with_custom(custom);
     philox4x32 rng(3);
     xt::xtensor<TestType, 2> batch = xt::empty<TestType>({std::size_t(2), r1.size()});
     xt::view(batch, 0, xt::all()) = r1;
@@ -425,6 +439,9 @@ TEMPLATE_TEST_CASE("no heap allocation per token once the workspace has grown", 
             min_p_only.sample(*logits, {}, rng);
             plain.sample(*logits, {}, rng);
             with_processor.sample(*logits, {}, rng);
+            raised.sample(*logits, {}, rng);
+            fallback.sample(*logits, {}, rng);
+            with_custom.sample(*logits, {}, rng);
         }
         top_p_only.sample(adapted, {}, rng);
         llama.sample(adapted, {});

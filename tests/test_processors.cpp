@@ -3,6 +3,7 @@
 // is never written, the max and argmax follow the kept set, user stages run in
 // both kinds of chain, and errors name the stage.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -81,6 +82,13 @@ TEMPLATE_TEST_CASE("a processor's edits give exactly what the edited row gives",
         same(chain{p, temperature{1.3}, top_p{0.5}, min_p{0.02}}, chain{temperature{1.3}, top_p{0.5}, min_p{0.02}});
         same(chain{p, min_p{0.1}}, chain{min_p{0.1}});
         same(chain{p, temperature{0.0}}, chain{temperature{0.0}});
+        // A top_k after the processor: the fused top-k pass with edits.
+        same(chain{p, top_k{40}}, chain{top_k{40}});
+        same(chain{p, top_k{1}}, chain{top_k{1}});
+        same(chain{p, temperature{0.8}, top_k{5}, top_p{0.9}, min_p{0.05}},
+             chain{temperature{0.8}, top_k{5}, top_p{0.9}, min_p{0.05}});
+        same(chain{p, top_k{200}, temperature{0.0}}, chain{top_k{200}, temperature{0.0}});
+        same(chain{p, temperature{1.5}, p, top_k{3}, min_p{0.2}}, chain{temperature{1.5}, top_k{3}, min_p{0.2}});
         // Edits on a sparse set change the kept tokens only: the edited row
         // with every token outside the raw row's top 100 masked.
         const auto kept = chain{top_k{100}}.final_distribution(r).ids;
@@ -99,16 +107,23 @@ TEMPLATE_TEST_CASE("a processor's edits give exactly what the edited row gives",
     }
 }
 
-TEMPLATE_TEST_CASE("a processor before top_k turns off the fused top-k pass", "[processors][stage]", float, double)
+TEMPLATE_TEST_CASE("a processor before top_k keeps the fused top-k pass, exactly", "[processors][stage]", float, double)
 {
     const auto r = test_helpers::random_row<TestType>(5000, 4);
-    // Token 17 raised to the top: the fused pass on the raw row would miss it.
+    // Token 17 raised to the top: outside the raw row's top k + margin, it
+    // joins the pending list.
     const set_logits raise{{{17, 100.0}}};
     chain c{raise, top_k{3}};
     const auto d = c.final_distribution(r);
     REQUIRE(d.ids.size() == 3);
     CHECK(d.ids[0] == 17);
     CHECK(d.probs == chain{top_k{3}}.final_distribution(edited(r, raise)).probs);
+    candidates<TestType> fused;
+    fused.load(r, 3);
+    raise.apply(fused, {});
+    CHECK(fused.top_k_pending());
+    CHECK(fused.logit(17) == TestType(100));
+    CHECK(fused.argmax() == 17);
     // temperature before top_k keeps the fused pass (same result either way).
     chain t{temperature{0.5}, top_k{3}};
     CHECK(t.final_distribution(r).ids == chain{top_k{3}, temperature{0.5}}.final_distribution(r).ids);
@@ -160,20 +175,209 @@ TEMPLATE_TEST_CASE("stage errors name the stage and leave the chain usable", "[p
     CHECK(chain{temperature{0.5}}.final_distribution(r).probs == expected.probs);
 }
 
-TEMPLATE_TEST_CASE("a fused top-k load must be followed by its keep_top", "[candidates]", float, double)
+TEMPLATE_TEST_CASE("any verb after a fused top-k load gives what an unfused load gives", "[candidates]", float,
+                   double)
 {
-    const auto r = test_helpers::random_row<TestType>(500, 3);
+    const auto r = test_helpers::random_row<TestType>(500, 3, 3.0, true, 0.1);
+    const auto top = test_helpers::reference(r).kept;  // (logit, id), ranked
+    // Each case: verbs on the set after load(r, 4) and after load(r).
+    using verbs = std::function<void(candidates<TestType>&)>;
+    const std::vector<verbs> cases = {
+        [](auto& c) { c.keep_top(4); },
+        [](auto& c) { c.keep_top(2); },  // fewer than the fused k: on the list
+        [](auto& c) { c.keep_top(5); },  // more: unfused first
+        [](auto& c) { c.keep_top(0); },
+        [](auto& c) { c.keep_mass(0.5); },
+        [](auto& c) { c.divide_scale(2.0); c.keep_mass(0.9); },
+        [](auto& c) { c.keep_log_weight_at_least(TestType(-1)); },
+        [](auto& c) { c.retain_if([](token_id id, TestType) { return id % 2 == 1; }, "odd"); },
+        [](auto& c) { c.keep_argmax(); },
+        [](auto& c) { c.divide_scale(0.5); },
+        [](auto& c) { (void)c.size(); c.keep_top(4); },
+        [](auto& c) { (void)c.total_weight(); },
+        [&](auto& c) { c.mask(top[0].second); c.set_logit(top[9].second, TestType(40)); c.keep_top(4); },
+        [&](auto& c) { c.mask(top[0].second); c.set_logit(7, TestType(40)); c.keep_mass(0.7); },
+        [&](auto& c) { c.set_logit(top[1].second, TestType(-50)); c.keep_argmax(); },
+        [&](auto& c) { c.set_logit(top[1].second, TestType(-50)); c.keep_top(3); c.keep_mass(0.6); },
+        [&](auto& c) {
+            for (std::size_t i = 0; i < 80; ++i)  // more lowering edits than the margin
+            {
+                c.set_logit(top[i].second, TestType(-20));
+            }
+            CHECK(!c.top_k_pending());
+            c.keep_top(4);
+        },
+    };
+    for (std::size_t i = 0; i < cases.size(); ++i)
+    {
+        INFO("case " << i);
+        candidates<TestType> fused, plain;
+        fused.load(r, 4);
+        plain.load(r);
+        CHECK(fused.top_k_pending());
+        cases[i](fused);
+        cases[i](plain);
+        CHECK(fused.argmax() == plain.argmax());
+        CHECK(fused.max_logit() == plain.max_logit());
+        const auto a = distribution_of(fused);
+        const auto b = distribution_of(plain);
+        CHECK(a.ids == b.ids);
+        CHECK(a.probs == b.probs);
+        CHECK(!fused.top_k_pending());
+    }
+    // A reader walks the kept set: the whole row, unfused.
     candidates<TestType> c;
     c.load(r, 4);
-    c.divide_scale(2.0);  // rescaling is allowed in between
-    CHECK_THROWS_MATCHES(c.keep_mass(0.5), std::logic_error,
-                         Message("candidates: load(row, 4) must be followed by keep_top(4)"));
-    CHECK_THROWS_AS(c.set_logit(0, TestType(1)), std::logic_error);
-    CHECK_THROWS_AS(c.keep_top(5), std::logic_error);
+    CHECK(c.size() == test_helpers::reference(r).kept.size());
+    CHECK(c.dense());
+    // A throw while pending leaves the set loadable: the next load starts afresh.
+    c.load(r, 4);
+    c.mask(top[0].second);
+    CHECK_THROWS_AS(c.set_logit(0, std::numeric_limits<TestType>::quiet_NaN()), invalid_logits);
+    c.load(r, 4);
     c.keep_top(4);
-    CHECK(c.size() == 4);
-    c.keep_mass(0.5);  // then anything goes
-    CHECK(c.size() >= 1);
+    CHECK(distribution_of(c).ids == chain{top_k{4}}.final_distribution(r).ids);
+}
+
+namespace
+{
+    /// Random edits of a row: a mix of raising, lowering and masking, of
+    /// tokens inside and outside the raw row's top k + 64, some edited twice.
+    template <class T>
+    set_logits random_edits(const xt::xtensor<T, 1>& r, std::size_t count, std::size_t lowering_top,
+                            std::uint64_t seed)
+    {
+        const auto ranked = test_helpers::reference(r).kept;
+        philox4x32 rng(seed, 7);
+        set_logits p;
+        const auto pick = [&](std::size_t n) { return std::size_t(uniform01(rng) * double(n)); };
+        // Lower (or mask) the best tokens: lowering_top > 64 forces the fallback.
+        for (std::size_t i = 0; i < lowering_top && i < ranked.size(); ++i)
+        {
+            p.edits.emplace_back(ranked[i].second, uniform01(rng) < 0.3 ? -inf : ranked[i].first - 1.0 - 10.0 * uniform01(rng));
+        }
+        for (std::size_t i = 0; i < count; ++i)
+        {
+            const double u = uniform01(rng);
+            // Half of them among the best 300 ranks, the rest anywhere.
+            const token_id id = u < 0.5 && !ranked.empty() ? ranked[pick(std::min<std::size_t>(300, ranked.size()))].second
+                                                           : token_id(pick(r.size()));
+            const double v = uniform01(rng);
+            double x;
+            if (v < 0.2)
+            {
+                x = -inf;
+            }
+            else if (v < 0.3 && !ranked.empty())
+            {
+                x = ranked[pick(std::min<std::size_t>(50, ranked.size()))].first;  // a tie with a top token
+            }
+            else
+            {
+                x = normal(4.0, rng) + (v < 0.6 ? 6.0 : 0.0);
+            }
+            p.edits.emplace_back(id, x);
+            if (uniform01(rng) < 0.1)
+            {
+                p.edits.emplace_back(id, normal(3.0, rng));  // edited again
+            }
+        }
+        return p;
+    }
+}
+
+TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row gives", "[processors][candidates]",
+                   float, double)
+{
+    int checked_pending = 0;
+    int checked_fallback = 0;
+    for (std::uint64_t seed = 1; seed <= 12; ++seed)
+    {
+        const bool ties = seed % 3 == 0;
+        const double masked = seed % 4 == 1 ? 0.3 : 0.0;
+        const std::size_t vocab = seed % 2 == 0 ? 4099 : 700;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 3.0, ties, masked);
+        for (const std::size_t count : {std::size_t(0), std::size_t(3), std::size_t(30), std::size_t(150)})
+        {
+            for (const std::size_t lowering : {std::size_t(0), std::size_t(10), std::size_t(64), std::size_t(65),
+                                               std::size_t(120)})
+            {
+                const auto p = random_edits(r, count, lowering, seed * 1000 + count * 10 + lowering);
+                const auto e = edited(r, p);
+                if (test_helpers::reference(e).kept.empty())
+                {
+                    continue;  // every token masked
+                }
+                for (const std::size_t k : {std::size_t(1), std::size_t(7), std::size_t(40), std::size_t(300)})
+                {
+                    INFO("seed " << seed << ", " << count << " edits, " << lowering << " lowering, k " << k);
+                    // Whether the fused selection survived the edits.
+                    candidates<TestType> c;
+                    c.load(r, k);
+                    p.apply(c, {});
+                    (c.top_k_pending() ? checked_pending : checked_fallback) += 1;
+                    const auto same = [&](auto with, auto without) {
+                        const auto a = with.final_distribution(r);
+                        const auto b = without.final_distribution(e);
+                        CHECK(a.ids == b.ids);
+                        CHECK(a.probs == b.probs);
+                        philox4x32 x(seed), y(seed);
+                        for (int i = 0; i < 10; ++i)
+                        {
+                            const auto s = with.sample(r, {}, x);
+                            const auto t = without.sample(e, {}, y);
+                            CHECK(s.id == t.id);
+                            CHECK(s.logprob == t.logprob);
+                        }
+                    };
+                    same(chain{p, top_k{std::int64_t(k)}}, chain{top_k{std::int64_t(k)}});
+                    same(chain{temperature{0.7}, p, top_k{std::int64_t(k)}, top_p{0.9}, min_p{0.01}},
+                         chain{temperature{0.7}, top_k{std::int64_t(k)}, top_p{0.9}, min_p{0.01}});
+                    same(chain{p, top_k{std::int64_t(k)}, temperature{0.0}}, chain{top_k{std::int64_t(k)}, temperature{0.0}});
+                    // As `extra` processors (generate's min_tokens).
+                    chain fused{top_k{std::int64_t(k)}, top_p{0.8}};
+                    const auto a = distribution_of(fused.filter(r, {}, p));
+                    const auto b = chain{top_k{std::int64_t(k)}, top_p{0.8}}.final_distribution(e);
+                    CHECK(a.ids == b.ids);
+                    CHECK(a.probs == b.probs);
+                }
+            }
+        }
+    }
+    // Both paths were taken.
+    CHECK(checked_pending > 100);
+    CHECK(checked_fallback > 100);
+}
+
+TEMPLATE_TEST_CASE("the fused selection survives up to the margin of lowering edits", "[candidates]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(3000, 5);
+    const auto ranked = test_helpers::reference(r).kept;
+    const std::size_t margin = 64;
+    candidates<TestType> c;
+    c.load(r, 10, margin);
+    // Raises, edits outside the list and masks outside it are free.
+    c.set_logit(ranked[2000].second, TestType(30));
+    c.set_logit(ranked[0].second, TestType(31));
+    c.mask(ranked[1500].second);
+    for (std::size_t i = 1; i <= margin; ++i)
+    {
+        c.set_logit(ranked[i].second, TestType(-10));
+        CHECK(c.top_k_pending());
+    }
+    // The list holds at least the top 10 + 64 and fewer than the selector's
+    // capacity (2 x 74): lowering its members one by one unfuses within it.
+    std::size_t i = margin + 1;
+    while (c.top_k_pending() && i < 1000)
+    {
+        c.set_logit(ranked[i++].second, TestType(-10));
+    }
+    CHECK(!c.top_k_pending());
+    CHECK(i <= 2 * (10 + margin) + 1);
+    CHECK(c.dense());
+    c.keep_top(10);
+    CHECK(c.items().size() == 10);
+    CHECK(c.argmax() == ranked[0].second);
 }
 
 TEMPLATE_TEST_CASE("verbs after a dense top-p keep weights, thresholds and the fused load right", "[candidates]",
@@ -269,6 +473,38 @@ TEMPLATE_TEST_CASE("user stages run in the run-time sampler as in the chain", "[
     }
     sampler copy = s;  // copies copy the stages
     CHECK(copy.final_distribution(r).ids == c.final_distribution(r).ids);
+    CHECK(custom_stage("edits", p).processor());
+    CHECK(!custom_stage("odd", odd_ids{}).processor());
+    CHECK(custom_stage("wrapped", custom_stage("edits", p)).processor());
+    // A custom processor before top_k keeps the fused pass, a custom filter
+    // turns it off: either way, exactly the static chain's result.
+    for (const char* order : {"edits;top_k;temperature", "odd;edits;top_k;temperature", "edits;odd;top_k;temperature"})
+    {
+        INFO(order);
+        sampling_params q = params;
+        q.order = parse_stage_order(order);
+        q.custom = {custom_stage("edits", p), custom_stage("odd", odd_ids{})};
+        if (std::string(order).find("odd") == std::string::npos)
+        {
+            q.custom.pop_back();
+        }
+        sampler t(q);
+        const auto e = edited(r, p);
+        const auto d = t.final_distribution(r);
+        const auto reference_chain = [&] {
+            if (std::string(order) == "edits;top_k;temperature")
+            {
+                return chain{top_k{50}, temperature{0.9}}.final_distribution(e);
+            }
+            if (std::string(order) == "odd;edits;top_k;temperature")
+            {
+                return chain{odd_ids{}, p, top_k{50}, temperature{0.9}}.final_distribution(r);
+            }
+            return chain{p, odd_ids{}, top_k{50}, temperature{0.9}}.final_distribution(r);
+        }();
+        CHECK(d.ids == reference_chain.ids);
+        CHECK(d.probs == reference_chain.probs);
+    }
 
     sampling_params bad = params;
     bad.order = parse_stage_order("edits;temperature;top_k");

@@ -26,9 +26,25 @@
 // - A candidates object is a reusable workspace: its buffers grow to the
 //   vocabulary once and are reused after, with no allocation per token. Any
 //   throw leaves it loadable again; load() starts afresh.
+// - Fused top-k (load(row, k)): the validation pass also selects L, the
+//   selector's list left untrimmed (at least the top k + margin of the raw
+//   row; every token outside it ranks after all of it; margin = |L| - k, the
+//   slack the selection leaves at no cost, or unbounded when L holds every
+//   unmasked token), and a keep_top(k) is pending. While it is,
+//   set_logit and mask patch the row as on a dense set and update L (an
+//   edited token outside L joins it), reads of logits, the max and the argmax
+//   are exact, and divide_scale, keep_argmax and keep_top(j <= k) run on L
+//   (keep_top drops the masked items, then selects). Exact: a token neither
+//   in L nor edited ranks below every member of L that no edit lowered, so
+//   while at most `margin` members of L were lowered, the edited row's top k
+//   lies in the list. One more lowering edit, or any other verb or reader of
+//   the kept set (size, for_each_by_id, total_weight, keep_mass, ...), first
+//   "unfuses": the set becomes the dense set of the edited row, exactly as
+//   if the row had been loaded unfused and then edited.
 //
 // The verbs
-//   load(row[, k])          validate the row (one pass); dense, scale 1
+//   load(row[, k[, margin]])  validate the row (one pass); dense, scale 1; with
+//                           k, fused top-k selection as above
 //   set_logit(id, x), mask  a processor's edit of one token (O(1) amortised;
 //                           -inf masks it); the max follows lazily
 //   divide_scale(T)         temperature T > 0
@@ -120,6 +136,10 @@ namespace xsampler
                 }
             }
 
+            /// Before finish: every token not in the output ranks after all
+            /// of it; -inf while it holds every unmasked token fed.
+            T threshold() const noexcept { return m_tau; }
+
         private:
             // k is at most a row's length (token_id's range), so 2k cannot wrap.
             static constexpr std::size_t max_k = std::size_t(std::numeric_limits<token_id>::max());
@@ -159,20 +179,35 @@ namespace xsampler
 
         /// Start from the whole row: validates it (one pass) and keeps every
         /// unmasked token at scale 1. With top_k_first = k > 0 (for chains
-        /// whose stages before a top_k{k} only rescale), the same pass also
-        /// selects the k best tokens and the set starts as that top-k; the
-        /// next verb must then be keep_top(k), divide_scale or keep_argmax
-        /// (any other: std::logic_error, a bug in the caller).
+        /// whose stages before a top_k{k} only rescale or edit a few logits),
+        /// the same pass selects L, the selector's untrimmed list of at least
+        /// the k + margin best tokens of the raw row (every token outside it
+        /// ranks after all of it), and a keep_top(k) is pending (see the top
+        /// of this file): set_logit, mask, divide_scale, keep_argmax and
+        /// keep_top(j) for 0 < j <= k run on L, exactly; more edits lowering
+        /// members of L than L holds beyond k, or any other verb or reader of
+        /// the kept set, first turn it into the dense set of the edited row
+        /// (always exact: only the speed differs). The list's own slack
+        /// (up to about k, at no cost) is the usual margin; `margin` forces
+        /// a larger one (at the cost of a slower selection).
         template <class E>
-        void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0)
+        void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0, std::size_t margin = 0)
         {
+            end_pending();  // a throw may have left a fused load pending
             m_row = detail::contiguous_row(logits, m_scratch);
             detail::check_row_size(m_row.size);
             clear_patches();
-            m_pending_top_k = 0;
-            if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first))
+            if (top_k_first > 0 && top_k_first < m_row.size &&
+                load_top_k(margin < m_row.size - top_k_first ? top_k_first + margin : m_row.size))
             {
                 m_pending_top_k = top_k_first;
+                m_listed = m_items.size();
+                // The selector's list is not trimmed: every token outside it
+                // ranks after all of it, so it survives as many lowering
+                // edits as it holds tokens beyond k (at least `margin`), and
+                // any number when it holds every unmasked token.
+                m_margin = m_all_listed ? std::numeric_limits<std::size_t>::max()
+                                        : std::max(margin, m_listed - std::min(m_listed, top_k_first));
                 return;
             }
             const auto stats = detail::scan_row(m_row);
@@ -248,6 +283,7 @@ namespace xsampler
         /// dense set (a pass over the row).
         std::size_t size()
         {
+            unfuse();
             if (m_size == unknown)
             {
                 std::size_t count = 0;
@@ -259,9 +295,14 @@ namespace xsampler
             return m_size;
         }
         /// Dense: every unmasked token of the row is kept, no ids stored.
+        /// (While a fused top-k is pending, dense() is false and items() is
+        /// the pending list, a superset of the top k that may hold masked
+        /// items: read size() or walk the set first, which unfuses.)
         bool dense() const noexcept { return m_dense; }
         /// Sparse sets: the kept tokens, in rank order when rank_sorted().
         const std::vector<scored<T>>& items() const noexcept { return m_items; }
+        /// Whether load(row, k) left a keep_top(k) pending.
+        bool top_k_pending() const noexcept { return m_pending_top_k != 0; }
         bool rank_sorted() const noexcept { return m_rank_sorted; }
 
         /// The scale s in T (the contract of detail/exp2.hpp).
@@ -285,6 +326,7 @@ namespace xsampler
         template <class F>
         void for_each_by_id(F&& f)
         {
+            unfuse();
             if (m_dense)
             {
                 for_each_run([&](const T* x, std::size_t first, std::size_t n) { for_each_unmasked(x, first, n, f); });
@@ -309,6 +351,7 @@ namespace xsampler
         template <class F>
         void for_each_in_block(std::size_t b, F&& f)
         {
+            unfuse();
             const std::size_t lo = b * detail::block_size;
             if (m_dense)
             {
@@ -329,11 +372,16 @@ namespace xsampler
         }
 
         /// Z over the kept set at the current scale, in the contract's order.
-        double total_weight() { return sum_weights(nullptr); }
+        double total_weight()
+        {
+            unfuse();
+            return sum_weights(nullptr);
+        }
 
         /// Z, also keeping each block's positive share (block_totals()).
         double total_weight_by_block()
         {
+            unfuse();
             detail::block_record record{m_blocks.data()};
             const double z = sum_weights(&record);
             m_block_count = record.size;
@@ -348,10 +396,11 @@ namespace xsampler
         /// stays dropped. x must not be NaN or +inf (invalid_logits), and id
         /// must be in [0, vocab()) (invalid_parameter naming it); either way
         /// nothing changes. Costs O(1) amortised on a dense set (the first edit in a
-        /// 64-token block copies that block), O(kept) on a sparse one.
+        /// 64-token block copies that block) and while a fused top-k is pending
+        /// (the first edit also indexes the pending list), O(kept) on a sparse
+        /// one.
         void set_logit(token_id id, T x)
         {
-            check_not_pending();
             if (id < 0 || std::size_t(id) >= m_row.size)
             {
                 throw invalid_parameter("set_logit: token id " + std::to_string(id) + " is outside the vocabulary of " +
@@ -363,6 +412,11 @@ namespace xsampler
                                      (x != x ? "NaN" : "+inf"));
             }
             const auto i = std::size_t(id);
+            if (m_pending_top_k != 0)
+            {
+                pending_edit(i, x);
+                return;
+            }
             if (m_dense)
             {
                 T& slot = patch(i);
@@ -421,8 +475,8 @@ namespace xsampler
         /// Keep only the best token (temperature 0).
         void keep_argmax()
         {
-            m_pending_top_k = 0;  // the argmax is among any top k
-            settle();
+            settle();  // pending: the argmax is in the list (see the top of this file)
+            end_pending();
             m_items.assign(1, scored<T>{m_max, m_argmax});
             become_sparse(true, true);
         }
@@ -430,16 +484,31 @@ namespace xsampler
         /// Keep the k best-ranked tokens, by selection: on a dense set one
         /// SIMD pass with a rising threshold, on a list std::nth_element.
         /// k == 0 or k >= the number kept keeps all. The set stays unordered.
+        /// After a fused load(row, k'), for 0 < k <= k': selection on the
+        /// pending list (its masked items dropped first).
         void keep_top(std::size_t k)
         {
             if (m_pending_top_k != 0)
             {
-                if (k != m_pending_top_k)
+                if (k == 0 || k > m_pending_top_k)
                 {
-                    check_not_pending();
+                    unfuse();
                 }
-                m_pending_top_k = 0;
-                return;  // selected by load
+                else
+                {
+                    end_pending();
+                    m_items.erase(std::remove_if(m_items.begin(), m_items.end(),
+                                                 [](const scored<T>& s) { return s.logit == -inf; }),
+                                  m_items.end());
+                    if (m_items.size() > k)
+                    {
+                        std::nth_element(m_items.begin(), m_items.begin() + std::ptrdiff_t(k - 1), m_items.end(),
+                                         ranks_before<T>);
+                        m_items.resize(k);
+                    }
+                    become_sparse(false, false);
+                    return;
+                }
             }
             if (k == 0 || k >= (m_dense ? m_row.size : size()))
             {
@@ -468,7 +537,7 @@ namespace xsampler
         /// ~1e-15 Z of the target.
         void keep_mass(double q)
         {
-            check_not_pending();
+            unfuse();
             if (m_dense)
             {
                 keep_dense_mass(q);
@@ -502,7 +571,7 @@ namespace xsampler
         /// -inf keeps every kept token). One SIMD pass on a dense set, no exp.
         void keep_log_weight_at_least(T d)
         {
-            check_not_pending();
+            unfuse();
             if (!(d <= T(0)))
             {
                 throw invalid_parameter("keep_log_weight_at_least: d must be <= 0, got " +
@@ -543,7 +612,7 @@ namespace xsampler
         template <class Keep>
         void retain_if(Keep&& keep, const std::string& who)
         {
-            check_not_pending();
+            unfuse();
             scored<T>* out = grown(m_spare, m_dense ? m_row.size : m_items.size());
             std::size_t count = 0;
             for_each_by_id([&](token_id id, T logit) {
@@ -569,7 +638,7 @@ namespace xsampler
         /// left, and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
         {
-            check_not_pending();
+            unfuse();
             const auto& words = allowed.words();
             scored<T>* out = grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
             std::size_t count = 0;
@@ -624,13 +693,98 @@ namespace xsampler
             return v.data();
         }
 
-        void check_not_pending() const
+        // --- a pending fused top-k (see the top of this file) ---
+
+        /// An edit while a fused top-k is pending: the row is patched and the
+        /// max follows as on a dense set; the list follows the edit.
+        void pending_edit(std::size_t i, T x)
         {
-            if (m_pending_top_k != 0)
+            T& slot = patch(i);
+            const T old = slot;
+            slot = x;
+            m_weights_current = false;
+            note_edit(token_id(i), old, x);
+            index_pending();
+            if (m_listed_bits[i / 64] >> (i % 64) & 1)
             {
-                throw std::logic_error("candidates: load(row, " + std::to_string(m_pending_top_k) +
-                                       ") must be followed by keep_top(" + std::to_string(m_pending_top_k) + ")");
+                const std::size_t at = m_listed_at[i];
+                m_items[at].logit = x;  // a masked item stays, dropped by keep_top
+                m_lowered += at < m_listed && x < old;
             }
+            else if (x > old)
+            {
+                // Outside L, raised: it may have risen into the top k (one
+                // lowered stays below every unlowered member of L).
+                m_listed_bits[i / 64] |= std::uint64_t(1) << (i % 64);
+                m_listed_at[i] = std::uint32_t(m_items.size());
+                m_items.push_back({x, token_id(i)});
+            }
+            if (m_lowered > m_margin)
+            {
+                unfuse();  // the top k may now lie outside the list
+            }
+        }
+
+        /// Indexes the pending list at its first edit: a bit per listed id
+        /// and its position (buffers grown once to the vocabulary; the bits
+        /// are all clear between pending states).
+        void index_pending()
+        {
+            if (m_indexed)
+            {
+                return;
+            }
+            const std::size_t words = m_row.size / 64 + 1;
+            if (m_listed_bits.size() < words)
+            {
+                m_listed_bits.resize(words, 0);
+            }
+            if (m_listed_at.size() < m_row.size)
+            {
+                m_listed_at.resize(m_row.size);
+            }
+            for (std::size_t j = 0; j < m_items.size(); ++j)
+            {
+                const auto id = std::size_t(m_items[j].id);
+                m_listed_bits[id / 64] |= std::uint64_t(1) << (id % 64);
+                m_listed_at[id] = std::uint32_t(j);
+            }
+            m_indexed = true;
+        }
+
+        /// Ends a pending fused top-k (the list is left as it is), clearing
+        /// the bits of the listed ids only.
+        void end_pending() noexcept
+        {
+            if (m_indexed)
+            {
+                for (const auto& item : m_items)
+                {
+                    m_listed_bits[std::size_t(item.id) / 64] = 0;
+                }
+                m_indexed = false;
+            }
+            m_pending_top_k = 0;
+            m_lowered = 0;
+        }
+
+        /// A pending fused top-k becomes the dense set of the edited row, as
+        /// if the row had been loaded unfused and then edited: the patches
+        /// and the max bookkeeping are already a dense set's.
+        void unfuse() noexcept
+        {
+            if (m_pending_top_k == 0)
+            {
+                return;
+            }
+            end_pending();
+            m_items.clear();
+            m_dense = true;
+            m_size = unknown;
+            m_weights_current = false;
+            m_bits_valid = false;
+            m_rank_sorted = false;
+            m_id_sorted = false;
         }
 
         /// Validation and selection in one pass (see load); false if the row
@@ -638,7 +792,9 @@ namespace xsampler
         bool load_top_k(std::size_t k)
         {
             detail::row_watch<T> watch;
-            detail::select_top(m_row.data, m_row.size, k, m_items, watch);
+            detail::top_selector<T> select(k, m_items);
+            select.feed(m_row.data, m_row.size, 0, watch);  // not finished: keep_top trims
+            m_all_listed = select.threshold() == -inf;
             if (!watch.valid())
             {
                 return false;
@@ -1032,8 +1188,16 @@ namespace xsampler
         bool m_bits_valid = false;
         T m_max = 0;
         token_id m_argmax = 0;
-        bool m_max_stale = false;
-        std::size_t m_pending_top_k = 0;  // load selected the top k; keep_top(k) is owed  // an edit or retain_if may have removed the best token
+        bool m_max_stale = false;  // an edit or retain_if may have removed the best token
+        // A pending fused top-k: load selected the list, keep_top(k) is owed.
+        bool m_all_listed = false;  // the fused list holds every unmasked token
+        std::size_t m_pending_top_k = 0;  // k, or 0 when none is pending
+        std::size_t m_margin = 0;         // lowering edits of L it survives
+        std::size_t m_listed = 0;         // L = m_items[0, m_listed); edited tokens follow
+        std::size_t m_lowered = 0;        // edits that lowered a member of L
+        bool m_indexed = false;           // m_listed_bits / m_listed_at hold the list
+        std::vector<std::uint64_t> m_listed_bits;  // per id: in the pending list (all clear otherwise)
+        std::vector<std::uint32_t> m_listed_at;    // per listed id: its position in m_items
         std::size_t m_size = 0;
         double m_scale = 1.0;
         bool m_dense = true;

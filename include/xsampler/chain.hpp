@@ -5,8 +5,12 @@
 //
 // chain{stage, stage, ...}
 //   Every stage call is inlined. Processors get the history; filters do not.
-//   When every stage before the first top_k only rescales (temperature), the
-//   top-k selection runs in the row's validation pass (candidates::load).
+//   When every stage before the first top_k only rescales (temperature) or
+//   is a processor (a custom_stage only if it wraps one), the top-k
+//   selection runs in the row's validation pass (candidates::load), and so
+//   it does after `extra` processors: the selection's list, left untrimmed,
+//   survives as many edits lowering its tokens as it holds beyond k (more
+//   fall back to the dense set of the edited row, exactly).
 // sample(logits, history, rng) draws one token (one uniform01 from rng);
 // final_distribution(logits, history) returns what sample would draw from;
 // filter(logits, history, extra...) returns the candidates sample would draw
@@ -64,7 +68,8 @@ namespace xsampler
         }
 
         /// Decides the fused top-k of a run of stages: feed each stage in
-        /// order; k is the first top_k's if every stage before it rescales only.
+        /// order; k is the first top_k's if every stage before it rescales
+        /// only or is a processor (edits says whether one is).
         struct fused_top_k
         {
             std::size_t k = 0;
@@ -77,8 +82,27 @@ namespace xsampler
                 {
                     return;
                 }
+                if (is_processor_stage<S>::value)
+                {
+                    return;  // its edits keep the fused selection (candidates::load)
+                }
                 decided = true;
                 k = top_k_of(stage);
+            }
+            /// A custom stage is processor-shaped whatever it wraps: it is
+            /// fused through only if it wraps a processor.
+            void see(const custom_stage& stage) noexcept
+            {
+                if (decided)
+                {
+                    return;
+                }
+                if (stage.processor())
+                {
+                    return;
+                }
+                decided = true;
+                k = 0;
             }
         };
 
@@ -86,11 +110,11 @@ namespace xsampler
         /// then `stages` (a callable that runs the chain's own stages on c).
         template <class E, class RunStages, class... Extra>
         candidates<logit_type<E>>& run_chain(workspace& ws, const xt::xexpression<E>& logits,
-                                             const token_history& history, std::size_t top_k_first,
+                                             const token_history& history, const fused_top_k& fused,
                                              RunStages&& stages, Extra&... extra)
         {
             auto& c = ws.get<logit_type<E>>();
-            c.load(logits, sizeof...(Extra) == 0 ? top_k_first : 0);
+            c.load(logits, fused.k);
             (run_stage(extra, c, history), ...);
             stages(c);
             return c;
@@ -124,7 +148,7 @@ namespace xsampler
                                                   Extra&... extra)
         {
             return detail::run_chain(
-                m_ws, logits, history, m_fused.k,
+                m_ws, logits, history, m_fused,
                 [&](auto& c) { std::apply([&](auto&... stage) { (detail::run_stage(stage, c, history), ...); }, m_stages); },
                 extra...);
         }

@@ -218,6 +218,9 @@ namespace xsampler
     {
     public:
         static constexpr const char* name = "token_mask";
+        /// Its allow list keeps a set (keep_in), not a few edits: a top_k
+        /// after it is not fused into the row's pass (it would be undone).
+        static constexpr bool restricts_set = true;
 
         explicit token_mask(const std::vector<token_id>& allowed = {}, const std::vector<token_id>& banned = {})
             : m_allowed(allowed, "token_mask: allowed"), m_banned(banned.begin(), banned.end())

@@ -16,7 +16,8 @@
 //   or not its stage is in the order. A name in the order that is neither a
 //   built-in nor a custom stage, a name listed twice, a non-neutral built-in
 //   or a custom stage missing from the order: invalid_parameter. The fused
-//   top-k pass runs when every stage before the first top_k rescales only.
+//   top-k pass runs when every stage before the first top_k rescales only or
+//   is a processor (a custom stage that wraps one), as for chain.
 //   sample(logits, history[, ws | rng]) and final_distribution as for chain
 //   (chain.hpp); without an rng, the sampler's own philox4x32(seed, 0).
 //   Not thread-safe: one per sequence.
@@ -291,7 +292,7 @@ namespace xsampler
                                                const token_history& history, Extra&... extra)
         {
             return detail::run_chain(
-                ws, logits, history, m_fused.k,
+                ws, logits, history, m_fused,
                 [&](auto& c) {
                     for (auto& slot : m_stages)
                     {

@@ -24,12 +24,21 @@
 //   static constexpr bool rescales_only;         true if the stage only
 //       divides the scale or keeps the argmax: a top_k after it may then be
 //       fused into the row's validation pass (candidates::load)
+//   static constexpr bool restricts_set;         true for a processor that
+//       keeps a set (keep_in, retain_if) rather than editing a few logits:
+//       a top_k after it is then not fused (the fused selection would be
+//       dropped at once; exact either way, only slower)
 // Processors run where the order puts them; by convention before the
-// filters, and only a chain whose stages before its first top_k all
-// rescale only gets the fused top-k pass.
+// filters. A chain whose stages before its first top_k all rescale only or
+// are processors (not restricts_set) gets the fused top-k pass: the
+// processors' edits run on the pending selection (candidates.hpp), exactly,
+// and cost what they touch as long as few of them lower the best tokens of
+// the row.
 //
 // custom_stage wraps any stage (with a run-time name) for the run-time
-// sampler, which places it by name in its order like a built-in one.
+// sampler, which places it by name in its order like a built-in one; it
+// tells whether it wraps a processor (processor()), so that a custom
+// processor keeps the fused pass and a custom filter does not.
 #ifndef XSAMPLER_STAGE_HPP
 #define XSAMPLER_STAGE_HPP
 
@@ -54,6 +63,25 @@ namespace xsampler
                             std::void_t<decltype(std::declval<S&>().apply(std::declval<candidates<T>&>(),
                                                                           std::declval<const token_history&>()))>>
             : std::true_type
+        {
+        };
+
+        template <class S, class = void>
+        struct restricts_set : std::false_type
+        {
+        };
+        template <class S>
+        struct restricts_set<S, std::enable_if_t<S::restricts_set>> : std::true_type
+        {
+        };
+
+        /// A processor for float or double rows (is_processor for either)
+        /// that does not declare restricts_set: what a chain may fuse a
+        /// top_k through.
+        template <class S>
+        struct is_processor_stage
+            : std::integral_constant<bool, (is_processor<S, float>::value || is_processor<S, double>::value) &&
+                                               !restricts_set<S>::value>
         {
         };
 
@@ -136,6 +164,8 @@ namespace xsampler
         }
 
         const std::string& name() const noexcept { return m_name; }
+        /// Whether the wrapped stage is a processor (not a filter).
+        bool processor() const noexcept { return m_stage && m_stage->processor(); }
 
         /// Runs the wrapped stage (a filter ignores the history).
         template <class T>
@@ -155,6 +185,7 @@ namespace xsampler
             virtual void apply(candidates<float>& c, const token_history& history) = 0;
             virtual void apply(candidates<double>& c, const token_history& history) = 0;
             virtual std::unique_ptr<base> clone() const = 0;
+            virtual bool processor() const noexcept = 0;
         };
 
         template <class S>
@@ -164,6 +195,17 @@ namespace xsampler
             void apply(candidates<float>& c, const token_history& history) override { run(c, history); }
             void apply(candidates<double>& c, const token_history& history) override { run(c, history); }
             std::unique_ptr<base> clone() const override { return std::make_unique<model>(stage); }
+            bool processor() const noexcept override
+            {
+                if constexpr (std::is_same<S, custom_stage>::value)
+                {
+                    return stage.processor();
+                }
+                else
+                {
+                    return detail::is_processor_stage<S>::value;
+                }
+            }
 
             template <class T>
             void run(candidates<T>& c, const token_history& history)
