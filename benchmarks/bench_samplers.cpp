@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -208,10 +209,16 @@ namespace
         finish(state, row.size());
     }
     void BM_sampler_history(benchmark::State& state) { run_with_history(state, llama_default_params()); }
-    void BM_sampler_penalties(benchmark::State& state)
+    // The llama.cpp chain with one processor first.
+    xsampler::sampling_params llama_params_after(const std::string& processor)
     {
         auto p = llama_default_params();
-        p.order = xsampler::parse_stage_order("penalties;top_k;top_p;min_p;temperature");
+        p.order = xsampler::parse_stage_order(processor + ";top_k;top_p;min_p;temperature");
+        return p;
+    }
+    void BM_sampler_penalties(benchmark::State& state)
+    {
+        auto p = llama_params_after("penalties");
         p.repeat_penalty = 1.1;
         p.presence_penalty = 0.5;
         p.frequency_penalty = 0.5;
@@ -221,8 +228,7 @@ namespace
     // over the 2,048 generated: ~2,200 distinct ids edited.
     void BM_sampler_penalties_output(benchmark::State& state)
     {
-        auto p = llama_default_params();
-        p.order = xsampler::parse_stage_order("penalties;top_k;top_p;min_p;temperature");
+        auto p = llama_params_after("penalties");
         p.repeat_penalty = 1.1;
         p.presence_penalty = 0.5;
         p.frequency_penalty = 0.5;
@@ -231,15 +237,13 @@ namespace
     }
     void BM_sampler_dry(benchmark::State& state)
     {
-        auto p = llama_default_params();
-        p.order = xsampler::parse_stage_order("dry;top_k;top_p;min_p;temperature");
+        auto p = llama_params_after("dry");
         p.dry_multiplier = 0.8;
         run_with_history(state, p);
     }
     void BM_sampler_logit_bias(benchmark::State& state)
     {
-        auto p = llama_default_params();
-        p.order = xsampler::parse_stage_order("logit_bias;top_k;top_p;min_p;temperature");
+        auto p = llama_params_after("logit_bias");
         for (int i = 0; i < 100; ++i)
         {
             p.logit_bias.emplace_back(xsampler::token_id(i * 997 % state.range(0)), i % 2 == 0 ? 1.5 : -2.0);
@@ -248,16 +252,14 @@ namespace
     }
     void BM_sampler_no_repeat_ngram(benchmark::State& state)
     {
-        auto p = llama_default_params();
-        p.order = xsampler::parse_stage_order("no_repeat_ngram;top_k;top_p;min_p;temperature");
+        auto p = llama_params_after("no_repeat_ngram");
         p.no_repeat_ngram_size = 3;
         run_with_history(state, p);
     }
     // An allow list of 1,000 ids: the chain then runs on 1,000 tokens.
     void BM_sampler_allow_1000(benchmark::State& state)
     {
-        auto p = llama_default_params();
-        p.order = xsampler::parse_stage_order("token_mask;top_k;top_p;min_p;temperature");
+        auto p = llama_params_after("token_mask");
         for (int i = 0; i < 1000; ++i)
         {
             p.allowed_token_ids.push_back(xsampler::token_id(i * 101 % state.range(0)));

@@ -63,6 +63,10 @@ namespace examples
             throw std::invalid_argument("give a model: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT");
         }
         // --history: the prompt as ids, in place of --bos or --prompt.
+        if (!o.history.empty() && (o.bos != no_bos || !o.prompt.empty()))
+        {
+            throw std::invalid_argument("--history is the prompt: give it or --bos / --prompt, not both");
+        }
         const auto prompt_ids = [&](const auto& check_id) {
             for (const auto id : o.history)
             {
@@ -78,7 +82,7 @@ namespace examples
             {
                 return {std::move(m), prompt_ids(check_id)};
             }
-            if (o.bos == -1)  // not given
+            if (o.bos == no_bos)
             {
                 throw std::invalid_argument("--transitions needs a prompt: --bos ID (or --history \"ID ...\")");
             }

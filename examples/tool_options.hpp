@@ -45,6 +45,9 @@ namespace examples
         constexpr std::int64_t token_id = INT32_MAX;      ///< any token id (xsampler::token_id is 32 bits)
     }
 
+    /// tool_options::bos when --bos is not given.
+    constexpr std::int64_t no_bos = INT64_MIN;
+
     struct tool_options
     {
         xsampler::sampling_params params;
@@ -60,7 +63,7 @@ namespace examples
         bool counts = false;
         // generate, beam, vote: the model
         std::string transitions;
-        std::int64_t bos = -1;
+        std::int64_t bos = no_bos;  // --bos, no_bos when not given
         std::string corpus;
         std::string prompt;
         std::size_t rank = 0;
@@ -219,6 +222,15 @@ namespace examples
         return {xsampler::token_id(id), parse_real("--logit-bias", bias)};
     }
 
+    /// --history: dist and sample's context; the decoding commands' prompt.
+    inline void add_history(CLI::App& cmd, tool_options& o)
+    {
+        cmd.add_option_function<std::string>(
+               "--history", [&o](const std::string& text) { o.history = parse_token_ids(text, "--history"); },
+               "the context's token ids, \"ID ...\" (generate, beam, vote: the prompt, for --bos or --prompt)")
+            ->type_name("IDS");
+    }
+
     /// The processors' flags (llama.cpp's names where llama.cpp has the knob).
     inline void add_processor_flags(CLI::App& cmd, tool_options& o)
     {
@@ -285,10 +297,7 @@ namespace examples
                "--ban", [&p](const std::string& text) { p.banned_token_ids = parse_token_ids(text, "--ban"); },
                "never sample these token ids, \"ID ...\"")
             ->type_name("IDS");
-        cmd.add_option_function<std::string>(
-               "--history", [&o](const std::string& text) { o.history = parse_token_ids(text, "--history"); },
-               "the context's token ids, \"ID ...\" (generate: the prompt)")
-            ->type_name("IDS");
+        add_history(cmd, o);
     }
 
     inline void add_stage_flags(CLI::App& cmd, tool_options& o)

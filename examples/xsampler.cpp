@@ -10,7 +10,7 @@
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
 //   MODEL: --transitions T.npy --bos ID | --corpus FILE --prompt TEXT [--rank R]
 //
-//   MODEL may take its prompt as ids instead: --history "ID ..." (generate, vote).
+//   MODEL may take its prompt as ids instead: --history "ID ..." (generate, beam, vote).
 //
 // Stage flags, named as llama.cpp names them: --temp T, --top-k K, --top-p P,
 // --min-p M, --samplers "top_k;top_p;min_p;temperature" (the order), and the
@@ -140,6 +140,7 @@ int main(int argc, char** argv)
 
     auto* beam = app.add_subcommand("beam", "beam search: the best sequences with their probabilities");
     examples::add_model_flags(*beam, o);
+    examples::add_history(*beam, o);
     examples::add_integer(*beam, "--beam-width", o.beam.beam_width, std::size_t(1), examples::limits::beam_width,
                           "beams kept at each step, at most 1024")
         ->required();

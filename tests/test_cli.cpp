@@ -399,6 +399,14 @@ TEST_CASE("xsampler generate --ignore-eos and --history", "[cli][decode][process
                 "--transitions needs a prompt: --bos ID");
     check_error("generate --transitions " + file + " --history '2 9' --eos 0 --seed 1 --max-tokens 3",
                 "--history: token id 9 is out of range [0, 6)");
+    check_error("generate --transitions " + file + " --history 2 --bos 2 --eos 0 --seed 1 --max-tokens 3",
+                "--history is the prompt: give it or --bos / --prompt, not both");
+    check_error("generate --transitions " + file + " --bos -1 --eos 0 --seed 1 --max-tokens 3",
+                "--bos: token id -1 is out of range [0, 6)");
+    // beam takes its prompt as ids too.
+    const auto b = run("beam --transitions " + file + " --history '2 3' --eos 0 --beam-width 2 --max-tokens 3 --json");
+    INFO(b.err);
+    CHECK(b.status == 0);
 }
 
 TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the stop reason", "[cli][decode]")

@@ -295,12 +295,20 @@ namespace xsampler
             return m_size;
         }
         /// Dense: every unmasked token of the row is kept, no ids stored.
-        /// (While a fused top-k is pending, dense() is false and items() is
-        /// the pending list, a superset of the top k that may hold masked
-        /// items: read size() or walk the set first, which unfuses.)
-        bool dense() const noexcept { return m_dense; }
-        /// Sparse sets: the kept tokens, in rank order when rank_sorted().
-        const std::vector<scored<T>>& items() const noexcept { return m_items; }
+        /// A pending fused top-k is first dropped (unfused): the pending list
+        /// is not the kept set.
+        bool dense() noexcept
+        {
+            unfuse();
+            return m_dense;
+        }
+        /// Sparse sets: the kept tokens, in rank order when rank_sorted()
+        /// (a pending fused top-k is first dropped, as for dense()).
+        const std::vector<scored<T>>& items() noexcept
+        {
+            unfuse();
+            return m_items;
+        }
         /// Whether load(row, k) left a keep_top(k) pending.
         bool top_k_pending() const noexcept { return m_pending_top_k != 0; }
         bool rank_sorted() const noexcept { return m_rank_sorted; }

@@ -26,7 +26,10 @@
 //   shrink); any other history (an engine rolling back a rejected draft, a
 //   new sequence) rebuilds them. Then one edit per distinct counted token:
 //   O(window) per step, never a pass over the vocabulary. The history is
-//   compared with the last one (a memcmp) and its new ids are checked.
+//   compared with the last one (a memcmp) and its new ids are checked. The
+//   state: two count arrays the size of the vocabulary (grown once) and a
+//   copy of the history, which grows by doubling (O(log n) allocations over
+//   a sequence of n tokens, none in most steps).
 //   Errors: repeat <= 0 or not finite, presence or frequency not finite,
 //   last_n < -1: invalid_parameter at construction. A history id that is
 //   negative or not below the row's vocabulary: invalid_parameter naming it

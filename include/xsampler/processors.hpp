@@ -28,9 +28,10 @@
 //   construction. Costs O(total length of the sequences) per step.
 // token_mask{allowed, banned}
 //   vLLM's allowed_token_ids (an empty list allows every token) and a deny
-//   list (transformers' suppress_tokens): held as bitsets over the
-//   vocabulary (token_set); the kept set becomes the allowed tokens that
-//   are not banned. Costs O(|banned|) edits and, with an allow list, one
+//   list (transformers' suppress_tokens); the kept set becomes the allowed
+//   tokens that are not banned. The allow list becomes a bitset over the
+//   vocabulary (token_set) at the first step that sees the vocabulary, once
+//   its ids are checked against it (so no id claims memory by itself). Costs O(|banned|) edits and, with an allow list, one
 //   read of its words (O(V / 64 + |allowed|)): the way a grammar's or a
 //   schema's per-step mask is applied too (candidates::keep_in).
 // min_tokens{n, eos}
@@ -222,25 +223,18 @@ namespace xsampler
         /// after it is not fused into the row's pass (it would be undone).
         static constexpr bool restricts_set = true;
 
-        explicit token_mask(const std::vector<token_id>& allowed = {}, const std::vector<token_id>& banned = {})
-            : m_allowed(allowed, "token_mask: allowed"), m_banned(banned.begin(), banned.end())
+        explicit token_mask(std::vector<token_id> allowed = {}, std::vector<token_id> banned = {})
+            : m_allowed(sorted_ids(std::move(allowed), "allowed")), m_banned(sorted_ids(std::move(banned), "banned"))
         {
-            token_set(banned, "token_mask: banned");  // checks the ids
-            std::sort(m_banned.begin(), m_banned.end());
-            m_banned.erase(std::unique(m_banned.begin(), m_banned.end()), m_banned.end());
         }
-        const token_set& allowed() const noexcept { return m_allowed; }
+        const std::vector<token_id>& allowed() const noexcept { return m_allowed; }
         const std::vector<token_id>& banned() const noexcept { return m_banned; }
         bool neutral() const noexcept { return m_allowed.empty() && m_banned.empty(); }
 
         template <class T>
-        void apply(candidates<T>& c, const token_history&) const
+        void apply(candidates<T>& c, const token_history&)
         {
-            if (!m_allowed.empty() && std::size_t(m_allowed.largest()) >= c.vocab())
-            {
-                throw invalid_parameter("token_mask: allowed token id " + std::to_string(m_allowed.largest()) +
-                                        " is outside the vocabulary of " + std::to_string(c.vocab()));
-            }
+            detail::check_ids(m_allowed, c.vocab(), name, "allowed token id");
             detail::check_ids(m_banned, c.vocab(), name, "banned token id");
             for (const token_id id : m_banned)
             {
@@ -248,13 +242,35 @@ namespace xsampler
             }
             if (!m_allowed.empty())
             {
-                c.keep_in(m_allowed, name);
+                if (m_set_vocab != c.vocab())  // the bitset, built once per vocabulary
+                {
+                    m_set = token_set(m_allowed, name);
+                    m_set_vocab = c.vocab();
+                }
+                c.keep_in(m_set, name);
             }
         }
 
     private:
-        token_set m_allowed;
-        std::vector<token_id> m_banned;
+        static std::vector<token_id> sorted_ids(std::vector<token_id> ids, const char* which)
+        {
+            for (const token_id id : ids)
+            {
+                if (id < 0)
+                {
+                    throw invalid_parameter(std::string("token_mask: ") + which + ": token id " + std::to_string(id) +
+                                            " is negative");
+                }
+            }
+            std::sort(ids.begin(), ids.end());
+            ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+            return ids;
+        }
+
+        std::vector<token_id> m_allowed;  // sorted, unique
+        std::vector<token_id> m_banned;   // sorted, unique
+        token_set m_set;                  // m_allowed as a bitset, for m_set_vocab (ids checked below it)
+        std::size_t m_set_vocab = 0;
     };
 
     class min_tokens

@@ -23,6 +23,11 @@
 //   beam     beam_width byte % 9, max_tokens byte % 13, eos (as above),
 //            length_penalty value<double>, n_best byte % 10, early_stopping
 //            flag
+//   then     a byte: bit 0 generate's ignore_eos; bit 1 the penalties
+//            (three value<double>, last_n int8, scope flag), bit 2 DRY
+//            (multiplier value<double>, allowed_length byte % 4, last_n
+//            int8), bit 3 no_repeat_ngram byte % 4 (the run-time sampler
+//            only; the chain of bit 1 of the flags has none)
 //
 // Each call either throws invalid_parameter or invalid_logits with a message
 // (anything else crashes), or returns a valid result. generate: every token in
@@ -194,9 +199,9 @@ namespace
             FUZZ_REQUIRE(t >= 0 && std::size_t(t) < row.size(), at + "token " + std::to_string(t) + " out of range");
             FUZZ_REQUIRE(!masked(row[std::size_t(t)]), at + "a masked token drawn");
             FUZZ_REQUIRE(std::isfinite(g.logprobs[i]) && g.logprobs[i] <= 0.0, at + "logprob " + std::to_string(g.logprobs[i]));
-            if (i < o.min_tokens)
+            if (i < o.min_tokens || o.ignore_eos)
             {
-                FUZZ_REQUIRE(!contains(o.eos, t), at + "an eos token before min_tokens");
+                FUZZ_REQUIRE(!contains(o.eos, t), at + "an eos token before min_tokens or with ignore_eos");
             }
             if (i + 1 < n)
             {
@@ -418,6 +423,28 @@ namespace
         b.length_penalty = in.value<double>();
         b.n_best = in.byte() % 10;
         b.early_stopping = in.flag();
+        // The processors that keep state across steps, and ignore_eos (read
+        // last, so that inputs written before them decode as they did).
+        const unsigned processors = in.byte();
+        g.ignore_eos = processors & 1;
+        if (processors & 2)
+        {
+            p.repeat_penalty = in.value<double>();
+            p.presence_penalty = in.value<double>();
+            p.frequency_penalty = in.value<double>();
+            p.repeat_last_n = std::int64_t(std::int8_t(in.byte()));
+            p.penalty_scope = in.flag() ? penalty_scope::output : penalty_scope::window;
+        }
+        if (processors & 4)
+        {
+            p.dry_multiplier = in.value<double>();
+            p.dry_allowed_length = std::int64_t(in.byte() % 4);
+            p.dry_penalty_last_n = std::int64_t(std::int8_t(in.byte()));
+        }
+        if (processors & 8)
+        {
+            p.no_repeat_ngram_size = in.byte() % 4;
+        }
 
         if (flags & 2)
         {
