@@ -5,10 +5,12 @@
 //
 // sampling_params
 //   One field per knob, neutral by default (temperature 1, top_k 0, top_p 1,
-//   min_p 0: the plain softmax), the seed of the sampler's own engine, the
-//   stage order (names, like llama.cpp's sampler list; default temperature,
-//   top_k, top_p, min_p: Hugging Face's order), and `custom`: user stages
-//   (stage.hpp) placed in the order by their names.
+//   min_p 0, and every processor off: the plain softmax), the seed of the
+//   sampler's own engine, the stage order (names, like llama.cpp's sampler
+//   list; default the processors — logit_bias, penalties, dry,
+//   no_repeat_ngram, bad_words, token_mask — then temperature, top_k, top_p,
+//   min_p: Hugging Face's order), and `custom`: user stages (stage.hpp)
+//   placed in the order by their names.
 // sampler{sampling_params}
 //   Built from one table of the built-in stages (detail::stage_table): each
 //   row binds a stage to its sampling_params field and says when that field
@@ -17,7 +19,9 @@
 //   built-in nor a custom stage, a name listed twice, a non-neutral built-in
 //   or a custom stage missing from the order: invalid_parameter. The fused
 //   top-k pass runs when every stage before the first top_k rescales only or
-//   is a processor (a custom stage that wraps one), as for chain.
+//   is a processor (a custom stage that wraps one), as for chain. A
+//   built-in whose parameters are neutral is left out of the chain. The
+//   processors' state (the penalties' counts) lives in the sampler.
 //   sample(logits, history[, ws | rng]) and final_distribution as for chain
 //   (chain.hpp); without an rng, the sampler's own philox4x32(seed, 0).
 //   Not thread-safe: one per sequence.
