@@ -429,11 +429,7 @@ namespace
         g.ignore_eos = processors & 1;
         if (processors & 2)
         {
-            p.repeat_penalty = in.value<double>();
-            p.presence_penalty = in.value<double>();
-            p.frequency_penalty = in.value<double>();
-            p.repeat_last_n = std::int64_t(std::int8_t(in.byte()));
-            p.penalty_scope = in.flag() ? penalty_scope::output : penalty_scope::window;
+            fuzz::read_penalties(in, p);
         }
         if (processors & 4)
         {

@@ -166,6 +166,19 @@ namespace fuzz
             run(float{}, flags);
         }
     }
+
+    /// The penalties of sampling_params `p`: repeat, presence, frequency
+    /// (value<double> each), repeat_last_n (an int8), the scope (a flag).
+    template <class Params>
+    void read_penalties(input& in, Params& p)
+    {
+        using scope = decltype(p.penalty_scope);
+        p.repeat_penalty = in.value<double>();
+        p.presence_penalty = in.value<double>();
+        p.frequency_penalty = in.value<double>();
+        p.repeat_last_n = std::int64_t(std::int8_t(in.byte()));
+        p.penalty_scope = in.flag() ? scope::output : scope::window;
+    }
 }
 
 #endif

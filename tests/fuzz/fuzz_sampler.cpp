@@ -186,11 +186,7 @@ namespace
         const auto id = [&] { return token_id(in.u16() % 2100); };  // past the vocabulary sometimes
         if (which & 1)
         {
-            p.repeat_penalty = in.value<double>();
-            p.presence_penalty = in.value<double>();
-            p.frequency_penalty = in.value<double>();
-            p.repeat_last_n = std::int64_t(std::int8_t(in.byte()));
-            p.penalty_scope = in.flag() ? penalty_scope::output : penalty_scope::window;
+            fuzz::read_penalties(in, p);
         }
         if (which & 2)
         {
