@@ -65,7 +65,8 @@ def write(target, name, data):
 # order table indices of fuzz_sampler.cpp
 DEFAULT, LLAMA, U_DEFAULT, U_LLAMA, TEMP_TOPK, TOPK, TOPP_MINP = 0, 1, 2, 3, 4, 5, 6
 MINP_TEMP_TOPP, TEMP_U_TOPK, TOPK_U_TOPP = 7, 8, 9
-NAMES = {"temperature": 0, "top_k": 1, "top_p": 2, "min_p": 3, "user": 4, "typical": 5, "": 6}
+NAMES = {"temperature": 0, "top_k": 1, "top_p": 2, "min_p": 3, "user": 4, "typical": 5, "": 6,
+         "penalties": 7, "logit_bias": 8, "dry": 9, "bad_words": 10, "token_mask": 11, "no_repeat_ngram": 12}
 
 
 def top_k(k):
@@ -75,14 +76,14 @@ def top_k(k):
 
 def sampler_case(double=False, custom=False, ban=False, form=0, temp=small(1), k=top_k(0),
                  p=small(1), m=small(0), seed=0, order=b"\x00", custom_name=0, edits=(),
-                 history=(), history_vocab=100, prompt_length=0, rows=()):
+                 history=(), history_vocab=100, prompt_length=0, rows=(), processors=b""):
     out = u8(int(double) | int(custom) << 1 | int(ban) << 2 | form << 3)
     out += temp + k + p + m + u64(seed) + order + u8(custom_name)
     out += u8(len(edits)) + b"".join(u16(i) + v for i, v in edits)
     out += u8(len(history)) + u16(history_vocab - 1) + b"".join(u16(i) for i in history)
     out += u8(prompt_length)
     out += u8(len(rows) - 1) + b"".join(rows)
-    return out
+    return out + processors  # read_processors: after the rows
 
 
 def row(vocab, kind=1, masked_eighths=0, seed=1, constant=b"", explicit=()):
@@ -90,6 +91,32 @@ def row(vocab, kind=1, masked_eighths=0, seed=1, constant=b"", explicit=()):
     if kind == 0:
         out += constant
     out += u8(len(explicit)) + b"".join(u16(i) + v for i, v in explicit)
+    return out
+
+
+def penalties(repeat, presence, frequency, last_n, output=False):
+    """fuzz::read_penalties: three values, last_n as an int8, the scope flag."""
+    return repeat + presence + frequency + u8(last_n & 0xFF) + u8(int(output))
+
+
+def sampler_processors(pen=None, bias=(), ngram=None, bad=(), allowed=None, banned=(), dry=None):
+    """read_processors of fuzz_sampler.cpp: which, then each set one."""
+    which = (1 if pen else 0) | (2 if bias else 0) | (4 if ngram is not None else 0) | (8 if bad else 0) | \
+        (16 if allowed is not None else 0) | (32 if dry else 0)
+    out = u8(which)
+    if pen:
+        out += pen
+    if bias:
+        out += u8(len(bias)) + b"".join(u16(i) + u8(0) + v for i, v in bias)
+    if ngram is not None:
+        out += u8(ngram)
+    if bad:
+        out += u8(len(bad)) + b"".join(u8(len(w)) + b"".join(u16(i) for i in w) for w in bad)
+    if allowed is not None:
+        out += ids(allowed) + ids(banned)
+    if dry:
+        multiplier, base, allowed_length, last_n, breakers = dry
+        out += multiplier + base + u8(allowed_length) + u8(last_n & 0xFF) + ids(breakers)
     return out
 
 
@@ -105,6 +132,14 @@ def order_names(*names, joined=False):
 
 
 def sampler_seeds():
+    # Every processor in the default order, over a repetitive history.
+    write("fuzz_sampler", "processors", sampler_case(
+        temp=frac(31), k=top_k(40), p=frac(37), seed=5, history=[5, 6, 5, 6, 5, 2], history_vocab=40,
+        prompt_length=2, rows=[row(40, kind=2, seed=21)],
+        processors=sampler_processors(pen=penalties(small(1.5), small(0.5), small(0.25), 64, output=True),
+                                      bias=[(3, small(2)), (4, special("-inf"))], ngram=2, bad=[[5, 6], [9]],
+                                      allowed=[1, 3, 5, 6, 7, 30], banned=[3],
+                                      dry=(small(0.75), small(1.75), 2, -1, [7]))))
     # The quick start: six logits, one masked, the default order.
     six = row(6, kind=1, explicit=[(0, small(1)), (1, small(3.5)), (2, small(3)), (3, small(-2)),
                                    (4, small(0.5)), (5, special("-inf"))])
@@ -159,7 +194,7 @@ def decode_case(double=False, use_chain=False, model_logprobs=False, entropy=Fal
                 masked_eighths=0, seed=1, constant=b"", explicit=(), prompt=(), faults=(), wrong_size=0,
                 max_tokens=12, min_tokens=0, eos=(), stops=(), top_logprobs=0, temp=small(1), k=0,
                 p=small(1), m=small(0), sample_seed=1, beam_width=4, beam_max_tokens=6, beam_eos=(),
-                length_penalty=small(1), n_best=2, early_stopping=True):
+                length_penalty=small(1), n_best=2, early_stopping=True, processors=b""):
     out = u8(int(double) | int(use_chain) << 1 | int(model_logprobs) << 2 | int(entropy) << 3)
     out += u8(vocab - 1) + u8(kind | masked_eighths << 2) + u32(seed)
     if kind == 2:
@@ -171,10 +206,27 @@ def decode_case(double=False, use_chain=False, model_logprobs=False, entropy=Fal
     out += u8(len(stops)) + b"".join(ids(s) for s in stops)
     out += u8(top_logprobs) + temp + u8(k) + p + m + u32(sample_seed)
     out += u8(beam_width) + u8(beam_max_tokens) + ids(beam_eos) + length_penalty + u8(n_best) + u8(int(early_stopping))
+    return out + processors
+
+
+def decode_processors(ignore_eos=False, pen=None, dry=None, ngram=None):
+    """The byte after the beam's options (fuzz_decode.cpp), then each set one."""
+    out = u8(int(ignore_eos) | (2 if pen else 0) | (4 if dry else 0) | (8 if ngram is not None else 0))
+    if pen:
+        out += pen
+    if dry:
+        multiplier, allowed_length, last_n = dry
+        out += multiplier + u8(allowed_length) + u8(last_n & 0xFF)
+    if ngram is not None:
+        out += u8(ngram)
     return out
 
 
 def decode_seeds():
+    write("fuzz_decode", "processors", decode_case(
+        vocab=10, eos=[0], beam_eos=[0], prompt=[3, 4], max_tokens=20, temp=frac(30),
+        processors=decode_processors(ignore_eos=True, pen=penalties(small(1.25), small(0.5), small(0.5), 8),
+                                     dry=(small(1), 2, -1), ngram=2)))
     write("fuzz_decode", "plain", decode_case(vocab=8, eos=[0], beam_eos=[0], prompt=[3]))
     write("fuzz_decode", "diagnostics", decode_case(double=True, model_logprobs=True, entropy=True, top_logprobs=3,
                                                     vocab=20, kind=1, eos=[1, 2], min_tokens=5, max_tokens=20,
