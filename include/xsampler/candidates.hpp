@@ -197,17 +197,8 @@ namespace xsampler
             m_row = detail::contiguous_row(logits, m_scratch);
             detail::check_row_size(m_row.size);
             clear_patches();
-            if (top_k_first > 0 && top_k_first < m_row.size &&
-                load_top_k(margin < m_row.size - top_k_first ? top_k_first + margin : m_row.size))
+            if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first, margin))
             {
-                m_pending_top_k = top_k_first;
-                m_listed = m_items.size();
-                // The selector's list is not trimmed: every token outside it
-                // ranks after all of it, so it survives as many lowering
-                // edits as it holds tokens beyond k (at least `margin`), and
-                // any number when it holds every unmasked token.
-                m_margin = m_all_listed ? std::numeric_limits<std::size_t>::max()
-                                        : std::max(margin, m_listed - std::min(m_listed, top_k_first));
                 return;
             }
             const auto stats = detail::scan_row(m_row);
@@ -427,15 +418,7 @@ namespace xsampler
             }
             if (m_dense)
             {
-                T& slot = patch(i);
-                const T old = slot;
-                slot = x;
-                m_weights_current = false;
-                if ((old == -inf) != (x == -inf))
-                {
-                    m_size = unknown;
-                }
-                note_edit(id, old, x);
+                edit_row(i, x);
                 return;
             }
             const auto it = std::find_if(m_items.begin(), m_items.end(), [&](const scored<T>& s) { return s.id == id; });
@@ -504,18 +487,13 @@ namespace xsampler
                 }
                 else
                 {
+                    // The pending list, its masked items dropped, is a list
+                    // that holds the top k: selected below like any list.
                     end_pending();
                     m_items.erase(std::remove_if(m_items.begin(), m_items.end(),
                                                  [](const scored<T>& s) { return s.logit == -inf; }),
                                   m_items.end());
-                    if (m_items.size() > k)
-                    {
-                        std::nth_element(m_items.begin(), m_items.begin() + std::ptrdiff_t(k - 1), m_items.end(),
-                                         ranks_before<T>);
-                        m_items.resize(k);
-                    }
                     become_sparse(false, false);
-                    return;
                 }
             }
             if (k == 0 || k >= (m_dense ? m_row.size : size()))
@@ -701,17 +679,30 @@ namespace xsampler
             return v.data();
         }
 
+        /// A dense set's edit of token i (also a pending fused top-k's):
+        /// patches the row, and the size and the max follow. Returns the old
+        /// logit.
+        T edit_row(std::size_t i, T x)
+        {
+            T& slot = patch(i);
+            const T old = slot;
+            slot = x;
+            m_weights_current = false;
+            if ((old == -inf) != (x == -inf))
+            {
+                m_size = unknown;
+            }
+            note_edit(token_id(i), old, x);
+            return old;
+        }
+
         // --- a pending fused top-k (see the top of this file) ---
 
         /// An edit while a fused top-k is pending: the row is patched and the
         /// max follows as on a dense set; the list follows the edit.
         void pending_edit(std::size_t i, T x)
         {
-            T& slot = patch(i);
-            const T old = slot;
-            slot = x;
-            m_weights_current = false;
-            note_edit(token_id(i), old, x);
+            const T old = edit_row(i, x);
             index_pending();
             if (m_listed_bits[i / 64] >> (i % 64) & 1)
             {
@@ -795,18 +786,26 @@ namespace xsampler
             m_id_sorted = false;
         }
 
-        /// Validation and selection in one pass (see load); false if the row
-        /// is invalid, to be reported by scan_row.
-        bool load_top_k(std::size_t k)
+        /// Validation and the selection of the top k + margin in one pass
+        /// (see load), leaving keep_top(k) pending; false if the row is
+        /// invalid, to be reported by scan_row.
+        bool load_top_k(std::size_t k, std::size_t margin)
         {
             detail::row_watch<T> watch;
-            detail::top_selector<T> select(k, m_items);
+            detail::top_selector<T> select(margin < m_row.size - k ? k + margin : m_row.size, m_items);
             select.feed(m_row.data, m_row.size, 0, watch);  // not finished: keep_top trims
-            m_all_listed = select.threshold() == -inf;
             if (!watch.valid())
             {
                 return false;
             }
+            // The selector's list is not trimmed: every token outside it ranks
+            // after all of it, so it survives as many lowering edits as it
+            // holds tokens beyond k (at least `margin`), and any number when
+            // it holds every unmasked token (the threshold never rose).
+            m_pending_top_k = k;
+            m_listed = m_items.size();
+            m_margin = select.threshold() == -inf ? std::numeric_limits<std::size_t>::max()
+                                                  : std::max(margin, m_listed - std::min(m_listed, k));
             // The argmax ranks first among the k best (ties: the lowest id).
             const auto best = *std::min_element(m_items.begin(), m_items.end(), ranks_before<T>);
             reset(best.logit, best.id);
@@ -1198,7 +1197,6 @@ namespace xsampler
         token_id m_argmax = 0;
         bool m_max_stale = false;  // an edit or retain_if may have removed the best token
         // A pending fused top-k: load selected the list, keep_top(k) is owed.
-        bool m_all_listed = false;  // the fused list holds every unmasked token
         std::size_t m_pending_top_k = 0;  // k, or 0 when none is pending
         std::size_t m_margin = 0;         // lowering edits of L it survives
         std::size_t m_listed = 0;         // L = m_items[0, m_listed); edited tokens follow
