@@ -119,13 +119,7 @@ namespace xsampler
                 throw invalid_parameter("dry: penalty_last_n must be >= -1 (-1: the whole history, 0: off), got " +
                                         std::to_string(penalty_last_n));
             }
-            for (const token_id b : m_breakers)
-            {
-                if (b < 0)
-                {
-                    throw invalid_parameter("dry: sequence breaker id " + std::to_string(b) + " is negative");
-                }
-            }
+            detail::check_not_negative(m_breakers, "dry: sequence breaker id");
             std::sort(m_breakers.begin(), m_breakers.end());
             m_breakers.erase(std::unique(m_breakers.begin(), m_breakers.end()), m_breakers.end());
         }
@@ -302,7 +296,6 @@ namespace xsampler
             }
 
             // The edits, one per penalised token.
-            constexpr T lowest = std::numeric_limits<T>::lowest();
             for (const token_id t : m_touched)
             {
                 const std::size_t len = std::min(best[std::size_t(t)], r);
@@ -316,12 +309,7 @@ namespace xsampler
                 {
                     continue;  // masked stays masked
                 }
-                double y = double(x) - penalty(len);
-                if (!(y >= double(lowest)))
-                {
-                    y = double(lowest);
-                }
-                c.set_logit(t, T(y));
+                c.set_logit(t, detail::finite_logit<T>(double(x) - penalty(len)));
             }
             m_touched.clear();
         }

@@ -228,8 +228,7 @@ namespace xsampler
             {
                 v -= double(count) * m_frequency + m_presence;
             }
-            const double big = double(std::numeric_limits<T>::max());
-            c.set_logit(t, T(std::min(std::max(v, -big), big)));
+            c.set_logit(t, detail::finite_logit<T>(v));
         }
 
         // Brings the counts to `history`: incrementally when it extends the

@@ -59,32 +59,6 @@
 
 namespace xsampler
 {
-    namespace detail
-    {
-        /// Throws invalid_parameter("<who>: <what> <id> is outside the
-        /// vocabulary of V") for the first id of `ids` not in [0, vocab).
-        inline void check_ids(token_span ids, std::size_t vocab, const char* who, const char* what)
-        {
-            for (const token_id id : ids)
-            {
-                if (id < 0 || std::size_t(id) >= vocab)
-                {
-                    throw invalid_parameter(std::string(who) + ": " + what + " " + std::to_string(id) +
-                                            " is outside the vocabulary of " + std::to_string(vocab));
-                }
-            }
-        }
-
-        /// x + b in double, rounded to T and kept finite (-inf stays -inf).
-        template <class T>
-        T add_finite(T x, double b)
-        {
-            const double big = double(std::numeric_limits<T>::max());
-            const double v = double(x) + b;
-            return v == -std::numeric_limits<double>::infinity() ? T(v) : T(std::min(std::max(v, -big), big));
-        }
-    }
-
     class logit_bias
     {
     public:
@@ -124,7 +98,9 @@ namespace xsampler
                 const T x = c.logit(b.first);
                 if (x != -std::numeric_limits<T>::infinity())
                 {
-                    c.set_logit(b.first, detail::add_finite(x, b.second));
+                    c.set_logit(b.first, b.second == -std::numeric_limits<double>::infinity()
+                                             ? -std::numeric_limits<T>::infinity()
+                                             : detail::finite_logit<T>(double(x) + b.second));
                 }
             }
         }
@@ -181,13 +157,7 @@ namespace xsampler
                 {
                     throw invalid_parameter("bad_words: a sequence is empty");
                 }
-                for (const token_id id : w)
-                {
-                    if (id < 0)
-                    {
-                        throw invalid_parameter("bad_words: token id " + std::to_string(id) + " is negative");
-                    }
-                }
+                detail::check_not_negative(w, "bad_words: token id");
             }
         }
         const std::vector<std::vector<token_id>>& words() const noexcept { return m_words; }
@@ -254,14 +224,7 @@ namespace xsampler
     private:
         static std::vector<token_id> sorted_ids(std::vector<token_id> ids, const char* which)
         {
-            for (const token_id id : ids)
-            {
-                if (id < 0)
-                {
-                    throw invalid_parameter(std::string("token_mask: ") + which + ": token id " + std::to_string(id) +
-                                            " is negative");
-                }
-            }
+            detail::check_not_negative(ids, std::string("token_mask: ") + which + ": token id");
             std::sort(ids.begin(), ids.end());
             ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
             return ids;
@@ -280,13 +243,7 @@ namespace xsampler
 
         min_tokens(std::size_t n, std::vector<token_id> eos) : m_n(n), m_eos(std::move(eos))
         {
-            for (const token_id e : m_eos)
-            {
-                if (e < 0)
-                {
-                    throw invalid_parameter("min_tokens: eos id " + std::to_string(e) + " is negative");
-                }
-            }
+            detail::check_not_negative(m_eos, "min_tokens: eos id");
         }
         std::size_t value() const noexcept { return m_n; }
         const std::vector<token_id>& eos() const noexcept { return m_eos; }
@@ -301,14 +258,7 @@ namespace xsampler
             {
                 return;
             }
-            for (const token_id e : m_eos)
-            {
-                if (std::size_t(e) >= c.vocab())
-                {
-                    throw invalid_parameter("min_tokens: eos id " + std::to_string(e) +
-                                            " is outside the vocabulary of " + std::to_string(c.vocab()));
-                }
-            }
+            detail::check_ids(m_eos, c.vocab(), name, "eos id");
             for (const token_id e : m_eos)
             {
                 c.mask(e);

@@ -42,6 +42,8 @@
 #ifndef XSAMPLER_STAGE_HPP
 #define XSAMPLER_STAGE_HPP
 
+#include <algorithm>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -65,6 +67,16 @@ namespace xsampler
             : std::true_type
         {
         };
+
+        /// A processor's new logit v, rounded to T and kept finite (clamped
+        /// to T's largest magnitude): a penalty or bias never masks by
+        /// overflowing.
+        template <class T>
+        T finite_logit(double v) noexcept
+        {
+            const double big = double(std::numeric_limits<T>::max());
+            return T(std::min(std::max(v, -big), big));
+        }
 
         template <class S, class = void>
         struct restricts_set : std::false_type

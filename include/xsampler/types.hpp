@@ -122,6 +122,36 @@ namespace xsampler
         std::size_t m_prompt = 0;
     };
 
+    namespace detail
+    {
+        /// Throws invalid_parameter("<what> <id> is negative") for the first
+        /// negative id ("min_tokens: eos id -1 is negative").
+        inline void check_not_negative(span<const token_id> ids, const std::string& what)
+        {
+            for (const token_id id : ids)
+            {
+                if (id < 0)
+                {
+                    throw invalid_parameter(what + " " + std::to_string(id) + " is negative");
+                }
+            }
+        }
+
+        /// Throws invalid_parameter("<who>: <what> <id> is outside the
+        /// vocabulary of V") for the first id of `ids` not in [0, vocab).
+        inline void check_ids(span<const token_id> ids, std::size_t vocab, const char* who, const char* what)
+        {
+            for (const token_id id : ids)
+            {
+                if (id < 0 || std::size_t(id) >= vocab)
+                {
+                    throw invalid_parameter(std::string(who) + ": " + what + " " + std::to_string(id) +
+                                            " is outside the vocabulary of " + std::to_string(vocab));
+                }
+            }
+        }
+    }
+
     /// A set of token ids as a bitset (bit i of word w is token 64w + i): what
     /// a mask over the vocabulary is handed to candidates::keep_in as. It
     /// grows to its largest id; ids past its words are not in it.
@@ -132,12 +162,9 @@ namespace xsampler
         /// The set of `ids`; a negative id: invalid_parameter naming `who`.
         token_set(const std::vector<token_id>& ids, const std::string& who)
         {
+            detail::check_not_negative(ids, who + ": token id");
             for (const token_id id : ids)
             {
-                if (id < 0)
-                {
-                    throw invalid_parameter(who + ": token id " + std::to_string(id) + " is negative");
-                }
                 insert(id);
             }
         }
