@@ -69,7 +69,7 @@ namespace xsampler
 
         /// Decides the fused top-k of a run of stages: feed each stage in
         /// order; k is the first top_k's if every stage before it rescales
-        /// only or is a processor (edits says whether one is).
+        /// only or is a processor (not restricts_set).
         struct fused_top_k
         {
             std::size_t k = 0;
