@@ -361,6 +361,60 @@ TEMPLATE_TEST_CASE("the run-time sampler equals the static chain in any order", 
     }
 }
 
+namespace
+{
+    // A user's processor for the trace test: masks one id.
+    struct ban_one
+    {
+        static constexpr const char* name = "ban_one";
+        token_id id;
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            c.mask(id);
+        }
+    };
+}
+
+TEMPLATE_TEST_CASE("sampler::trace shows the chain stage by stage", "[chain][sampler][trace]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(3000, 29);
+    const token_id best = greedy(r);
+    sampling_params p;
+    p.temperature = 0.8;
+    p.top_k = 40;  // fused into the load: the trace's first read ends it, exactly
+    p.top_p = 0.95;
+    p.min_p = 0.05;
+    p.seed = 5;
+    p.custom = {custom_stage("ban", ban_one{best})};
+    p.order = {"ban", "penalties", "temperature", "top_k", "top_p", "min_p"};  // penalties: neutral, left out
+    sampler s(p);
+    std::vector<std::string> names;
+    std::vector<distribution> after;
+    s.trace(r, {}, [&](const std::string& name, candidates<TestType>& c) {
+        names.push_back(name);
+        after.push_back(distribution_of(c));
+    });
+    CHECK(names == std::vector<std::string>{"logits", "ban", "temperature", "top_k", "top_p", "min_p"});
+    REQUIRE(after.size() == 6);
+    CHECK(after[0].probs == chain{}.final_distribution(r).probs);  // the plain softmax
+    CHECK(after[0].ids.size() == 3000);
+    CHECK(after[1].ids.size() == 2999);
+    CHECK(std::find(after[1].ids.begin(), after[1].ids.end(), best) == after[1].ids.end());
+    CHECK(after[3].ids.size() == 40);
+    const auto final = s.final_distribution(r);
+    CHECK(after.back().ids == final.ids);
+    CHECK(after.back().probs == final.probs);
+
+    // A trace draws nothing and changes no later draw.
+    sampler untraced(p);
+    for (int i = 0; i < 10; ++i)
+    {
+        CHECK(s.sample(r, {}).id == untraced.sample(r, {}).id);
+    }
+    CHECK(s.engine() == untraced.engine());
+}
+
 TEST_CASE("sampler parameters and orders are validated at construction", "[chain][sampler][errors]")
 {
     sampling_params p;

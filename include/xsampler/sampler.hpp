@@ -29,6 +29,9 @@
 //   Splits llama.cpp's --samplers form: names separated by ';' (empty names
 //   skipped), each at most once; names are checked against the built-ins and
 //   the custom stages when the sampler is built.
+// trace(logits, history, f)
+//   The chain stage by stage, for diagnostics and pictures: see the block
+//   "Tracing" in the class.
 #ifndef XSAMPLER_SAMPLER_HPP
 #define XSAMPLER_SAMPLER_HPP
 
@@ -289,6 +292,42 @@ namespace xsampler
 
         const sampling_params& params() const noexcept { return m_params; }
         philox4x32& engine() noexcept { return m_engine; }
+
+        // ---- Tracing: the chain stage by stage ---------------------------
+        /// Runs the chain on one row as sample() would, and calls
+        /// f(const std::string& name, candidates<T>& c) once after the row is
+        /// loaded (name "logits": every unmasked token, scale 1, the plain
+        /// softmax) and once after each stage that runs, with the stage's
+        /// name (a built-in's, or a custom stage's own). A built-in whose
+        /// parameters are neutral is left out of the chain, so it is not
+        /// traced either. The last call sees the set sample() draws from:
+        /// distribution_of(c) there equals final_distribution(logits,
+        /// history). f may read the set (distribution_of, size, ...), which
+        /// ends a pending fused top-k exactly (candidates.hpp), so what the
+        /// later stages keep is unchanged; f must not change it. The stages
+        /// run on a copy of the sampler's, so whatever state they keep is
+        /// the same after a trace as before it, and trace draws nothing: a
+        /// trace changes no later sample(). Allocates (the copy): it is for
+        /// diagnostics, not for the per-token path. c is valid until the next
+        /// call on this sampler.
+        template <class E, class F>
+        void trace(const xt::xexpression<E>& logits, const token_history& history, F&& f)
+        {
+            auto stages = m_stages;
+            detail::run_chain(m_ws, logits, history, m_fused, [&](auto& c) {
+                f(std::string("logits"), c);
+                for (auto& slot : stages)
+                {
+                    std::visit(
+                        [&](auto& stage) {
+                            detail::run_stage(stage, c, history);
+                            f(detail::name_of(stage), c);
+                        },
+                        slot);
+                }
+            });
+        }
+        // ---- end of Tracing ----------------------------------------------
 
     private:
         template <class E, class... Extra>
