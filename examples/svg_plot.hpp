@@ -23,20 +23,14 @@
 #define XSAMPLER_EXAMPLES_SVG_PLOT_HPP
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <functional>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include <xsampler/xsampler.hpp>
-
-#include "tool_options.hpp"
 
 namespace examples::svg
 {
@@ -407,23 +401,6 @@ namespace examples::svg
         }
         o += "</svg>\n";
         return o;
-    }
-
-    /// Writes `text` to `path`; a failure is one line naming the flag, the path and the reason.
-    inline void write_file(const std::string& path, const std::string& text, const std::string& flag)
-    {
-        errno = 0;
-        std::ofstream out(path, std::ios::binary);
-        if (out)
-        {
-            out << text;
-            out.close();
-        }
-        if (!out)
-        {
-            const std::string reason = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
-            throw std::runtime_error(flag + ": cannot write '" + examples::detail::echo(path) + "'" + reason);
-        }
     }
 }
 

@@ -22,8 +22,11 @@
 // generate also --ignore-eos. Any bad input exits non-zero with one line on
 // stderr.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <map>
@@ -142,6 +145,23 @@ namespace
         return "'" + std::filesystem::path(o.logits).filename().string() + "' row " + std::to_string(o.row);
     }
 
+    // Writes `text` to `path`; a failure is one line naming the flag, the path and the reason.
+    void write_file(const std::string& path, const std::string& text, const std::string& flag)
+    {
+        errno = 0;
+        std::ofstream out(path, std::ios::binary);
+        if (out)
+        {
+            out << text;
+            out.close();
+        }
+        if (!out)
+        {
+            const std::string reason = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
+            throw std::runtime_error(flag + ": cannot write '" + examples::detail::echo(path) + "'" + reason);
+        }
+    }
+
     // One line on stderr, whatever the message holds.
     int fail(std::string message, int status)
     {
@@ -171,7 +191,7 @@ int main(int argc, char** argv)
                 });
                 figure.source = source_of(o);
                 figure.log_scale = o.svg_log;
-                examples::svg::write_file(o.svg, examples::svg::render(figure), "--svg");
+                write_file(o.svg, examples::svg::render(figure), "--svg");
             }
             print_distribution(s.final_distribution(row, history), word);
         });

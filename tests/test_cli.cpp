@@ -18,6 +18,7 @@
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
+#include "../examples/svg_plot.hpp"
 #include "../examples/table_model.hpp"
 #include "helpers.hpp"
 
@@ -942,6 +943,44 @@ TEST_CASE("xsampler dist --svg draws one panel per stage with the kept counts", 
     check_error("dist --logits " + file + " --svg " + svg_file + " --svg-scale cubic", "--svg-scale: must be linear or log");
     check_error("dist --logits " + file + " --svg " + svg_file + " --svg-bars 0", "--svg-bars: must be >= 1");
     check_error("dist --logits " + file + " --svg-scale log", "--svg-scale requires --svg");
+}
+
+namespace
+{
+    // A user's filter for the picture: the three best tokens.
+    struct keep_three
+    {
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            c.keep_top(3);
+        }
+    };
+}
+
+TEST_CASE("the picture has a panel for a user's stage, titled by its name alone", "[cli][svg]")
+{
+    const auto logits = test_helpers::random_row<double>(50, 8);
+    sampling_params p;
+    p.temperature = 0.5;
+    p.custom = {custom_stage("keep_three", keep_three{})};
+    p.order = {"temperature", "top_k", "keep_three"};  // top_k: neutral, no panel
+    sampler s(p);
+    auto f = examples::svg::trace_figure(s, logits, {}, 5, [](token_id id) { return "t<" + std::to_string(id) + ">"; });
+    REQUIRE(f.panels.size() == 3);
+    CHECK(f.panels[1].title == "temperature 0.5");
+    CHECK(f.panels[2].title == "keep_three");
+    CHECK(f.panels[2].kept == 3);
+    CHECK(f.vocab == 50);
+    const std::string svg = examples::svg::render(f);
+    CHECK(xml_error(svg) == "");
+    CHECK(count_of(svg, "<g class=\"panel\"") == 3);
+    CHECK(svg.find("data-stage=\"keep_three\"") != std::string::npos);
+    CHECK(svg.find(">kept 3 of 50<") != std::string::npos);
+    CHECK(count_of(svg, "<rect class=\"kept\"") == 5 + 5 + 3);  // temperature keeps the rank: the top 3 stay
+    CHECK(count_of(svg, "<rect class=\"dropped\"") == 2);
+    CHECK(svg.find(">t&lt;" + std::to_string(f.ids[0]) + "&gt;</text>") != std::string::npos);
+    CHECK(examples::svg::render(f) == svg);
 }
 
 TEST_CASE("xsampler dist over the word model: words in the listing and the picture, escaped", "[cli][svg]")
