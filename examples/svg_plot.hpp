@@ -196,10 +196,10 @@ namespace examples::svg
     {
         // Layout, in SVG user units (pixels).
         constexpr double width = 1000, left = 72, right = 24;
-        constexpr double heading = 112;                   // the figure's title, source and legend
-        constexpr double title_h = 32, plot_h = 150, labels_h = 64, gap = 10;
-        constexpr double panel_h = title_h + plot_h + labels_h + gap;
+        constexpr double line_h = 18;                    // a line of the heading
+        constexpr double title_h = 32, plot_h = 150, gap = 10;
         constexpr std::size_t label_chars = 16;          // longer labels are cut, with "..."
+        constexpr std::size_t chain_chars = 110;         // the chain's lines in the heading
 
         inline std::string fixed(double v)
         {
@@ -298,11 +298,43 @@ namespace examples::svg
     {
         using namespace detail;
         const axis a = make_axis(f);
-        const double height = heading + double(f.panels.size()) * panel_h + 8;
         const double plot_w = width - left - right;
         const std::size_t n = f.ids.size();
         const double slot = n > 0 ? plot_w / double(n) : plot_w;
         const double bar_w = slot * 0.72;
+        // Labels at -45 degrees: a font small enough that neighbours do not touch, and a band
+        // below the axis as deep as the longest label (about 0.6 em a character).
+        const double label_font = std::clamp(slot * 0.55, 7.0, 12.0);
+        std::size_t longest = 1;
+        for (const auto& label : f.labels)
+        {
+            longest = std::max(longest, cut(label).size());
+        }
+        const double labels_h = std::max(40.0, 22 + 0.6 * label_font * double(longest) * 0.7071);
+        const double panel_h = title_h + plot_h + labels_h + gap;
+        // The chain, in lines of at most chain_chars characters, cut between stages.
+        std::vector<std::string> chain_lines(1);
+        std::size_t chars = 0;
+        for (std::size_t i = 1; i < f.panels.size(); ++i)
+        {
+            const std::string& title = f.panels[i].title;
+            if (i > 1 && chars + 3 + title.size() > chain_chars)
+            {
+                chain_lines.back() += " &#8594;";
+                chain_lines.emplace_back();
+                chars = 0;
+            }
+            else if (i > 1)
+            {
+                chain_lines.back() += " &#8594; ";
+                chars += 3;
+            }
+            chain_lines.back() += escape(title);
+            chars += title.size();
+        }
+        const double chain_h = line_h * double(chain_lines.size());
+        const double heading = 94 + chain_h;
+        const double height = heading + double(f.panels.size()) * panel_h + 8;
         std::string o;
         o += "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
         o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fixed(width) + "\" height=\"" + fixed(height) +
@@ -314,11 +346,6 @@ namespace examples::svg
         o += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
 
         // Heading: what, from where, the chain, the legend.
-        std::string chain;
-        for (std::size_t i = 1; i < f.panels.size(); ++i)
-        {
-            chain += (i > 1 ? " &#8594; " : "") + escape(f.panels[i].title);
-        }
         double shown_mass = 0;
         for (const double p : f.first)
         {
@@ -328,14 +355,18 @@ namespace examples::svg
              "The distribution after each stage</text>\n";
         o += "<text x=\"" + fixed(left) + "\" y=\"48\" font-size=\"13\" fill=\"#404040\">" + escape(f.source) +
              "</text>\n";
-        o += "<text x=\"" + fixed(left) + "\" y=\"66\" font-size=\"13\" fill=\"#404040\">chain: " +
-             (chain.empty() ? std::string("none (the plain softmax)") : chain) + "</text>\n";
+        for (std::size_t j = 0; j < chain_lines.size(); ++j)
+        {
+            o += "<text x=\"" + fixed(left) + "\" y=\"" + fixed(66 + line_h * double(j)) +
+                 "\" font-size=\"13\" fill=\"#404040\">" + (j == 0 ? "chain: " : "&#160;&#160;&#160;&#160;") +
+                 (f.panels.size() < 2 ? std::string("none (the plain softmax)") : chain_lines[j]) + "</text>\n";
+        }
         char mass[96];
         std::snprintf(mass, sizeof mass, "bars: the %zu most probable tokens of the row (%.1f%% of its mass)", n,
                       100.0 * shown_mass);
-        o += "<text x=\"" + fixed(left) + "\" y=\"84\" font-size=\"13\" fill=\"#404040\">" + std::string(mass) +
+        o += "<text x=\"" + fixed(left) + "\" y=\"" + fixed(66 + chain_h) + "\" font-size=\"13\" fill=\"#404040\">" + std::string(mass) +
              "</text>\n";
-        const double legend_y = 96;
+        const double legend_y = 78 + chain_h;
         o += "<g class=\"legend\" font-size=\"12\" fill=\"#404040\">"
              "<rect x=\"" + fixed(left) + "\" y=\"" + fixed(legend_y) +
              "\" width=\"14\" height=\"10\" fill=\"#3a6ea5\"/><text x=\"" + fixed(left + 20) + "\" y=\"" +
@@ -384,14 +415,14 @@ namespace examples::svg
                      (kept ? "#3a6ea5" : "url(#dropped)") + "\"" + (kept ? "" : " stroke=\"#a8a8a8\"") + "><title>" +
                      escape(f.labels[i]) + " (id " + std::to_string(f.ids[i]) + ") " + tip + "</title></rect>";
                 const double cx = left + slot * (double(i) + 0.5);
-                if (kept && prob >= 0.01)  // the value of a bar tall enough to matter
+                if (kept && prob >= 0.01 && slot >= 30)  // the value of a bar tall enough to matter, if it fits
                 {
                     char value[16];
                     std::snprintf(value, sizeof value, "%.2f", prob);
                     o += "<text x=\"" + fixed(cx) + "\" y=\"" + fixed(base - h - 3) +
                          "\" font-size=\"10\" text-anchor=\"middle\" fill=\"#303030\">" + value + "</text>";
                 }
-                o += "<text x=\"" + fixed(cx + 4) + "\" y=\"" + fixed(base + 14) + "\" font-size=\"12\" fill=\"" +
+                o += "<text x=\"" + fixed(cx + 4) + "\" y=\"" + fixed(base + 14) + "\" font-size=\"" + fixed(label_font) + "\" fill=\"" +
                      (kept ? "#202020" : "#909090") + "\" text-anchor=\"end\" transform=\"rotate(-45 " +
                      fixed(cx + 4) + " " + fixed(base + 14) + ")\">" + escape(cut(f.labels[i])) + "</text>\n";
             }
