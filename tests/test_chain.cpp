@@ -366,7 +366,6 @@ namespace
     // A user's processor for the trace test: masks one id.
     struct ban_one
     {
-        static constexpr const char* name = "ban_one";
         token_id id;
         template <class T>
         void apply(candidates<T>& c, const token_history&) const
