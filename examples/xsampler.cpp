@@ -18,8 +18,10 @@
 // (dist, sample), --repeat-penalty, --repeat-last-n, --presence-penalty,
 // --frequency-penalty, --penalty-scope window|output, --logit-bias ID=BIAS,
 // --no-repeat-ngram N, --bad-words "ID ID;ID", --allow, --ban, --dry-*;
-// generate also --ignore-eos. Any bad input exits non-zero with one line on
-// stderr.
+// generate also --ignore-eos; XTC: --xtc-probability P, --xtc-threshold T
+// (dist takes --seed for its coin); mirostat: --mirostat 1|2,
+// --mirostat-tau T, --mirostat-eta E. Any bad input exits non-zero with one
+// line on stderr.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -106,9 +108,13 @@ int main(int argc, char** argv)
     // checked. The sampler is built first: it validates every parameter before a file is read.
     auto* dist = app.add_subcommand("dist", "print the final distribution: ID<TAB>PROB, most probable first");
     examples::add_row_flags(*dist, o);
+    examples::add_integer(*dist, "--seed", o.params.seed, std::uint64_t(0), UINT64_MAX,
+                          "seed of the engine XTC's coin is drawn from (default 0)");
     dist->callback([&o] {
         auto s = examples::make_sampler(o);
-        with_row(o, [&](const auto& row) { print_distribution(s.final_distribution(row, examples::history_of(o))); });
+        with_row(o, [&](const auto& row) {
+            print_distribution(s.final_distribution(row, examples::history_of(o), s.engine()));
+        });
     });
 
     auto* sample = app.add_subcommand("sample", "print N sampled ids, one a line");
