@@ -107,6 +107,16 @@ namespace examples::svg
         {
             return "min_p " + number(p.min_p);
         }
+        if (name == "xtc")
+        {
+            return "xtc probability " + number(p.xtc_probability) + ", threshold " + number(p.xtc_threshold) +
+                   (p.min_keep > 1 ? ", min_keep " + std::to_string(p.min_keep) : "");
+        }
+        if (name == "mirostat")
+        {
+            return "mirostat " + std::to_string(p.mirostat) + ": tau " + number(p.mirostat_tau) + ", eta " +
+                   number(p.mirostat_eta) + (p.mirostat == 1 ? ", m " + std::to_string(p.mirostat_m) : "");
+        }
         if (name == "penalties")
         {
             std::string t = "penalties";
@@ -153,14 +163,15 @@ namespace examples::svg
     }
 
     /// Traces `row` through `s` and keeps, per stage, the `bars` tokens that rank first in
-    /// the first panel. label(id) names a bar.
-    template <class Row>
+    /// the first panel. label(id) names a bar. A random filter (xtc) draws its uniform from
+    /// `rng`, given as the last argument (sampler::trace).
+    template <class Row, class... Rng>
     figure trace_figure(xsampler::sampler& s, const Row& row, const xsampler::token_history& history,
-                        std::size_t bars, const std::function<std::string(xsampler::token_id)>& label)
+                        std::size_t bars, const std::function<std::string(xsampler::token_id)>& label, Rng&... rng)
     {
         std::vector<std::pair<std::string, xsampler::distribution>> traced;
         figure f;
-        s.trace(row, history, [&](const std::string& name, auto& c) {
+        s.trace(row, history, rng..., [&](const std::string& name, auto& c) {
             traced.emplace_back(name, xsampler::distribution_of(c));
             f.vocab = c.vocab();
         });

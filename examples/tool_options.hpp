@@ -316,6 +316,14 @@ namespace examples
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\", after the "
                        "processors)");
+        // XTC and mirostat (xtc.hpp, mirostat.hpp), under llama.cpp's names.
+        add_real(cmd, "--xtc-probability", o.params.xtc_probability,
+                 "XTC: chance P in [0, 1] of removing the top tokens but the last above the threshold (default 0)");
+        add_real(cmd, "--xtc-threshold", o.params.xtc_threshold, "XTC: probability threshold in [0, 1] (default 0.1)");
+        add_integer(cmd, "--mirostat", o.params.mirostat, 0, 2,
+                    "mirostat 1 or 2: replaces the filters after temperature (default 0, off)");
+        add_real(cmd, "--mirostat-tau", o.params.mirostat_tau, "mirostat: target surprise in bits, >= 0 (default 5)");
+        add_real(cmd, "--mirostat-eta", o.params.mirostat_eta, "mirostat: learning rate, >= 0 (default 0.1)");
         add_processor_flags(cmd, o);
     }
 

@@ -19,8 +19,10 @@
 // (dist, sample), --repeat-penalty, --repeat-last-n, --presence-penalty,
 // --frequency-penalty, --penalty-scope window|output, --logit-bias ID=BIAS,
 // --no-repeat-ngram N, --bad-words "ID ID;ID", --allow, --ban, --dry-*;
-// generate also --ignore-eos. Any bad input exits non-zero with one line on
-// stderr.
+// generate also --ignore-eos; XTC: --xtc-probability P, --xtc-threshold T
+// (dist takes --seed for its coin); mirostat: --mirostat 1|2,
+// --mirostat-tau T, --mirostat-eta E. Any bad input exits non-zero with one
+// line on stderr.
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -180,20 +182,23 @@ int main(int argc, char** argv)
     // checked. The sampler is built first: it validates every parameter before a file is read.
     auto* dist = app.add_subcommand("dist", "print the final distribution: ID<TAB>PROB, most probable first");
     examples::add_row_flags(*dist, o);
+    examples::add_integer(*dist, "--seed", o.params.seed, std::uint64_t(0), UINT64_MAX,
+                          "seed of the engine XTC's coin is drawn from (default 0)");
     examples::add_svg_flags(*dist, o);
     dist->callback([&o] {
         auto s = examples::make_sampler(o);
         with_row(o, [&](const auto& row, const xsampler::token_history& history, const word_of& word) {
             if (!o.svg.empty())
             {
-                auto figure = examples::svg::trace_figure(s, row, history, o.svg_bars, [&](xsampler::token_id id) {
-                    return word ? word(id) : std::to_string(id);
-                });
+                auto rng = s.engine();  // a copy: the listing below draws the same coins
+                auto figure = examples::svg::trace_figure(
+                    s, row, history, o.svg_bars, [&](xsampler::token_id id) { return word ? word(id) : std::to_string(id); },
+                    rng);
                 figure.source = source_of(o);
                 figure.log_scale = o.svg_log;
                 write_file(o.svg, examples::svg::render(figure), "--svg");
             }
-            print_distribution(s.final_distribution(row, history), word);
+            print_distribution(s.final_distribution(row, history, s.engine()), word);
         });
     });
 

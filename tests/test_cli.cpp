@@ -148,7 +148,7 @@ namespace
         REQUIRE(r.status == 0);
         CHECK(r.err.empty());
         sampler s(params);
-        const auto want = s.final_distribution(logits, history);
+        const auto want = s.final_distribution(logits, history, s.engine());  // as the tool: XTC's coin
         std::vector<std::pair<token_id, double>> nonzero;
         for (std::size_t i = 0; i < want.ids.size(); ++i)
         {
@@ -375,6 +375,45 @@ TEST_CASE("xsampler's processor flags give the library's processors", "[cli][pro
     check_error(dist + "--bad-words '1;'", "bad_words: a sequence is empty");
     check_error(dist + "--allow 4 --ban 4", "token_mask: every token is masked");
     check_error(dist + "--repeat-penalty 2 --samplers 'top_k'", "penalties is set but not in the sampler order");
+}
+
+TEST_CASE("xsampler's XTC and mirostat flags give the library's stages", "[cli][xtc][mirostat]")
+{
+    const auto logits = test_helpers::random_row<float>(400, 41, 2.5);
+    const auto file = write_npy("row_xtc.npy", logits);
+    sampling_params p;
+    p.xtc_probability = 0.7;
+    p.xtc_threshold = 0.05;
+    for (const std::uint64_t seed : {0, 1, 2, 3, 4, 5})
+    {
+        p.seed = seed;
+        check_dist("--logits " + file + " --xtc-probability 0.7 --xtc-threshold 0.05 --seed " + std::to_string(seed),
+                   logits, p);
+    }
+    // sample: the coin and the draw from the same engine, as the library's sampler draws.
+    p = sampling_params{};
+    p.mirostat = 2;
+    p.mirostat_tau = 3.0;
+    p.mirostat_eta = 0.2;
+    p.temperature = 0.7;
+    p.seed = 9;
+    sampler s(p);
+    std::string want;
+    for (int i = 0; i < 30; ++i)
+    {
+        want += std::to_string(s.sample(logits, {}).id) + "\n";
+    }
+    const auto r = run("sample --logits " + file + " --seed 9 -n 30 --temp 0.7 --mirostat 2 --mirostat-tau 3 "
+                       "--mirostat-eta 0.2");
+    REQUIRE(r.status == 0);
+    CHECK(r.out == want);
+    const std::string dist = "dist --logits " + file + " ";
+    check_error(dist + "--xtc-probability 2", "xtc: probability must be in [0, 1], got 2");
+    check_error(dist + "--xtc-threshold -1", "xtc: threshold must be in [0, 1], got -1");
+    check_error(dist + "--xtc-probability x", "--xtc-probability");
+    check_error(dist + "--mirostat 3", "--mirostat: must be <= 2");
+    check_error(dist + "--mirostat 1 --mirostat-tau -2", "mirostat: tau must be finite and >= 0, got -2");
+    check_error(dist + "--mirostat 2 --top-k 5", "mirostat: replaces the filters after temperature, but top_k is set");
 }
 
 TEST_CASE("xsampler generate --ignore-eos and --history", "[cli][decode][processors]")
@@ -937,6 +976,18 @@ TEST_CASE("xsampler dist --svg draws one panel per stage with the kept counts", 
     CHECK(all_matches(pen_svg, "data-stage=\"([a-z_]+)\"") == std::vector<std::string>{"logits", "penalties", "top_k"});
     CHECK(pen_svg.find("penalties repeat 1.5, last 64") != std::string::npos);
     CHECK(all_matches(pen_svg, ">kept ([0-9]+) of 300<").back() == "5");
+
+    // XTC's coin comes from --seed: the picture's last panel is what dist lists.
+    const std::string xtc = " --temp 0.8 --xtc-probability 0.5 --xtc-threshold 0.02";
+    for (const auto* seed : {"1", "2", "3", "4"})
+    {
+        const auto listed = run("dist --logits " + file + xtc + " --seed " + seed + " --svg " + svg_file);
+        REQUIRE(listed.status == 0);
+        const std::string xtc_svg = read_file(svg_file);
+        CHECK(xml_error(xtc_svg) == "");
+        CHECK(xtc_svg.find("xtc probability 0.5, threshold 0.02") != std::string::npos);
+        CHECK(all_matches(xtc_svg, ">kept ([0-9]+) of 300<").back() == std::to_string(lines(listed.out).size()));
+    }
 
     check_error("dist --logits " + file + " --svg " + path("no/such/dir/x.svg"), "--svg: cannot write");
     check_error("dist --logits " + file + " --svg " + dir(), "--svg: cannot write");

@@ -14,6 +14,8 @@
 #include "penalties.hpp"
 #include "dry.hpp"
 #include "filters.hpp"
+#include "xtc.hpp"
+#include "mirostat.hpp"
 #include "select.hpp"
 #include "chain.hpp"
 #include "sampler.hpp"
