@@ -53,7 +53,7 @@ namespace xsampler
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_p", "min_p"};
+                "temperature", "top_k", "top_p", "min_p", "epsilon", "eta"};
     }
 
     /// The parameters of one request.
@@ -63,6 +63,9 @@ namespace xsampler
         std::int64_t top_k = 0;    ///< >= 0; 0 disables
         double top_p = 1.0;        ///< in (0, 1]; 1 disables
         double min_p = 0.0;        ///< in [0, 1]; 0 disables
+        std::size_t min_keep = 1;  ///< >= 1: every truncating filter keeps at least this many
+        double epsilon = 0.0;      ///< in [0, 1); 0 disables
+        double eta = 0.0;          ///< in [0, 1); 0 disables
         // The processors (penalties.hpp, dry.hpp, processors.hpp); each neutral by default.
         double repeat_penalty = 1.0;     ///< > 0; 1 disables
         double presence_penalty = 0.0;   ///< finite; 0 disables
@@ -133,12 +136,16 @@ namespace xsampler
                                       }},
                 stage_row<temperature>{[](const sampling_params& p) { return temperature(p.temperature); },
                                        [](const sampling_params& p) { return p.temperature == 1.0; }},
-                stage_row<top_k>{[](const sampling_params& p) { return top_k(p.top_k); },
+                stage_row<top_k>{[](const sampling_params& p) { return top_k(p.top_k, p.min_keep); },
                                  [](const sampling_params& p) { return p.top_k == 0; }},
-                stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p); },
+                stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p, p.min_keep); },
                                  [](const sampling_params& p) { return p.top_p == 1.0; }},
-                stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p); },
-                                 [](const sampling_params& p) { return p.min_p == 0.0; }});
+                stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p, p.min_keep); },
+                                 [](const sampling_params& p) { return p.min_p == 0.0; }},
+                stage_row<epsilon>{[](const sampling_params& p) { return epsilon(p.epsilon, p.min_keep); },
+                                   [](const sampling_params& p) { return p.epsilon == 0.0; }},
+                stage_row<eta>{[](const sampling_params& p) { return eta(p.eta, p.min_keep); },
+                               [](const sampling_params& p) { return p.eta == 0.0; }});
             return table;
         }
 
