@@ -655,8 +655,9 @@ namespace xsampler
             exact_totals sums;
             keep_log_level(
                 [&](int tier) {
-                    const level a = sums.log_z_plus(*this, tier, log_h, e);
+                    // A first: its pass computes Z too.
                     const level b = sums.mean_log_weight_plus(*this, tier, detail::dd{log_h.hi / 2, log_h.lo / 2}, e);
+                    const level a = sums.log_z_plus(*this, tier, log_h, e);
                     const bool a_first = detail::sub(a.value, b.value).hi < 0.0;
                     return level{a_first ? a.value : b.value, std::max(a.error, b.error)};
                 },
@@ -1106,35 +1107,86 @@ namespace xsampler
         {
             auto& count = detail::counters();
             ++count.tier2;
-            if (m_dense)
-            {
-                m_items.clear();
-                for_each_by_id([&](token_id id, T x) { m_items.push_back({x, id}); });
-                become_sparse(false, true);
-            }
-            const std::size_t n = m_items.size();
             const double m = double(max_logit());
             const double S = m_scale;
             const double s2 = S * detail::log2e;
             const double ud = detail::unit<double>();
             auto& e = m_exact;
-            e.resize(n);
-            detail::dd_sum zs;
-            for (std::size_t i = 0; i < n; ++i)
+            e.resize(m_dense ? m_row.size : m_items.size());
+            // The mass of each octave of weight: octave k holds the tokens
+            // with floor(t) = -k, t = (x - m) s2 in double (monotone in x).
+            // Z in four partial sums (independent chains).
+            auto& octave = m_octave_mass;
+            octave.assign(1100, 0.0);
+            double part[4] = {0.0, 0.0, 0.0, 0.0};
+            std::size_t n = 0;
+            const auto take = [&](token_id id, T x, double t, double w) {
+                exact_item& it = e[n];
+                it.item = {x, id};
+                it.w = w;
+                it.octave = t > -1099.0 ? int(-std::floor(t)) : 1099;
+                octave[std::size_t(it.octave)] += w;
+                part[n % 4] += w;
+                ++n;
+            };
+            if (m_dense)
             {
-                e[i].item = m_items[i];
-                e[i].w = detail::exp2_nonpos(detail::exponent(double(m_items[i].logit), m, s2));
-                zs.add(e[i].w);
+                // The exps in double vectors, 64 tokens at a time.
+                using D = detail::batch<double>;
+                alignas(64) double xd[64], td[64], wd[64];
+                for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                    for (std::size_t i = 0; i < len; i += 64)
+                    {
+                        const std::size_t k = std::min<std::size_t>(64, len - i);
+                        for (std::size_t j = 0; j < 64; ++j)
+                        {
+                            xd[j] = j < k ? double(x[i + j]) : m;
+                        }
+                        for (std::size_t j = 0; j < 64; j += D::size)
+                        {
+                            const D t = detail::exponent(D::load_aligned(xd + j), D(m), D(s2));
+                            t.store_aligned(td + j);
+                            detail::exp2_nonpos(t).store_aligned(wd + j);
+                        }
+                        for (std::size_t j = 0; j < k; ++j)
+                        {
+                            if (x[i + j] != -inf)
+                            {
+                                take(token_id(first + i + j), x[i + j], td[j], wd[j]);
+                            }
+                        }
+                    }
+                });
             }
-            const double z = detail::value(zs.s);
+            else
+            {
+                for (const auto& item : m_items)
+                {
+                    const double t = detail::exponent(double(item.logit), m, s2);
+                    take(item.id, item.logit, t, detail::exp2_nonpos(t));
+                }
+            }
+            e.resize(n);
+            const double z = (part[0] + part[1]) + (part[2] + part[3]);
             const double dn = double(n);
-            const double ez = 1.06 * ((3.0 * std::log2(dn + 1.0) + 8.0) * ud + 2.0 * dn * ud * ud) * z +
+            const double ez = 1.06 * ((3.0 * std::log2(dn + 1.0) + 8.0) * ud + (dn + 8.0) * ud) * z +
                               dn * detail::flush_error<double>();
-            // The tokens heavier than (1 - q) Z / n hold more than q Z: the
-            // nucleus is among them (halved: a margin far above any error).
-            const double w_low = (1.0 - q) * z / (2.0 * dn);
+            // G: the octaves from the top whose mass reaches q Z by a margin
+            // (1e-9 Z, far above every error here) hold the nucleus: a rank
+            // prefix (t is monotone in the logit), sorted alone.
+            int last = 1099;
+            double above = 0.0;
+            for (int k = 0; k < 1100; ++k)
+            {
+                above += octave[std::size_t(k)];
+                if (above >= q * z + 1e-9 * z)
+                {
+                    last = k;
+                    break;
+                }
+            }
             const auto by_rank = [](const exact_item& l, const exact_item& r) { return ranks_before(l.item, r.item); };
-            std::size_t g = std::size_t(std::partition(e.begin(), e.end(), [&](const exact_item& x) { return x.w >= w_low; }) -
+            std::size_t g = std::size_t(std::partition(e.begin(), e.end(), [&](const exact_item& x) { return x.octave <= last; }) -
                                         e.begin());
             if (g < min_keep)
             {
@@ -1175,6 +1227,7 @@ namespace xsampler
                 kept = exact_mass_dd(q, g);
             }
             m_items.resize(std::max(kept, std::min(min_keep, n)));
+            m_dense = false;  // become_sparse below
             for (std::size_t i = 0; i < m_items.size(); ++i)
             {
                 m_items[i] = e[i].item;
@@ -1461,6 +1514,59 @@ namespace xsampler
                 ez = detail::z_error<T>(z.hi, std::size_t(dn));
                 return;
             }
+            if (tier == 1 && m_dense)
+            {
+                // The weights of one SIMD pass (kept), then w d and w d^2 in T
+                // vectors, 64 tokens at a time, each block's lanes added into
+                // double (8 terms a lane: within 8u of the block's sum).
+                const double zh = sum_weights(nullptr, true);
+                z = {zh, 0.0};
+                ez = detail::z_error<T>(zh, std::size_t(dn));
+                using B = detail::batch<T>;
+                const T s = scale();
+                const B vm(m), vs(s), zero(T(0));
+                double sa = 0.0, sb = 0.0;
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                    const T* w = m_weights.data() + first;
+                    std::size_t i = 0;
+                    for (; i + 64 <= n; i += 64)
+                    {
+                        B acc_a(T(0)), acc_b(T(0));
+                        for (std::size_t j = i; j < i + 64; j += B::size)
+                        {
+                            const B vw = B::load_unaligned(w + j);
+                            const B d = detail::exponent(B::load_unaligned(x + j), vm, vs);
+                            const B wd = xsimd::select(vw > zero, vw * d, zero);
+                            acc_a += wd;
+                            acc_b += wd * d;
+                        }
+                        alignas(64) T la[B::size], lb[B::size];
+                        acc_a.store_aligned(la);
+                        acc_b.store_aligned(lb);
+                        for (std::size_t k = 0; k < B::size; ++k)
+                        {
+                            sa += double(la[k]);
+                            sb += double(lb[k]);
+                        }
+                    }
+                    for (; i < n; ++i)
+                    {
+                        if (w[i] > T(0))
+                        {
+                            const double d = double(detail::exponent(x[i], m, s));
+                            sa += double(w[i]) * d;
+                            sb += double(w[i]) * d * d;
+                        }
+                    }
+                });
+                a = {sa, 0.0};
+                // Terms within (3|t| + 12) u of W D (the products in T too);
+                // lanes of at most 64 terms in T; the rest in double.
+                const double u = detail::unit<T>();
+                ea = 1.1 * u * (3.0 * detail::log2e * sb + 12.0 * std::abs(sa)) + 1.1 * 64.0 * u * std::abs(sa) +
+                     1.1 * (dn + 64.0) * ud * std::abs(sa) + dn * 1024.0 * detail::flush_error<T>();
+                return;
+            }
             if (tier == 1 || tier == 2)
             {
                 // Tier 1: the weights in T with the terms w d and w d^2 in
@@ -1727,9 +1833,11 @@ namespace xsampler
         {
             scored<T> item;
             double w;
+            int octave;
             detail::dd w3;
         };
         std::vector<exact_item> m_exact;
+        std::vector<double> m_octave_mass;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;
