@@ -503,7 +503,8 @@ TEMPLATE_TEST_CASE("top_p decides exactly: transformers' row, {.1, .2, .3, .4}",
         CHECK(kept_ids(chain{top_p{0.8}}.final_distribution(l)) ==
               (is_float ? std::set<token_id>{3, 0} : std::set<token_id>{3, 0, 1}));
     });
-    CHECK(tiers.tier2 == 1);  // the float bounds (1e-6) cannot separate a gap of 4e-9
+    CHECK(tiers.tier2 >= 1);  // the float bounds (1e-6) cannot separate a gap of 4e-9...
+    CHECK((tiers.tier3 == 0 || !is_float));  // ...double's can
     CHECK(tiers.residual == 0);
     test_helpers::reference ref(l);
     ref.top_p(0.8);

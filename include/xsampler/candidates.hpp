@@ -1780,6 +1780,22 @@ namespace xsampler
                 }
                 scored<T>* const border = out + (count - here);
                 std::sort(border, out + count, [](const scored<T>& l, const scored<T>& r) { return ranks_before(l, r); });
+                // Keeps the first `kept` tokens of the rank: the heavier ones
+                // and the first kept - heavier of this bucket (in id order).
+                const auto commit = [&](std::size_t kept) {
+                    if (kept < min_keep)
+                    {
+                        keep_top(min_keep);  // still dense: selects from the row
+                        return 1;
+                    }
+                    const std::size_t mine = kept - heavier;
+                    const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
+                    std::sort(border, border + mine, by_id);
+                    m_items.resize(kept);
+                    std::merge(out, out + heavier, border, border + mine, m_items.begin(), by_id);
+                    become_sparse(false, true);
+                    return 1;
+                };
                 for (std::size_t i = 0; i < here; ++i)
                 {
                     const double before = cum;
@@ -1787,23 +1803,120 @@ namespace xsampler
                     if (cum >= target)
                     {
                         const double t = double(detail::exponent(border[i].logit, m, s2));
-                        if (!mass_certified(before, cum, t, n, q, z))
+                        if (mass_certified(before, cum, t, n, q, z))
                         {
-                            return -1;
+                            return commit(heavier + i + 1);
                         }
-                        if (heavier + i + 1 < min_keep)
-                        {
-                            keep_top(min_keep);  // still dense: selects from the row
-                            return 1;
-                        }
-                        // The kept tokens, in id order.
-                        const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
-                        std::sort(border, border + i + 1, by_id);
-                        m_items.resize(heavier + i + 1);
-                        std::merge(out, out + heavier, border, border + i + 1, m_items.begin(), by_id);
-                        become_sparse(false, true);
-                        return 1;
+                        // Too close for the float weights: G again in double,
+                        // the rest as it is with its bound.
+                        const std::size_t kept = nucleus_in_double(out, heavier, border, here, ids, keys, b, count, x_low, t_low, q);
+                        return kept == 0 ? -1 : commit(kept);
                     }
+                }
+            }
+            return 0;
+        }
+
+        // Tier 2 of the dense keep_mass, on G = the tokens with x >= x_low
+        // (t >= t_low): their weights in double; the rest R summed from the
+        // float weights, with the bound u (3 sum w|t| + 13 sum w) + ... of
+        // detail/exact.hpp computed over R itself. Returns the exact count if
+        // these bounds certify a crossing in the bucket given (`out` holds
+        // the heavier tokens, `border` this bucket's, ranked), else 0.
+        std::size_t nucleus_in_double(const scored<T>* out, std::size_t heavier, const scored<T>* border,
+                                      std::size_t here, const token_id* ids, const std::uint16_t* keys, std::size_t bucket,
+                                      std::size_t count, T x_low, T t_low, double q)
+        {
+            ++detail::counters().tier2;
+            const double md = double(m_max);
+            const double s2d = m_scale * detail::log2e;
+            const auto w2 = [&](T x) { return detail::exp2_nonpos(detail::exponent(double(x), md, s2d)); };
+            // G's weights in double vectors, 64 at a time; the heavier
+            // buckets' share (key above this bucket's) on the way.
+            using D = detail::batch<double>;
+            alignas(64) double xd[64], wd[64];
+            double zg[4] = {0.0, 0.0, 0.0, 0.0};
+            double heavy = 0.0;
+            for (std::size_t i = 0; i < count; i += 64)
+            {
+                const std::size_t k = std::min<std::size_t>(64, count - i);
+                for (std::size_t j = 0; j < 64; ++j)
+                {
+                    xd[j] = j < k ? double(logit(ids[i + j])) : md;
+                }
+                for (std::size_t j = 0; j < 64; j += D::size)
+                {
+                    detail::exp2_nonpos(detail::exponent(D::load_aligned(xd + j), D(md), D(s2d))).store_aligned(wd + j);
+                }
+                for (std::size_t j = 0; j < k; ++j)
+                {
+                    zg[j % 4] += wd[j];
+                    heavy += keys[i + j] > bucket ? wd[j] : 0.0;
+                }
+            }
+            (void)out;
+            // R: every unmasked token below x_low, from its float weight.
+            using B = detail::batch<T>;
+            const T m = m_max;
+            const T s2 = scale2();
+            const B vm(m), vs(s2), vlow(x_low), zero(T(0));
+            double r = 0.0, rt = 0.0;
+            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                const T* wt = m_weights.data() + first;
+                std::size_t i = 0;
+                for (; i + 64 <= len; i += 64)
+                {
+                    B acc_w(T(0)), acc_t(T(0));
+                    for (std::size_t j = i; j < i + 64; j += B::size)
+                    {
+                        const B vx = B::load_unaligned(x + j);
+                        const B vw = xsimd::select(vx < vlow, B::load_unaligned(wt + j), zero);
+                        acc_w += vw;
+                        acc_t += xsimd::select(vw > zero, vw * xsimd::abs(detail::exponent(vx, vm, vs)), zero);
+                    }
+                    alignas(64) T lw[B::size], lt[B::size];
+                    acc_w.store_aligned(lw);
+                    acc_t.store_aligned(lt);
+                    for (std::size_t k = 0; k < B::size; ++k)
+                    {
+                        r += double(lw[k]);
+                        rt += double(lt[k]);
+                    }
+                }
+                for (; i < len; ++i)
+                {
+                    if (x[i] < x_low && wt[i] > T(0))
+                    {
+                        r += double(wt[i]);
+                        rt += double(wt[i]) * std::abs(double(detail::exponent(x[i], m, s2)));
+                    }
+                }
+            });
+            const double ut = detail::unit<T>();
+            const double ud = detail::unit<double>();
+            const double dn = double(m_row.size);
+            // R: each weight within (3|t| + 5) u, its |t| summed in T (+ 4u),
+            // lanes of at most 64 terms in T, the rest in double.
+            const double er = 1.1 * (ut * (3.0 * rt * (1.0 + 68.0 * ut) + 5.0 * r) + 64.0 * ut * r + (dn + 64.0) * ud * r) +
+                              dn * detail::flush_error<T>();
+            const double z_g = (zg[0] + zg[1]) + (zg[2] + zg[3]);
+            const double rel_g = 1.06 * ((3.0 * (std::abs(double(t_low)) + 1.0) + 5.0) * ud + (double(count) + 8.0) * ud);
+            const double z2 = z_g + r;
+            const double ez2 = rel_g * z_g + er + 2.0 * ud * z2;
+            const double target = q * z2;
+            double cum = heavy;
+            for (std::size_t i = 0; i < here; ++i)
+            {
+                const double before = cum;
+                cum += w2(border[i].logit);
+                if (cum >= target)
+                {
+                    const double slack = 4.0 * ud * (cum + target);
+                    if (cum - rel_g * cum - slack >= q * (z2 + ez2) && before + rel_g * before + slack < q * (z2 - ez2))
+                    {
+                        return heavier + i + 1;
+                    }
+                    return 0;
                 }
             }
             return 0;
