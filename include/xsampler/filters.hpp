@@ -37,10 +37,10 @@
 //   the shortest prefix of the rank whose mass reaches P, *inclusive* of the
 //   token that crosses P — so a confident step keeps its top token, never an
 //   empty set. Precisely: the least n with C_n >= P·Z, C_n the exact mass of
-//   the first n ranked tokens; no slack. {.1, .2, .3, .4} as float logits at
-//   P = 0.7 keeps {.4, .3, .2}: the exact mass of {.4, .3} from those float
-//   logits is 0.69999999 < 0.7 (for double logits, 0.70000000000000007:
-//   {.4, .3}). The kept tokens are renormalised by the draw. P == 1 keeps
+//   the first n ranked tokens; no slack. {.1, .2, .3, .4} at P = 0.7 keeps
+//   {.4, .3}: their exact mass is 0.70000000198 from float logits log(p) and
+//   0.69999999999999996811 from double ones, both >= the double 0.7. The
+//   kept tokens are renormalised by the draw. P == 1 keeps
 //   all. A tie group may be split: the lower ids are kept. llama.cpp
 //   accumulates in float and compares cum >= p; Hugging Face drops tokens
 //   whose cumulative mass in ascending order is <= 1 - p, in float32. Both
