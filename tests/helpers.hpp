@@ -271,32 +271,19 @@ namespace test_helpers
         {
             const auto d = log_weights();
             const long double l = std::log((long double)m);
-            std::size_t n = 0;
-            for (; n < d.size(); ++n)
-            {
-                near = near || (m != 1.0 && std::abs(d[n] - l) < margin() * (1.0L + std::abs(l)));
-                if (d[n] < l)
-                {
-                    break;
-                }
-            }
-            cut(n, keep);
+            cut(prefix([&](std::size_t i) { return d[i] >= l; },
+                       [&](std::size_t i) { return m != 1.0 && std::abs(d[i] - l) < margin() * (1.0L + std::abs(l)); }),
+                keep);
             return *this;
         }
         reference& epsilon(double e, std::size_t keep = 1)
         {
             long double z;
             const auto w = weights(z);
-            std::size_t n = 0;
-            for (; n < w.size(); ++n)
-            {
-                near = near || std::abs(w[n] - (long double)e * z) < margin() * w[n];
-                if (w[n] < (long double)e * z)
-                {
-                    break;
-                }
-            }
-            cut(n, keep);
+            const long double cut_w = (long double)e * z;
+            cut(prefix([&](std::size_t i) { return w[i] >= cut_w; },
+                       [&](std::size_t i) { return std::abs(w[i] - cut_w) < margin() * w[i]; }),
+                keep);
             return *this;
         }
         reference& eta(double h, std::size_t keep = 1)
@@ -312,17 +299,27 @@ namespace test_helpers
                 }
             }
             const long double cut_p = std::min((long double)h, std::sqrt((long double)h) * std::exp(-ent));
+            cut(prefix([&](std::size_t i) { return w[i] / z >= cut_p; },
+                       [&](std::size_t i) { return std::abs(w[i] / z - cut_p) < 64.0L * margin() * cut_p; }),
+                keep);
+            return *this;
+        }
+        /// The length of the prefix of the ranked tokens that `keeps`, noting
+        /// in `near` a token on it or just past it that `close` finds too
+        /// close to its threshold to call.
+        template <class Keeps, class Close>
+        std::size_t prefix(Keeps&& keeps, Close&& close)
+        {
             std::size_t n = 0;
-            for (; n < w.size(); ++n)
+            for (; n < kept.size(); ++n)
             {
-                near = near || std::abs(w[n] / z - cut_p) < 64.0L * margin() * cut_p;
-                if (w[n] / z < cut_p)
+                near = near || close(n);
+                if (!keeps(n))
                 {
                     break;
                 }
             }
-            cut(n, keep);
-            return *this;
+            return n;
         }
         /// Keeps the first n, or the first `keep` if n is fewer.
         void cut(std::size_t n, std::size_t keep)

@@ -1453,6 +1453,41 @@ namespace xsampler
             become_sparse(false, true);
         }
 
+        // Two sums over a dense row and its current weights (m_weights), 64
+        // tokens at a time: vec(x, w, acc_a, acc_b) adds a block's vectors
+        // into two T accumulators whose lanes then go into sa and sb in
+        // double (so each lane sums at most 64 terms in T); one(x, w) takes
+        // the tail of a run, adding into sa and sb itself.
+        template <class Vec, class One>
+        void sum_by_block(Vec&& vec, One&& one, double& sa, double& sb)
+        {
+            using B = detail::batch<T>;
+            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                const T* w = m_weights.data() + first;
+                std::size_t i = 0;
+                for (; i + 64 <= len; i += 64)
+                {
+                    B acc_a(T(0)), acc_b(T(0));
+                    for (std::size_t j = i; j < i + 64; j += B::size)
+                    {
+                        vec(B::load_unaligned(x + j), B::load_unaligned(w + j), acc_a, acc_b);
+                    }
+                    alignas(64) T la[B::size], lb[B::size];
+                    acc_a.store_aligned(la);
+                    acc_b.store_aligned(lb);
+                    for (std::size_t k = 0; k < B::size; ++k)
+                    {
+                        sa += double(la[k]);
+                        sb += double(lb[k]);
+                    }
+                }
+                for (; i < len; ++i)
+                {
+                    one(x[i], w[i]);
+                }
+            });
+        }
+
         // Z and A = sum of W_j d_j over the kept set at tiers 1 to 3, each
         // computed once when first asked, with their error bounds; the
         // thresholds of keep_probability_at_least and keep_eta from them.
@@ -1526,39 +1561,22 @@ namespace xsampler
                 const T s = scale();
                 const B vm(m), vs(s), zero(T(0));
                 double sa = 0.0, sb = 0.0;
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                    const T* w = m_weights.data() + first;
-                    std::size_t i = 0;
-                    for (; i + 64 <= n; i += 64)
-                    {
-                        B acc_a(T(0)), acc_b(T(0));
-                        for (std::size_t j = i; j < i + 64; j += B::size)
+                sum_by_block(
+                    [&](const B& vx, const B& vw, B& acc_a, B& acc_b) {
+                        const B d = detail::exponent(vx, vm, vs);
+                        const B wd = xsimd::select(vw > zero, vw * d, zero);
+                        acc_a += wd;
+                        acc_b += wd * d;
+                    },
+                    [&](T x, T w) {
+                        if (w > T(0))
                         {
-                            const B vw = B::load_unaligned(w + j);
-                            const B d = detail::exponent(B::load_unaligned(x + j), vm, vs);
-                            const B wd = xsimd::select(vw > zero, vw * d, zero);
-                            acc_a += wd;
-                            acc_b += wd * d;
+                            const double d = double(detail::exponent(x, m, s));
+                            sa += double(w) * d;
+                            sb += double(w) * d * d;
                         }
-                        alignas(64) T la[B::size], lb[B::size];
-                        acc_a.store_aligned(la);
-                        acc_b.store_aligned(lb);
-                        for (std::size_t k = 0; k < B::size; ++k)
-                        {
-                            sa += double(la[k]);
-                            sb += double(lb[k]);
-                        }
-                    }
-                    for (; i < n; ++i)
-                    {
-                        if (w[i] > T(0))
-                        {
-                            const double d = double(detail::exponent(x[i], m, s));
-                            sa += double(w[i]) * d;
-                            sb += double(w[i]) * d * d;
-                        }
-                    }
-                });
+                    },
+                    sa, sb);
                 a = {sa, 0.0};
                 // Terms within (3|t| + 12) u of W D (the products in T too);
                 // lanes of at most 64 terms in T; the rest in double.
@@ -1861,37 +1879,20 @@ namespace xsampler
             const T s2 = scale2();
             const B vm(m), vs(s2), vlow(x_low), zero(T(0));
             double r = 0.0, rt = 0.0;
-            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
-                const T* wt = m_weights.data() + first;
-                std::size_t i = 0;
-                for (; i + 64 <= len; i += 64)
-                {
-                    B acc_w(T(0)), acc_t(T(0));
-                    for (std::size_t j = i; j < i + 64; j += B::size)
+            sum_by_block(
+                [&](const B& vx, const B& w, B& acc_w, B& acc_t) {
+                    const B vw = xsimd::select(vx < vlow, w, zero);
+                    acc_w += vw;
+                    acc_t += xsimd::select(vw > zero, vw * xsimd::abs(detail::exponent(vx, vm, vs)), zero);
+                },
+                [&](T x, T w) {
+                    if (x < x_low && w > T(0))
                     {
-                        const B vx = B::load_unaligned(x + j);
-                        const B vw = xsimd::select(vx < vlow, B::load_unaligned(wt + j), zero);
-                        acc_w += vw;
-                        acc_t += xsimd::select(vw > zero, vw * xsimd::abs(detail::exponent(vx, vm, vs)), zero);
+                        r += double(w);
+                        rt += double(w) * std::abs(double(detail::exponent(x, m, s2)));
                     }
-                    alignas(64) T lw[B::size], lt[B::size];
-                    acc_w.store_aligned(lw);
-                    acc_t.store_aligned(lt);
-                    for (std::size_t k = 0; k < B::size; ++k)
-                    {
-                        r += double(lw[k]);
-                        rt += double(lt[k]);
-                    }
-                }
-                for (; i < len; ++i)
-                {
-                    if (x[i] < x_low && wt[i] > T(0))
-                    {
-                        r += double(wt[i]);
-                        rt += double(wt[i]) * std::abs(double(detail::exponent(x[i], m, s2)));
-                    }
-                }
-            });
+                },
+                r, rt);
             const double ut = detail::unit<T>();
             const double ud = detail::unit<double>();
             const double dn = double(m_row.size);
