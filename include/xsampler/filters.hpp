@@ -171,94 +171,94 @@ namespace xsampler
         std::size_t m_min_keep;
     };
 
-    class min_p
+    namespace detail
+    {
+        /// A threshold filter: one parameter, validated once (0 disables
+        /// it), and min_keep; Derived::keep(c, value, min_keep) is its verb.
+        template <class Derived>
+        class threshold_stage
+        {
+        public:
+            static constexpr bool keeps_rank_prefix = true;
+
+            double value() const noexcept { return m_v; }
+            std::size_t min_keep() const noexcept { return m_min_keep; }
+
+            template <class T>
+            void apply(candidates<T>& c) const
+            {
+                if (m_v != 0.0)
+                {
+                    Derived::keep(c, m_v, m_min_keep);
+                }
+            }
+
+        protected:
+            /// Throws invalid_parameter(range + value) unless `valid`.
+            threshold_stage(double v, std::size_t min_keep, bool valid, const char* range)
+                : m_v(v), m_min_keep(min_keep_of(min_keep))
+            {
+                if (!valid)
+                {
+                    throw invalid_parameter(std::string(range) + ", got " + format_value(v));
+                }
+            }
+
+        private:
+            double m_v;
+            std::size_t m_min_keep;
+        };
+    }
+
+    class min_p : public detail::threshold_stage<min_p>
     {
     public:
         static constexpr const char* name = "min_p";
-        static constexpr bool keeps_rank_prefix = true;
 
-        explicit min_p(double m, std::size_t min_keep = 1) : m_m(m), m_min_keep(detail::min_keep_of(min_keep))
+        explicit min_p(double m, std::size_t min_keep = 1)
+            : threshold_stage(m, min_keep, m >= 0.0 && m <= 1.0, "min_p: m must be in [0, 1]")
         {
-            if (!(m >= 0.0 && m <= 1.0))
-            {
-                throw invalid_parameter("min_p: m must be in [0, 1], got " + detail::format_value(m));
-            }
         }
-        double value() const noexcept { return m_m; }
-        std::size_t min_keep() const noexcept { return m_min_keep; }
 
         template <class T>
-        void apply(candidates<T>& c) const
+        static void keep(candidates<T>& c, double m, std::size_t min_keep)
         {
-            if (m_m != 0.0)
-            {
-                c.keep_ratio_at_least(m_m, m_min_keep);
-            }
+            c.keep_ratio_at_least(m, min_keep);
         }
-
-    private:
-        double m_m;
-        std::size_t m_min_keep;
     };
 
-    class epsilon
+    class epsilon : public detail::threshold_stage<epsilon>
     {
     public:
         static constexpr const char* name = "epsilon";
-        static constexpr bool keeps_rank_prefix = true;
 
-        explicit epsilon(double e, std::size_t min_keep = 1) : m_e(e), m_min_keep(detail::min_keep_of(min_keep))
+        explicit epsilon(double e, std::size_t min_keep = 1)
+            : threshold_stage(e, min_keep, e >= 0.0 && e < 1.0, "epsilon: e must be in [0, 1) (0 disables it)")
         {
-            if (!(e >= 0.0 && e < 1.0))
-            {
-                throw invalid_parameter("epsilon: e must be in [0, 1) (0 disables it), got " + detail::format_value(e));
-            }
         }
-        double value() const noexcept { return m_e; }
-        std::size_t min_keep() const noexcept { return m_min_keep; }
 
         template <class T>
-        void apply(candidates<T>& c) const
+        static void keep(candidates<T>& c, double e, std::size_t min_keep)
         {
-            if (m_e != 0.0)
-            {
-                c.keep_probability_at_least(m_e, m_min_keep);
-            }
+            c.keep_probability_at_least(e, min_keep);
         }
-
-    private:
-        double m_e;
-        std::size_t m_min_keep;
     };
 
-    class eta
+    class eta : public detail::threshold_stage<eta>
     {
     public:
         static constexpr const char* name = "eta";
-        static constexpr bool keeps_rank_prefix = true;
 
-        explicit eta(double h, std::size_t min_keep = 1) : m_h(h), m_min_keep(detail::min_keep_of(min_keep))
+        explicit eta(double h, std::size_t min_keep = 1)
+            : threshold_stage(h, min_keep, h >= 0.0 && h < 1.0, "eta: h must be in [0, 1) (0 disables it)")
         {
-            if (!(h >= 0.0 && h < 1.0))
-            {
-                throw invalid_parameter("eta: h must be in [0, 1) (0 disables it), got " + detail::format_value(h));
-            }
         }
-        double value() const noexcept { return m_h; }
-        std::size_t min_keep() const noexcept { return m_min_keep; }
 
         template <class T>
-        void apply(candidates<T>& c) const
+        static void keep(candidates<T>& c, double h, std::size_t min_keep)
         {
-            if (m_h != 0.0)
-            {
-                c.keep_eta(m_h, m_min_keep);
-            }
+            c.keep_eta(h, min_keep);
         }
-
-    private:
-        double m_h;
-        std::size_t m_min_keep;
     };
 }
 
