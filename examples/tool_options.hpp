@@ -314,7 +314,7 @@ namespace examples
         add_integer(cmd, "--min-keep", o.params.min_keep, std::size_t(0), SIZE_MAX,
                     "every truncating filter keeps at least N tokens (default 1; 0 counts as 1)");
         cmd.add_option("--samplers", o.samplers,
-                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\", after the "
+                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p;epsilon;eta\", after the "
                        "processors)");
         add_processor_flags(cmd, o);
     }

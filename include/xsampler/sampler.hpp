@@ -5,11 +5,13 @@
 //
 // sampling_params
 //   One field per knob, neutral by default (temperature 1, top_k 0, top_p 1,
-//   min_p 0, and every processor off: the plain softmax), the seed of the
+//   min_p 0, min_keep 1, epsilon 0, eta 0, and every processor off: the
+//   plain softmax), the seed of the
 //   sampler's own engine, the stage order (names, like llama.cpp's sampler
 //   list; default the processors — logit_bias, penalties, dry,
 //   no_repeat_ngram, bad_words, token_mask — then temperature, top_k, top_p,
-//   min_p: Hugging Face's order), and `custom`: user stages (stage.hpp)
+//   min_p: Hugging Face's order, then epsilon, eta), and `custom`: user
+//   stages (stage.hpp)
 //   placed in the order by their names.
 // sampler{sampling_params}
 //   Built from one table of the built-in stages (detail::stage_table): each
@@ -49,7 +51,7 @@ namespace xsampler
     /// The processors first (logit_bias, penalties, dry, no_repeat_ngram,
     /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
     /// before they penalise), then Hugging Face's filter order: temperature,
-    /// top_k, top_p, min_p.
+    /// top_k, top_p, min_p; then epsilon, eta.
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",

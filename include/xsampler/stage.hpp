@@ -17,7 +17,8 @@
 //   written. After it runs, a processor that left every token masked is an
 //   error naming it: invalid_logits("<name>: every token is masked").
 // - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
-//   keep_mass, keep_log_weight_at_least, retain_if.
+//   keep_mass, keep_log_weight_at_least, keep_ratio_at_least,
+//   keep_probability_at_least, keep_eta, retain_if.
 // Optional members, read at compile time:
 //   static constexpr const char* name;           for messages (else "stage")
 //   static constexpr bool keeps_rank_prefix;     documentation and tests
