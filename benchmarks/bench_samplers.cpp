@@ -152,6 +152,16 @@ namespace
     {
         run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::min_p{0.05}}, false);
     }
+    // epsilon and eta (exact thresholds: a Z pass, for eta an entropy pass,
+    // then one compare pass), transformers' suggested values.
+    void BM_epsilon(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::epsilon{3e-4}}, false);
+    }
+    void BM_eta(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::eta{6e-4}}, false);
+    }
     // llama.cpp's default chain without penalties.
     auto llama_default()
     {
@@ -431,6 +441,8 @@ BENCHMARK(BM_sample_top_k)->Apply(vocab_args);
 BENCHMARK(BM_sample_top_p)->Apply(vocab_args);
 BENCHMARK(BM_sample_top_p_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sample_min_p)->Apply(vocab_args);
+BENCHMARK(BM_epsilon)->Arg(128256);
+BENCHMARK(BM_eta)->Arg(128256);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sampler_chain)->Apply(vocab_args);

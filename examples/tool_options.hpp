@@ -3,7 +3,7 @@
 // always go together) that binds it to its field. Every subcommand that takes
 // a flag calls the same function, so a flag is defined, and checked, once.
 //
-//   params    sampling_params   --temp --top-k --top-p --min-p --seed
+//   params    sampling_params   --temp --top-k --top-p --min-p --epsilon --eta --min-keep --seed
 //   generate  generate_options  --max-tokens (generate, vote) --min-tokens
 //                               --stop-seq --top-logprobs --eos
 //   beam      beam_options      --max-tokens (beam) --beam-width --n-best
@@ -313,8 +313,13 @@ namespace examples
                     "keep the K most probable tokens; 0 disables (default 0)");
         add_real(cmd, "--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
         add_real(cmd, "--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
+        // epsilon, eta, min_keep (filters.hpp)
+        add_real(cmd, "--epsilon", o.params.epsilon, "keep p >= E, E in [0, 1); 0 disables (default 0)");
+        add_real(cmd, "--eta", o.params.eta, "keep p >= min(E, sqrt(E) e^-H), E in [0, 1); 0 disables (default 0)");
+        add_integer(cmd, "--min-keep", o.params.min_keep, std::size_t(0), SIZE_MAX,
+                    "every truncating filter keeps at least N tokens (default 1; 0 counts as 1)");
         cmd.add_option("--samplers", o.samplers,
-                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\", after the "
+                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p;epsilon;eta\", after the "
                        "processors)");
         // XTC and mirostat (xtc.hpp, mirostat.hpp), under llama.cpp's names.
         add_real(cmd, "--xtc-probability", o.params.xtc_probability,

@@ -157,12 +157,16 @@ namespace test_helpers
     }
 
     /// The plain definition, for checking: sort everything by (logit desc,
-    /// id asc), softmax with std::exp at scale s, and cut as the contracts say.
+    /// id asc), softmax with std::exp at scale s, and cut as the contracts
+    /// say. The cuts are decided in long double on the exact values (x - m)·s
+    /// of the row (the scale as the library holds it, a double), with a
+    /// margin check: `near` is set where long double itself cannot separate
+    /// the two sides (never seen: its error is ~1e-16 relative).
     struct reference
     {
         double scale = 1.0;
-        double tol = 0.0;   ///< a top-p mass or min-p ratio within tol of its cut...
-        bool near = false;  ///< ...sets this: the decision is too close to call
+        double tol = 0.0;   ///< unused by the cuts (kept for the callers)
+        bool near = false;  ///< a cut long double cannot call
         std::vector<std::pair<double, xsampler::token_id>> kept;  // (logit, id), ranked
 
         template <class T>
@@ -194,6 +198,33 @@ namespace test_helpers
             return w;
         }
 
+        /// (x - m)·s in long double (x - m exact for float logits; a double
+        /// difference rounds once, at 2^-64).
+        std::vector<long double> log_weights() const
+        {
+            std::vector<long double> d;
+            for (const auto& k : kept)
+            {
+                d.push_back(((long double)k.first - (long double)kept.front().first) * (long double)scale);
+            }
+            return d;
+        }
+        /// The weights e^d in long double, and their sum.
+        std::vector<long double> weights(long double& z) const
+        {
+            std::vector<long double> w;
+            z = 0.0L;
+            for (const long double d : log_weights())
+            {
+                w.push_back(std::exp(d));
+                z += w.back();
+            }
+            return w;
+        }
+        /// Long double's own error on a sum of n such weights, relative: each
+        /// weight within an ulp, each addition within half an ulp, doubled.
+        long double margin() const { return (long double)(kept.size() + 4) * std::numeric_limits<long double>::epsilon(); }
+
         reference& temperature(double t)
         {
             if (t == 0.0)
@@ -206,44 +237,94 @@ namespace test_helpers
             }
             return *this;
         }
-        reference& top_k(std::size_t k)
+        reference& top_k(std::size_t k, std::size_t keep = 1)
         {
+            if (k > 0 && k < keep)
+            {
+                k = keep;
+            }
             if (k > 0 && k < kept.size())
             {
                 kept.resize(k);
             }
             return *this;
         }
-        reference& top_p(double p)
+        reference& top_p(double p, std::size_t keep = 1)
         {
-            const auto pr = probs();
-            double cum = 0.0;
-            for (std::size_t i = 0; i < pr.size(); ++i)
+            long double z;
+            const auto w = weights(z);
+            const long double target = (long double)p * z;
+            long double cum = 0.0L;
+            for (std::size_t i = 0; i < w.size(); ++i)
             {
-                cum += pr[i];
-                near = near || std::abs(cum - (p - xsampler::top_p::mass_slack)) < tol;
-                if (cum >= p - xsampler::top_p::mass_slack)
+                cum += w[i];
+                near = near || std::abs(cum - target) < margin() * z;
+                if (cum >= target)
                 {
-                    kept.resize(i + 1);
+                    cut(i + 1, keep);
                     break;
                 }
             }
             return *this;
         }
-        reference& min_p(double m)
+        reference& min_p(double m, std::size_t keep = 1)
         {
-            const auto pr = probs();
-            std::size_t n = 0;
-            for (; n < pr.size(); ++n)
+            const auto d = log_weights();
+            const long double l = std::log((long double)m);
+            cut(prefix([&](std::size_t i) { return d[i] >= l; },
+                       [&](std::size_t i) { return m != 1.0 && std::abs(d[i] - l) < margin() * (1.0L + std::abs(l)); }),
+                keep);
+            return *this;
+        }
+        reference& epsilon(double e, std::size_t keep = 1)
+        {
+            long double z;
+            const auto w = weights(z);
+            const long double cut_w = (long double)e * z;
+            cut(prefix([&](std::size_t i) { return w[i] >= cut_w; },
+                       [&](std::size_t i) { return std::abs(w[i] - cut_w) < margin() * w[i]; }),
+                keep);
+            return *this;
+        }
+        reference& eta(double h, std::size_t keep = 1)
+        {
+            long double z;
+            const auto w = weights(z);
+            long double ent = 0.0L;
+            for (const long double x : w)
             {
-                near = near || std::abs(pr[n] / pr[0] - m) < tol;
-                if (pr[n] < m * pr[0])
+                if (x > 0.0L)
+                {
+                    ent -= x / z * std::log(x / z);
+                }
+            }
+            const long double cut_p = std::min((long double)h, std::sqrt((long double)h) * std::exp(-ent));
+            cut(prefix([&](std::size_t i) { return w[i] / z >= cut_p; },
+                       [&](std::size_t i) { return std::abs(w[i] / z - cut_p) < 64.0L * margin() * cut_p; }),
+                keep);
+            return *this;
+        }
+        /// The length of the prefix of the ranked tokens that `keeps`, noting
+        /// in `near` a token on it or just past it that `close` finds too
+        /// close to its threshold to call.
+        template <class Keeps, class Close>
+        std::size_t prefix(Keeps&& keeps, Close&& close)
+        {
+            std::size_t n = 0;
+            for (; n < kept.size(); ++n)
+            {
+                near = near || close(n);
+                if (!keeps(n))
                 {
                     break;
                 }
             }
-            kept.resize(n);
-            return *this;
+            return n;
+        }
+        /// Keeps the first n, or the first `keep` if n is fewer.
+        void cut(std::size_t n, std::size_t keep)
+        {
+            kept.resize(std::min(kept.size(), std::max(n, std::max<std::size_t>(keep, 1))));
         }
 
         std::map<xsampler::token_id, double> as_map() const

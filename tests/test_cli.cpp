@@ -1058,6 +1058,40 @@ TEST_CASE("xsampler dist over the word model: words in the listing and the pictu
     CHECK(run("sample --corpus " + corpus + " --prompt 'sat' --seed 3 -n 2").out == "0\n0\n");
     check_error("dist --corpus " + corpus + " --prompt 'the' --logits " + path("svg_row.npy"), "give the row once");
     check_error("dist --corpus " + corpus + " --prompt 'the' --row 1", "--row requires --logits");
+// --- epsilon, eta, min_keep (branch exact) ---
+
+TEST_CASE("xsampler's --epsilon, --eta and --min-keep give the library's filters", "[cli][exact]")
+{
+    const auto logits = test_helpers::random_row<float>(300, 57, 2.0);
+    const auto file = write_npy("exact_row.npy", logits);
+    sampling_params p;
+    p.epsilon = 0.01;
+    check_dist("--logits " + file + " --epsilon 0.01", logits, p);
+    CHECK(lines(run("dist --logits " + file + " --epsilon 0.01").out).size() < 300);
+    p = sampling_params{};
+    p.eta = 0.002;
+    check_dist("--logits " + file + " --eta 0.002", logits, p);
+    CHECK(lines(run("dist --logits " + file + " --eta 0.002").out).size() < 300);
+    p = sampling_params{};
+    p.top_k = 2;
+    p.min_keep = 5;
+    check_dist("--logits " + file + " --top-k 2 --min-keep 5", logits, p);
+    CHECK(lines(run("dist --logits " + file + " --top-k 2 --min-keep 5").out).size() == 5);
+    p = sampling_params{};
+    p.epsilon = 0.3;
+    p.eta = 0.5;
+    p.min_keep = 3;
+    p.order = parse_stage_order("eta;epsilon");
+    check_dist("--logits " + file + " --epsilon 0.3 --eta 0.5 --min-keep 3 --samplers 'eta;epsilon'", logits, p);
+
+    const auto good = write_npy("exact_good.npy", test_helpers::row<float>({0.0, 1.0, 2.0}));
+    check_error("dist --logits " + good + " --epsilon 1", "epsilon: e must be in [0, 1) (0 disables it), got 1");
+    check_error("dist --logits " + good + " --epsilon abc", "--epsilon");
+    check_error("dist --logits " + good + " --eta -0.5", "eta: h must be in [0, 1) (0 disables it), got -0.5");
+    check_error("dist --logits " + good + " --eta x", "--eta");
+    check_error("dist --logits " + good + " --min-keep -1", "--min-keep");
+    check_error("dist --logits " + good + " --min-keep 1.5", "--min-keep");
+    check_error("dist --logits " + good + " --epsilon 0.1 --samplers top_k", "epsilon is set but not in the sampler order");
 }
 
 #endif

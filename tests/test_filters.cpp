@@ -1,6 +1,7 @@
 // filters.hpp, candidates.hpp, softmax.hpp, row.hpp: the contracts with
 // exact values, their edge cases, and every error.
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -10,6 +11,7 @@
 #include <xtensor/xmath.hpp>
 
 #include "helpers.hpp"
+#include "stats.hpp"
 
 using namespace xsampler;
 using test_helpers::as_map;
@@ -414,13 +416,13 @@ TEST_CASE("top_p accumulates in double: exact nucleus on a 128k row", "[filters]
     CHECK(float_count != exact);  // why the issue asks for double
 }
 
-TEMPLATE_TEST_CASE("the fast paths keep exactly the sets of the plain algorithm on the same weights",
+TEMPLATE_TEST_CASE("the fast paths keep exactly the sets of the exact sort-based reference",
                    "[filters][reference][fast]", float, double)
 {
-    // The plain algorithm: the library's own weights, every candidate sorted
-    // by rank, one running sum; against it the SIMD selection of top-k, the
-    // bucketed top-p and the vectorised min-p must agree token for token,
-    // ties at the cut and masked tokens included.
+    // The plain algorithm: every candidate sorted by rank, the cuts decided
+    // in long double on the row's own values (helpers.hpp); against it the
+    // SIMD selection of top-k, the bucketed top-p and the vectorised min-p
+    // must agree token for token, ties at the cut and masked tokens included.
     for (std::uint64_t seed = 100; seed < 160; ++seed)
     {
         const bool ties = seed % 3 == 0;
@@ -430,44 +432,375 @@ TEMPLATE_TEST_CASE("the fast paths keep exactly the sets of the plain algorithm 
         const double ps[] = {0.3, 0.75, 0.9, 0.99, 0.999};
         const double p = ps[seed % 5];
         const std::int64_t k = std::int64_t(1 + seed % 200);
-        INFO("seed " << seed << " p " << p << " k " << k);
+        const double m = 0.001 * double(seed % 50);
+        INFO("seed " << seed << " p " << p << " k " << k << " m " << m);
 
-        candidates<TestType> c;
-        c.load(r);
-        c.divide_scale(t);
-        std::vector<scored<TestType>> ranked;
-        c.for_each_by_id([&](token_id id, TestType x) { ranked.push_back({x, id}); });
-        std::sort(ranked.begin(), ranked.end(), ranks_before<TestType>);
-        const double z = c.total_weight();
-        double cum = 0.0;
-        std::size_t nucleus = ranked.size();
-        for (std::size_t i = 0; i < ranked.size(); ++i)
-        {
-            cum += double(c.weight(ranked[i].logit));
-            if (cum >= (p - top_p::mass_slack) * z)
-            {
-                nucleus = i + 1;
-                break;
-            }
-        }
-        const auto ids = [](const std::vector<scored<TestType>>& v, std::size_t n) {
+        const auto ids = [](const test_helpers::reference& ref) {
             std::set<token_id> s;
-            for (std::size_t i = 0; i < std::min(n, v.size()); ++i)
+            for (const auto& x : ref.kept)
             {
-                s.insert(v[i].id);
+                s.insert(x.second);
             }
             return s;
         };
         const auto kept = [](const distribution& d) { return std::set<token_id>(d.ids.begin(), d.ids.end()); };
-
-        CHECK(kept(chain{temperature{t}, top_p{p}}.final_distribution(r)) == ids(ranked, nucleus));
-        CHECK(kept(chain{temperature{t}, top_k{k}}.final_distribution(r)) == ids(ranked, std::size_t(k)));
-        const double m = 0.001 * double(seed % 50);
-        std::size_t above = 0;
-        while (above < ranked.size() && double(c.log_weight(ranked[above].logit)) >= std::log(m))
+        const auto ref = [&] {
+            test_helpers::reference x(r);
+            x.temperature(t);
+            return x;
+        };
+        auto nucleus = ref();
+        nucleus.top_p(p);
+        CHECK_FALSE(nucleus.near);
+        CHECK(kept(chain{temperature{t}, top_p{p}}.final_distribution(r)) == ids(nucleus));
+        CHECK(kept(chain{temperature{t}, top_k{k}}.final_distribution(r)) == ids(ref().top_k(std::size_t(k))));
+        if (m > 0.0)
         {
-            ++above;
+            auto above = ref();
+            above.min_p(m);
+            CHECK_FALSE(above.near);
+            CHECK(kept(chain{temperature{t}, min_p{m}}.final_distribution(r)) == ids(above));
         }
-        CHECK(kept(chain{temperature{t}, min_p{m}}.final_distribution(r)) == ids(ranked, m == 0.0 ? ranked.size() : above));
+    }
+}
+
+// --- Exact decisions (detail/exact.hpp, docs/semantics.md "Exact decisions") ---
+
+namespace
+{
+    /// The kept ids of a chain's distribution, as a set.
+    std::set<token_id> kept_ids(const distribution& d) { return std::set<token_id>(d.ids.begin(), d.ids.end()); }
+
+    /// The ids a reference keeps, as a set.
+    std::set<token_id> kept_ids(const test_helpers::reference& r)
+    {
+        std::set<token_id> s;
+        for (const auto& x : r.kept)
+        {
+            s.insert(x.second);
+        }
+        return s;
+    }
+
+    detail::exact_counters counted(const std::function<void()>& f)
+    {
+        detail::counters() = {};
+        f();
+        return detail::counters();
+    }
+}
+
+TEMPLATE_TEST_CASE("top_p decides exactly: transformers' row, {.1, .2, .3, .4}", "[filters][exact]", float, double)
+{
+    // transformers' TopPLogitsWarper case: logits log([0.3, 0.1, 0.1, 0.5]),
+    // P = 0.8. From float32 logits the exact mass of the top two is
+    // 0.8000000042 >= 0.8 (the double 0.80000000000000004): two kept, as
+    // transformers expects (the float weights give 0.79999999 and kept three
+    // before). From float64 logits it is 0.79999999999999995842 < 0.8: three.
+    const auto l = logits_of<TestType>({0.3, 0.1, 0.1, 0.5});
+    const bool is_float = std::is_same<TestType, float>::value;
+    const auto tiers = counted([&] {
+        CHECK(kept_ids(chain{top_p{0.8}}.final_distribution(l)) ==
+              (is_float ? std::set<token_id>{3, 0} : std::set<token_id>{3, 0, 1}));
+    });
+    CHECK(tiers.tier2 >= 1);  // the float bounds (1e-6) cannot separate a gap of 4e-9...
+    CHECK((tiers.tier3 == 0 || !is_float));  // ...double's can
+    CHECK(tiers.residual == 0);
+    test_helpers::reference ref(l);
+    ref.top_p(0.8);
+    CHECK_FALSE(ref.near);
+    CHECK(ref.kept.size() == (is_float ? 2u : 3u));
+
+    // {.1, .2, .3, .4} at 0.7: the exact masses of {.4, .3} are 0.70000000198
+    // (float logits) and 0.69999999999999996811 (double), both >= the double
+    // 0.7 = 0.69999999999999995559: {.4, .3} kept in both, with no slack.
+    const auto h = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    CHECK(kept_ids(chain{top_p{0.7}}.final_distribution(h)) == std::set<token_id>{3, 2});
+    // Just above that mass, three.
+    CHECK(kept_ids(chain{top_p{is_float ? 0.70000001 : 0.70000000000000007}}.final_distribution(h)) ==
+          std::set<token_id>{3, 2, 1});
+}
+
+TEMPLATE_TEST_CASE("top_p decides exactly on rows k/100 with P the exact mass of the top j", "[filters][exact]",
+                   float, double)
+{
+    // P_j = the exact mass of the top j tokens (long double, on the row's own
+    // T logits), rounded to double, and its two neighbours. The neighbours are
+    // half an ulp or more away from the mass: j and j + 1 tokens, always.
+    // The rounded value itself is as the long-double reference says, where
+    // long double can call it (it can in nearly every case).
+    std::size_t checked = 0;
+    std::size_t uncalled = 0;
+    const auto tiers = counted([&] {
+        for (std::uint64_t seed = 1; seed <= 40; ++seed)
+        {
+            philox4x32 rng(seed, 11);
+            const std::size_t n = 3 + std::size_t(uniform01(rng) * 12.0);
+            std::vector<int> k(n, 1);  // n parts of 100, each >= 1
+            for (int left = 100 - int(n); left > 0; --left)
+            {
+                ++k[std::size_t(uniform01(rng) * double(n))];
+            }
+            xt::xtensor<TestType, 1> r = xt::empty<TestType>({n});
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                r(i) = TestType(std::log(k[i] / 100.0));
+            }
+            test_helpers::reference base(r);
+            long double z;
+            const auto w = base.weights(z);
+            long double cum = 0.0L;
+            for (std::size_t j = 1; j < n; ++j)
+            {
+                cum += w[j - 1];
+                if (w[j] == w[j - 1])
+                {
+                    continue;  // a tie group: its prefix masses are shared
+                }
+                const double p = double(cum / z);
+                const double below = std::nextafter(p, 0.0);
+                const double above = std::nextafter(p, 1.0);
+                INFO("seed " << seed << " j " << j << " P " << p);
+                for (const double q : {below, p, above})
+                {
+                    if (q <= 0.0 || q >= 1.0)
+                    {
+                        continue;
+                    }
+                    test_helpers::reference ref(r);
+                    ref.top_p(q);
+                    const auto got = chain{top_p{q}}.final_distribution(r).ids.size();
+                    if (q == below)
+                    {
+                        CHECK(got == j);
+                    }
+                    if (q == above)
+                    {
+                        CHECK(got == j + 1);
+                    }
+                    if (ref.near)
+                    {
+                        ++uncalled;
+                        continue;
+                    }
+                    CHECK(got == ref.kept.size());
+                    ++checked;
+                }
+            }
+        }
+    });
+    INFO("checked " << checked << ", uncalled " << uncalled);
+    CHECK(checked > 500);
+    CHECK(uncalled * 10 < checked);
+    CHECK(tiers.tier3 > 0);  // P within 2^-53 of the mass: past double's bound
+    CHECK(tiers.residual == 0);
+}
+
+TEMPLATE_TEST_CASE("top_p on a tied row with P·N integral: decided by counting", "[filters][exact]", float, double)
+{
+    // Every weight is 1: C_k = k, Z = N, and C_k = P·Z exactly when k = P·N
+    // — the one case where exact equality happens (docs/semantics.md).
+    const auto r = row<TestType>({2, 2, 2, 2, 2, 2, 2, 2});
+    const auto tiers = counted([&] {
+        CHECK(chain{top_p{0.25}}.final_distribution(r).ids == std::vector<token_id>{0, 1});
+        CHECK(chain{top_p{0.375}}.final_distribution(r).ids == std::vector<token_id>{0, 1, 2});
+        CHECK(chain{top_p{0.5}}.final_distribution(r).ids.size() == 4);
+    });
+    CHECK(tiers.tier3 == 3);
+    CHECK(tiers.residual == 0);
+    CHECK(chain{top_p{std::nextafter(0.25, 1.0)}}.final_distribution(r).ids.size() == 3);
+    CHECK(chain{top_p{std::nextafter(0.25, 0.0)}}.final_distribution(r).ids.size() == 2);
+    // 0.3 is below 3/10: 0.3·10 < 3, so 3 tokens reach it.
+    const auto ten = row<TestType>({1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+    CHECK(chain{top_p{0.3}}.final_distribution(ten).ids.size() == 3);
+    CHECK(chain{top_p{0.7}}.final_distribution(ten).ids.size() == 7);  // 0.7 < 7/10 too
+    CHECK(chain{top_p{0.1}}.final_distribution(ten).ids.size() == 2);  // 0.1 > 1/10: one token falls short
+}
+
+TEMPLATE_TEST_CASE("min_p decides exactly at p_i = M·p_max", "[filters][exact]", float, double)
+{
+    // The neighbours of ln M (times T) among the T values: the one above is
+    // kept, the one below dropped, at temperature 1 and 1/2 (S = 2).
+    using L = std::numeric_limits<TestType>;
+    for (const double m : {0.05, 0.1, 0.3, 1.0 / 3.0, 0.9, 0.999})
+    {
+        for (const double t : {1.0, 0.5})
+        {
+            const long double l = std::log((long double)m) * (long double)t;
+            TestType above = TestType(l);
+            while ((long double)above < l)
+            {
+                above = std::nextafter(above, L::infinity());
+            }
+            TestType below = std::nextafter(above, -L::infinity());
+            while ((long double)below >= l)
+            {
+                below = std::nextafter(below, -L::infinity());
+            }
+            INFO("M " << m << " T " << t);
+            xt::xtensor<TestType, 1> r = xt::empty<TestType>({4});
+            r(0) = 0;
+            r(1) = below;
+            r(2) = above;
+            r(3) = TestType(-20);
+            const auto tiers = counted([&] {
+                CHECK(kept_ids(chain{temperature{t}, min_p{m}}.final_distribution(r)) == std::set<token_id>{0, 2});
+            });
+            CHECK(tiers.tier2 >= 1);  // a gap of one ulp: past the fast path's bound
+            CHECK(tiers.residual == 0);
+            if (std::is_same<TestType, double>::value)
+            {
+                CHECK(tiers.tier3 >= 1);  // past double's too
+            }
+            // A list (after top-k) decides the same.
+            CHECK(kept_ids(chain{temperature{t}, top_k{3}, min_p{m}}.final_distribution(r)) == std::set<token_id>{0, 2});
+        }
+    }
+    // M = 1: exactly the tokens tied with the max.
+    const auto r = row<TestType>({1, 3, 3, std::nextafter(TestType(3), TestType(0))});
+    CHECK(kept_ids(chain{min_p{1.0}}.final_distribution(r)) == std::set<token_id>{1, 2});
+}
+
+TEMPLATE_TEST_CASE("min_keep: every truncating filter keeps at least min_keep", "[filters][exact][min_keep]", float,
+                   double)
+{
+    const auto l = logits_of<TestType>({0.05, 0.1, 0.15, 0.3, 0.4});
+    CHECK(kept_ids(chain{top_k{1, 3}}.final_distribution(l)) == std::set<token_id>{4, 3, 2});  // max(k, min_keep)
+    CHECK(kept_ids(chain{top_k{4, 2}}.final_distribution(l)).size() == 4);
+    CHECK(kept_ids(chain{top_k{0, 2}}.final_distribution(l)).size() == 5);  // 0 still disables
+    CHECK(kept_ids(chain{top_p{0.1, 3}}.final_distribution(l)) == std::set<token_id>{4, 3, 2});
+    CHECK(kept_ids(chain{top_p{0.5, 1}}.final_distribution(l)) == std::set<token_id>{4, 3});
+    CHECK(kept_ids(chain{top_p{0.5, 0}}.final_distribution(l)) == std::set<token_id>{4, 3});  // 0 counts as 1
+    CHECK(kept_ids(chain{min_p{0.9, 2}}.final_distribution(l)) == std::set<token_id>{4, 3});
+    CHECK(kept_ids(chain{min_p{0.9}}.final_distribution(l)) == std::set<token_id>{4});
+    CHECK(kept_ids(chain{epsilon{0.35, 4}}.final_distribution(l)).size() == 4);
+    CHECK(kept_ids(chain{eta{0.5, 5}}.final_distribution(l)).size() == 5);
+    CHECK(kept_ids(chain{top_p{0.1, 99}}.final_distribution(l)).size() == 5);  // more than there are: all
+    // A fused top-k (load(row, k)) respects it too.
+    candidates<TestType> c;
+    c.load(l, 2);
+    c.keep_mass(0.1, 2);
+    CHECK(c.size() == 2);
+    // The run-time sampler passes sampling_params::min_keep to every filter.
+    sampling_params p;
+    p.min_keep = 3;
+    p.top_k = 1;
+    CHECK(sampler(p).final_distribution(l).ids.size() == 3);
+    p.top_k = 0;
+    p.top_p = 0.1;
+    CHECK(sampler(p).final_distribution(l).ids.size() == 3);
+    p.top_p = 1.0;
+    p.epsilon = 0.35;
+    CHECK(sampler(p).final_distribution(l).ids.size() == 3);
+}
+
+TEMPLATE_TEST_CASE("epsilon and eta: transformers' cases", "[filters][exact][epsilon][eta]", float, double)
+{
+    // EpsilonLogitsWarper(0.1): keep p >= 0.1.
+    CHECK(kept_ids(chain{epsilon{0.1}}.final_distribution(logits_of<TestType>({0.87, 0.099, 0.001, 0.03}))) ==
+          std::set<token_id>{0});
+    check_probs<TestType>(dist(logits_of<TestType>({0.4, 0.299, 0.101, 0.2}), epsilon{0.1}),
+                          {{0, 0.4}, {1, 0.299}, {2, 0.101}, {3, 0.2}});
+    // Ramps arange(10) - 5, the second times 100: epsilon 0.05 with
+    // min_keep 2 keeps 3 and 2; eta 0.1 with min_keep 2 keeps 2 and 2.
+    xt::xtensor<TestType, 1> ramp = xt::empty<TestType>({10});
+    xt::xtensor<TestType, 1> steep = xt::empty<TestType>({10});
+    for (std::size_t i = 0; i < 10; ++i)
+    {
+        ramp(i) = TestType(double(i) - 5.0);
+        steep(i) = TestType((double(i) - 5.0) * 100.0);
+    }
+    CHECK(chain{epsilon{0.05, 2}}.final_distribution(ramp).ids.size() == 3);
+    CHECK(chain{epsilon{0.05, 2}}.final_distribution(steep).ids.size() == 2);
+    CHECK(chain{eta{0.1, 2}}.final_distribution(ramp).ids.size() == 2);
+    CHECK(chain{eta{0.1, 2}}.final_distribution(steep).ids.size() == 2);
+    // EtaLogitsWarper(0.0625): cut min(0.0625, 0.25 e^-H) = 0.0625 on both
+    // rows (0.25 e^-H is 0.1320 and 0.1644): [0, .1, .8, .1] keeps all three
+    // (log 0 = -inf, masked); [.01, .04, .9, .05] keeps .9 alone.
+    CHECK(kept_ids(chain{eta{0.0625}}.final_distribution(row<TestType>({-inf, std::log(0.1), std::log(0.8), std::log(0.1)}))) ==
+          std::set<token_id>{1, 2, 3});
+    CHECK(kept_ids(chain{eta{0.0625}}.final_distribution(logits_of<TestType>({0.01, 0.04, 0.9, 0.05}))) ==
+          std::set<token_id>{2});
+    // Where e^-H decides: a flat row of 100 tokens and one of weight 50
+    // (H = 2.61 nats): the cut is 0.9^0.5 e^-H = 0.0698 < 0.9.
+    std::vector<double> probs(101, 0.5 / 100.0);
+    probs[0] = 0.5;
+    xt::xtensor<TestType, 1> flat = xt::empty<TestType>({101});
+    for (std::size_t i = 0; i < 101; ++i)
+    {
+        flat(i) = TestType(std::log(probs[i]));
+    }
+    CHECK(kept_ids(chain{eta{0.9}}.final_distribution(flat)) == std::set<token_id>{0});
+    // Validation names the stage, the parameter, the range and the value.
+    CHECK_THROWS_MATCHES(epsilon{1.0}, invalid_parameter,
+                         Message("epsilon: e must be in [0, 1) (0 disables it), got 1"));
+    CHECK_THROWS_MATCHES(epsilon{-0.5}, invalid_parameter,
+                         Message("epsilon: e must be in [0, 1) (0 disables it), got -0.5"));
+    CHECK_THROWS_MATCHES(eta{std::nan("")}, invalid_parameter,
+                         Message("eta: h must be in [0, 1) (0 disables it), got nan"));
+    CHECK(kept_ids(chain{epsilon{0.0}, eta{0.0}}.final_distribution(flat)).size() == 101);  // 0 disables
+}
+
+TEMPLATE_TEST_CASE("epsilon and eta agree with the exact sort-based reference", "[filters][exact][epsilon][eta]",
+                   float, double)
+{
+    for (std::uint64_t seed = 200; seed < 260; ++seed)
+    {
+        const std::size_t vocab = seed % 2 ? 20011 : 300;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0,
+                                                          seed % 5 == 0 ? 0.4 : 0.0);
+        const double t = 0.4 + 0.15 * double(seed % 7);
+        const double e = 1e-5 * double(1 + seed % 300);
+        const double h = 1e-4 * double(1 + seed % 50);
+        const std::size_t keep = 1 + seed % 3;
+        INFO("seed " << seed << " e " << e << " h " << h);
+        test_helpers::reference a(r);
+        a.temperature(t).epsilon(e, keep);
+        CHECK_FALSE(a.near);
+        CHECK(kept_ids(chain{temperature{t}, epsilon{e, keep}}.final_distribution(r)) == kept_ids(a));
+        test_helpers::reference b(r);
+        b.temperature(t).eta(h, keep);
+        CHECK_FALSE(b.near);
+        CHECK(kept_ids(chain{temperature{t}, eta{h, keep}}.final_distribution(r)) == kept_ids(b));
+        // On a list (after top-k) too.
+        test_helpers::reference c(r);
+        c.temperature(t).top_k(50).eta(h, keep);
+        CHECK(kept_ids(chain{temperature{t}, top_k{50}, eta{h, keep}}.final_distribution(r)) == kept_ids(c));
+    }
+}
+
+TEMPLATE_TEST_CASE("epsilon and eta draw from the renormalised kept set", "[filters][exact][epsilon][eta][stats]",
+                   float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(64, 77, 1.5);
+    for (int which = 0; which < 2; ++which)
+    {
+        chain<temperature, epsilon> ce{temperature{0.9}, epsilon{0.01}};
+        chain<temperature, eta> ch{temperature{0.9}, eta{0.02}};
+        const auto d = which == 0 ? ce.final_distribution(r) : ch.final_distribution(r);
+        REQUIRE(d.ids.size() > 5);
+        REQUIRE(d.ids.size() < 64);
+        std::map<token_id, std::size_t> index;
+        for (std::size_t i = 0; i < d.ids.size(); ++i)
+        {
+            index[d.ids[i]] = i;
+        }
+        philox4x32 rng(5 + std::uint64_t(which));
+        const std::size_t n = 40000;
+        std::vector<double> observed(d.ids.size(), 0.0);
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            const auto tok = which == 0 ? ce.sample(r, {}, rng) : ch.sample(r, {}, rng);
+            REQUIRE(index.count(tok.id) == 1);
+            observed[index[tok.id]] += 1.0;
+        }
+        std::vector<double> expected;
+        for (const double p : d.probs)
+        {
+            expected.push_back(p * double(n));
+        }
+        const double x2 = test_stats::chi_square(observed, expected);
+        INFO("chi-square " << x2 << " over " << observed.size() << " cells");
+        CHECK(x2 < test_stats::chi_square_bound(observed.size() - 1));
     }
 }

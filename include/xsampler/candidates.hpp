@@ -50,8 +50,16 @@
 //   divide_scale(T)         temperature T > 0
 //   keep_argmax()           temperature 0
 //   keep_top(k)             the k best-ranked (selection, never a sort)
-//   keep_mass(q)            the shortest rank prefix whose mass reaches q·Z
-//   keep_log_weight_at_least(d)  the tokens with (x - m)·s >= d (a prefix)
+//   keep_mass(q[, min_keep])  the shortest rank prefix whose mass reaches q·Z
+//   keep_log_weight_at_least(d[, min_keep])  the tokens with (x - m)·s >= d,
+//                           decided on that product in T (a prefix)
+//   keep_ratio_at_least(r[, min_keep])        p_i >= r·p_max   (min_p)
+//   keep_probability_at_least(e[, min_keep])  p_i >= e          (epsilon)
+//   keep_eta(h[, min_keep])  p_i >= min(h, sqrt(h)·e^-H)        (eta)
+//   The prefixes of keep_mass and the three keeps above are exact: every
+//   keep/drop decision is the one real arithmetic makes on the row's own
+//   values (detail/exact.hpp). With min_keep, never fewer than min_keep
+//   tokens of the rank are kept (0 counts as 1).
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
 //   keep_in(set, who)       the tokens of a mask over the vocabulary (a
 //                           processor's allow list; a constraint's mask)
@@ -69,6 +77,7 @@
 #include <vector>
 
 #include "row.hpp"
+#include "detail/exact.hpp"
 
 namespace xsampler
 {
@@ -550,47 +559,70 @@ namespace xsampler
             become_sparse(false, false);
         }
 
-        /// Keep the shortest prefix of the rank whose mass reaches q·Z
-        /// (inclusive of the token that crosses it; all of them if rounding
-        /// leaves every prefix short). Masses are summed in double; on a
-        /// list, a running sum in rank order; on a dense set, the bucketed
-        /// algorithm of keep_dense_mass, equal to it but for rounding within
-        /// ~1e-15 Z of the target.
-        void keep_mass(double q)
+        /// Keep the shortest prefix of the rank whose mass reaches q·Z,
+        /// inclusive of the token that crosses it, and at least min_keep
+        /// tokens (0 counts as 1). Exact: the count is the least n with C_n
+        /// >= q·Z for the real masses C_n and Z of the weights e^((x - m) S)
+        /// (detail/exact.hpp): decided on the fast path's masses where their
+        /// error bounds separate C_n from q·Z, else re-decided in double, then
+        /// in double-double. q >= 1 keeps all; q <= 0 (or NaN) keeps the best.
+        /// On a list, a running sum in rank order; on a dense set, the
+        /// bucketed algorithm of keep_dense_mass.
+        void keep_mass(double q, std::size_t min_keep = 1)
         {
             unfuse();
+            min_keep = std::max<std::size_t>(min_keep, 1);
+            if (!(q > 0.0))
+            {
+                keep_top(min_keep);
+                return;
+            }
+            if (q >= 1.0 || min_keep >= (m_dense ? m_row.size : m_items.size()))
+            {
+                return;
+            }
             if (m_dense)
             {
-                keep_dense_mass(q);
+                keep_dense_mass(q, min_keep);
                 return;
             }
-            if (size() == 1)
-            {
-                return;
-            }
-            const double target = q * total_weight();
+            const double z = total_weight();
+            const double target = q * z;
             if (!m_rank_sorted)
             {
                 std::sort(m_items.begin(), m_items.end(), ranks_before<T>);
+                m_rank_sorted = true;
             }
+            const std::size_t n_all = m_items.size();
+            const T m = max_logit();
+            const T s2 = scale2();
             double cum = 0.0;
-            for (auto it = m_items.begin(); it != m_items.end(); ++it)
+            for (std::size_t i = 0; i < n_all; ++i)
             {
-                cum += double(weight(it->id, it->logit));
+                const double before = cum;
+                cum += double(weight(m_items[i].id, m_items[i].logit));
                 if (cum >= target)
                 {
-                    m_items.erase(it + 1, m_items.end());
-                    break;
+                    const double t = double(detail::exponent(m_items[i].logit, m, s2));
+                    if (!mass_certified(before, cum, t, n_all, q, z))
+                    {
+                        break;  // too close to call here: below
+                    }
+                    m_items.resize(std::max(i + 1, min_keep));
+                    become_sparse(true, m_items.size() <= 1);
+                    return;
                 }
             }
-            become_sparse(true, m_items.size() <= 1);
+            exact_mass(q, min_keep);
         }
 
         /// Keep the tokens with (x - m) * s >= d, a test monotone in the
         /// logit, so a rank prefix that holds the argmax (d <= 0 required: the
         /// argmax's d is 0; otherwise invalid_parameter, nothing changed; d ==
         /// -inf keeps every kept token). One SIMD pass on a dense set, no exp.
-        void keep_log_weight_at_least(T d)
+        /// Decided on the product in T (not exact: keep_ratio_at_least is).
+        /// If fewer than min_keep pass, the top min_keep are kept instead.
+        void keep_log_weight_at_least(T d, std::size_t min_keep = 1)
         {
             unfuse();
             if (!(d <= T(0)))
@@ -605,24 +637,66 @@ namespace xsampler
             const T m = max_logit();
             const T s = scale();
             const auto keep = [&](T logit) { return detail::exponent(logit, m, s) >= d; };
-            if (!m_dense)
+            keep_where_monotone(keep, least_logit_where(m, keep), std::max<std::size_t>(min_keep, 1));
+        }
+
+        /// Keep the tokens with p_i >= r·p_max, i.e. (x - m)·S >= ln r, for
+        /// 0 < r <= 1 (min_p), and at least min_keep. Exact (the top of this
+        /// file); r == 1 keeps the tokens tied with the max. One SIMD pass on
+        /// a dense set, no exp.
+        void keep_ratio_at_least(double r, std::size_t min_keep = 1)
+        {
+            unfuse();
+            if (!(r > 0.0 && r <= 1.0))
             {
-                m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return !keep(t.logit); }),
-                              m_items.end());
-                become_sparse(m_rank_sorted, m_id_sorted);
-                return;
+                throw invalid_parameter("keep_ratio_at_least: r must be in (0, 1], got " + detail::format_value(r));
             }
-            // keep is monotone in the logit: the vectors compare with the least
-            // logit it keeps.
-            using B = detail::batch<T>;
-            const B low(least_logit_where(m, keep));
-            m_items.clear();
-            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                detail::for_each_passing(
-                    x, n, [&](const B& v) { return v >= low; }, keep,
-                    [&](std::size_t j) { m_items.push_back({x[j], token_id(first + j)}); });
-            });
-            become_sparse(false, true);
+            const detail::dd log_r = r == 1.0 ? detail::dd{} : detail::log_dd(r);
+            const double e = r == 1.0 ? 0.0 : detail::log_error(log_r.hi);
+            keep_log_level([&](int) { return level{log_r, e}; }, min_keep, r == 1.0);
+        }
+
+        /// Keep the tokens with p_i >= e (0 < e; epsilon), and at least
+        /// min_keep. Exact: p_i = W_i / Z with Z re-summed in double, then
+        /// double-double, only where the bounds cannot decide.
+        void keep_probability_at_least(double e, std::size_t min_keep = 1)
+        {
+            unfuse();
+            if (!(e > 0.0 && e <= 1.0))
+            {
+                throw invalid_parameter("keep_probability_at_least: e must be in (0, 1], got " +
+                                        detail::format_value(e));
+            }
+            const detail::dd log_e = detail::log_dd(e);
+            exact_totals sums;
+            keep_log_level([&](int tier) { return sums.log_z_plus(*this, tier, log_e, detail::log_error(log_e.hi)); },
+                           min_keep, false);
+        }
+
+        /// Keep the tokens with p_i >= min(h, sqrt(h)·e^-H), H the entropy
+        /// (nats) of the kept set's distribution, 0 < h < 1 (eta), and at least
+        /// min_keep. As keep_probability_at_least, with H bounded and
+        /// re-summed the same way: keep iff d_i >= min(ln h + ln Z, ln h / 2 +
+        /// A / Z), A = sum of W_j d_j (H = ln Z - A / Z).
+        void keep_eta(double h, std::size_t min_keep = 1)
+        {
+            unfuse();
+            if (!(h > 0.0 && h < 1.0))
+            {
+                throw invalid_parameter("keep_eta: h must be in (0, 1), got " + detail::format_value(h));
+            }
+            const detail::dd log_h = detail::log_dd(h);
+            const double e = detail::log_error(log_h.hi);
+            exact_totals sums;
+            keep_log_level(
+                [&](int tier) {
+                    // A first: its pass computes Z too.
+                    const level b = sums.mean_log_weight_plus(*this, tier, detail::dd{log_h.hi / 2, log_h.lo / 2}, e);
+                    const level a = sums.log_z_plus(*this, tier, log_h, e);
+                    const bool a_first = detail::sub(a.value, b.value).hi < 0.0;
+                    return level{a_first ? a.value : b.value, std::max(a.error, b.error)};
+                },
+                min_keep, false);
         }
 
         /// Keep the tokens for which keep(id, logit) is true: any subset, not
@@ -1046,6 +1120,565 @@ namespace xsampler
             return sum.total();
         }
 
+        // --- exact decisions (detail/exact.hpp) ---
+
+        // Whether exact arithmetic keeps exactly the prefix whose computed
+        // masses are `before` (without its last token) and `after` (with it),
+        // the last token of exponent t (base 2), of a set of at most n tokens
+        // with computed total z, all from tier-1 weights: C_n >= q Z > C_{n-1}.
+        static bool mass_certified(double before, double after, double t, std::size_t n, double q, double z) noexcept
+        {
+            const double ez = detail::z_error<T>(z, n);
+            const double slack = 4.0 * detail::unit<double>() * (after + q * z);
+            return after - detail::prefix_error<T>(after, t, n) - slack >= q * (z + ez) &&
+                   before + detail::prefix_error<T>(before, t, n) + slack < q * (z - ez);
+        }
+
+        // keep_mass where the fast path could not decide: the kept set as a
+        // list, the weights again in double (tier 2), then in double-double
+        // (tier 3) where double cannot decide either; the exact all-tied case
+        // by counting. Rare on real rows; O(V log V) at worst.
+        void exact_mass(double q, std::size_t min_keep)
+        {
+            auto& count = detail::counters();
+            ++count.tier2;
+            const double m = double(max_logit());
+            const double S = m_scale;
+            const double s2 = S * detail::log2e;
+            const double ud = detail::unit<double>();
+            auto& e = m_exact;
+            e.resize(m_dense ? m_row.size : m_items.size());
+            // The mass of each octave of weight: octave k holds the tokens
+            // with floor(t) = -k, t = (x - m) s2 in double (monotone in x).
+            // Z in four partial sums (independent chains).
+            auto& octave = m_octave_mass;
+            octave.assign(1100, 0.0);
+            double part[4] = {0.0, 0.0, 0.0, 0.0};
+            std::size_t n = 0;
+            const auto take = [&](token_id id, T x, double t, double w) {
+                exact_item& it = e[n];
+                it.item = {x, id};
+                it.w = w;
+                it.octave = t > -1099.0 ? int(-std::floor(t)) : 1099;
+                octave[std::size_t(it.octave)] += w;
+                part[n % 4] += w;
+                ++n;
+            };
+            if (m_dense)
+            {
+                // The exps in double vectors, 64 tokens at a time.
+                using D = detail::batch<double>;
+                alignas(64) double xd[64], td[64], wd[64];
+                for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                    for (std::size_t i = 0; i < len; i += 64)
+                    {
+                        const std::size_t k = std::min<std::size_t>(64, len - i);
+                        for (std::size_t j = 0; j < 64; ++j)
+                        {
+                            xd[j] = j < k ? double(x[i + j]) : m;
+                        }
+                        for (std::size_t j = 0; j < 64; j += D::size)
+                        {
+                            const D t = detail::exponent(D::load_aligned(xd + j), D(m), D(s2));
+                            t.store_aligned(td + j);
+                            detail::exp2_nonpos(t).store_aligned(wd + j);
+                        }
+                        for (std::size_t j = 0; j < k; ++j)
+                        {
+                            if (x[i + j] != -inf)
+                            {
+                                take(token_id(first + i + j), x[i + j], td[j], wd[j]);
+                            }
+                        }
+                    }
+                });
+            }
+            else
+            {
+                for (const auto& item : m_items)
+                {
+                    const double t = detail::exponent(double(item.logit), m, s2);
+                    take(item.id, item.logit, t, detail::exp2_nonpos(t));
+                }
+            }
+            e.resize(n);
+            const double z = (part[0] + part[1]) + (part[2] + part[3]);
+            const double dn = double(n);
+            const double ez = 1.06 * ((3.0 * std::log2(dn + 1.0) + 8.0) * ud + (dn + 8.0) * ud) * z +
+                              dn * detail::flush_error<double>();
+            // G: the octaves from the top whose mass reaches q Z by a margin
+            // (1e-9 Z, far above every error here) hold the nucleus: a rank
+            // prefix (t is monotone in the logit), sorted alone.
+            int last = 1099;
+            double above = 0.0;
+            for (int k = 0; k < 1100; ++k)
+            {
+                above += octave[std::size_t(k)];
+                if (above >= q * z + 1e-9 * z)
+                {
+                    last = k;
+                    break;
+                }
+            }
+            const auto by_rank = [](const exact_item& l, const exact_item& r) { return ranks_before(l.item, r.item); };
+            std::size_t g = std::size_t(std::partition(e.begin(), e.end(), [&](const exact_item& x) { return x.octave <= last; }) -
+                                        e.begin());
+            if (g < min_keep)
+            {
+                g = std::min(n, min_keep);
+                std::partial_sort(e.begin(), e.begin() + std::ptrdiff_t(g), e.end(), by_rank);
+            }
+            else
+            {
+                std::sort(e.begin(), e.begin() + std::ptrdiff_t(g), by_rank);
+            }
+            std::size_t kept = 0;
+            {
+                detail::dd_sum cum;
+                const auto error = [&](double c, double t) {
+                    return 1.06 * (detail::weight_error<double>(t) + 2.0 * ud + 2.0 * dn * ud * ud) * c +
+                           dn * detail::flush_error<double>();
+                };
+                for (std::size_t i = 0; i < g; ++i)
+                {
+                    const double before = detail::value(cum.s);
+                    cum.add(e[i].w);
+                    const double after = detail::value(cum.s);
+                    if (after >= q * z)
+                    {
+                        const double t = detail::exponent(double(e[i].item.logit), m, s2);
+                        const double slack = 4.0 * ud * (after + q * z);
+                        if (after - error(after, t) - slack >= q * (z + ez) &&
+                            before + error(before, t) + slack < q * (z - ez))
+                        {
+                            kept = i + 1;
+                        }
+                        break;
+                    }
+                }
+            }
+            if (kept == 0)
+            {
+                kept = exact_mass_dd(q, g);
+            }
+            m_items.resize(std::max(kept, std::min(min_keep, n)));
+            m_dense = false;  // become_sparse below
+            for (std::size_t i = 0; i < m_items.size(); ++i)
+            {
+                m_items[i] = e[i].item;
+            }
+            become_sparse(true, m_items.size() <= 1);
+        }
+
+        // Tier 3 of exact_mass: the weights in double-double over m_exact
+        // (its first g ranked), the count kept.
+        std::size_t exact_mass_dd(double q, std::size_t g)
+        {
+            auto& count = detail::counters();
+            ++count.tier3;
+            auto& e = m_exact;
+            const std::size_t n = e.size();
+            const double m = double(max_logit());
+            detail::dd_sum zs;
+            for (auto& x : e)
+            {
+                x.w3 = detail::exp_dd(detail::exponent_dd(double(x.item.logit), m, m_scale));
+                zs.add(x.w3);
+            }
+            const double dn = double(n);
+            const double rel = 1.1 * detail::exp_dd_error + (dn + 2.0) * std::ldexp(1.0, -103);
+            const double z = zs.s.hi;
+            const double ez = rel * 1.01 * z + dn * detail::exp_dd_tiny;
+            const detail::dd target = detail::mul(zs.s, q);
+            detail::dd_sum cum;
+            for (std::size_t i = 0; i < g; ++i)
+            {
+                const detail::dd before = cum.s;
+                cum.add(e[i].w3);
+                const double over = detail::sub(cum.s, target).hi;
+                if (over < 0.0)
+                {
+                    continue;
+                }
+                const double under = detail::sub(target, before).hi;
+                const double slack = std::ldexp(1.0, -100) * z;
+                if (over > rel * cum.s.hi + dn * detail::exp_dd_tiny + q * ez + slack &&
+                    under > rel * before.hi + dn * detail::exp_dd_tiny + q * ez + slack)
+                {
+                    return i + 1;
+                }
+                // Exactly equal only if every token is tied (Lindemann-
+                // Weierstrass, docs/semantics.md): then the least k >= q n.
+                const bool tied = std::all_of(e.begin(), e.end(), [&](const exact_item& x) { return x.item.logit == e[0].item.logit; });
+                if (tied)
+                {
+                    double k = std::max(1.0, std::ceil(q * dn));
+                    while (std::fma(q, dn, -k) > 0.0)
+                    {
+                        k += 1.0;
+                    }
+                    while (k > 1.0 && std::fma(q, dn, -(k - 1.0)) <= 0.0)
+                    {
+                        k -= 1.0;
+                    }
+                    return std::size_t(k);
+                }
+                ++count.residual;
+                return i + 1;
+            }
+            ++count.residual;  // cannot happen: the mass of the first g exceeds q Z by far
+            return g;
+        }
+
+        // A threshold on d = (x - m) S (keep iff d >= L), as a tier knows L.
+        struct level
+        {
+            detail::dd value;
+            double error;  // |value - L| <= error
+        };
+
+        // Keep the tokens with d >= L, L given by level_at(tier) for tiers 1
+        // to 3, each asked only when the one before cannot decide; or with x
+        // >= m when `zero` (L = 0 exactly). At least min_keep of the rank.
+        template <class Level>
+        void keep_log_level(Level&& level_at, std::size_t min_keep, bool zero)
+        {
+            min_keep = std::max<std::size_t>(min_keep, 1);
+            const T m = max_logit();
+            if (zero)
+            {
+                keep_where_monotone([&](T x) { return x >= m; }, m, min_keep);
+                return;
+            }
+            const T s = scale();
+            const double S = m_scale;
+            const double ud = detail::unit<double>();
+            const level l1 = level_at(1);
+            const double lc = detail::value(l1.value);
+            const double el = l1.error + 2.0 * ud * std::abs(lc);
+            // d in T is within kappa |d| (+ tiny) of the exact d: the roundings
+            // of s to T, of x - m and of the product (3u), and of this test.
+            const double kappa = 3.2 * detail::unit<T>() + 4.0 * ud;
+            const double tiny = 4.0 * double(std::numeric_limits<T>::denorm_min());
+            const bool fast = std::isnormal(s);  // a scale that underflows T: every token to tier 2
+            const auto sure_keep = [&](T x) {
+                return fast && double(detail::exponent(x, m, s)) * (1.0 + kappa) - tiny >= lc + el;
+            };
+            const auto sure_drop = [&](T x) {
+                return !fast ? x == -inf : double(detail::exponent(x, m, s)) * (1.0 - kappa) + tiny < lc - el;
+            };
+            bool have2 = false, have3 = false;
+            level l2{}, l3{};
+            const auto refine = [&](T x) {
+                auto& count = detail::counters();
+                if (!have2)
+                {
+                    ++count.tier2;
+                    l2 = level_at(2);
+                    have2 = true;
+                }
+                const double d2 = detail::exponent(double(x), double(m), S);
+                const double lc2 = detail::value(l2.value);
+                const double dev = 3.3 * ud * (std::abs(d2) + std::abs(lc2)) + l2.error +
+                                   4.0 * std::numeric_limits<double>::denorm_min();
+                if (d2 - lc2 > dev || d2 - lc2 < -dev)
+                {
+                    return d2 > lc2;
+                }
+                if (!have3)
+                {
+                    ++count.tier3;
+                    l3 = level_at(3);
+                    have3 = true;
+                }
+                const detail::dd d3 = detail::exponent_dd(double(x), double(m), S);
+                const double diff = detail::sub(d3, l3.value).hi;
+                const double bound = std::ldexp(1.0, -102) * (std::abs(d3.hi) + std::abs(l3.value.hi)) + l3.error +
+                                     4.0 * std::numeric_limits<double>::denorm_min();
+                if (!(diff > bound || diff < -bound))
+                {
+                    ++count.residual;
+                }
+                return diff >= 0.0;
+            };
+            const auto keep = [&](T x) { return sure_keep(x) || (!sure_drop(x) && refine(x)); };
+            if (!m_dense)
+            {
+                scored<T>* out = grown(m_spare, m_items.size());
+                std::size_t kept = 0;
+                for (const auto& item : m_items)
+                {
+                    if (keep(item.logit))
+                    {
+                        out[kept++] = item;
+                    }
+                }
+                if (kept < min_keep)
+                {
+                    keep_top(min_keep);
+                    return;
+                }
+                m_items.assign(out, out + kept);
+                become_sparse(m_rank_sorted, m_id_sorted);
+                return;
+            }
+            // Both sure tests are monotone in the logit: the vectors compare
+            // with the least logit not surely dropped, and the few below the
+            // least surely kept are refined.
+            if (sure_drop(m))
+            {
+                keep_top(min_keep);
+                return;
+            }
+            const T x_maybe = least_logit_where(m, [&](T x) { return !sure_drop(x); });
+            const T x_sure = sure_keep(m) ? least_logit_where(m, sure_keep) : inf;
+            using B = detail::batch<T>;
+            const B low(x_maybe);
+            m_items.clear();
+            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                detail::for_each_passing(
+                    x, n, [&](const B& v) { return v >= low; }, [&](T v) { return v >= x_maybe; },
+                    [&](std::size_t j) {
+                        if (x[j] >= x_sure || refine(x[j]))
+                        {
+                            m_items.push_back({x[j], token_id(first + j)});
+                        }
+                    });
+            });
+            if (m_items.size() < min_keep)
+            {
+                keep_top(min_keep);
+                return;
+            }
+            become_sparse(false, true);
+        }
+
+        // Keep the tokens passing `keep`, monotone in the logit with least
+        // passing logit `low` (a prefix); the top min_keep if fewer pass.
+        template <class Keep>
+        void keep_where_monotone(Keep&& keep, T low, std::size_t min_keep)
+        {
+            if (!m_dense)
+            {
+                const auto kept = std::size_t(std::count_if(m_items.begin(), m_items.end(),
+                                                            [&](const scored<T>& t) { return keep(t.logit); }));
+                if (kept < min_keep)
+                {
+                    keep_top(min_keep);
+                    return;
+                }
+                m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return !keep(t.logit); }),
+                              m_items.end());
+                become_sparse(m_rank_sorted, m_id_sorted);
+                return;
+            }
+            using B = detail::batch<T>;
+            const B vlow(low);
+            m_items.clear();
+            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                detail::for_each_passing(
+                    x, n, [&](const B& v) { return v >= vlow; }, keep,
+                    [&](std::size_t j) { m_items.push_back({x[j], token_id(first + j)}); });
+            });
+            if (m_items.size() < min_keep)
+            {
+                keep_top(min_keep);  // still dense: selects from the row
+                return;
+            }
+            become_sparse(false, true);
+        }
+
+        // Two sums over a dense row and its current weights (m_weights), 64
+        // tokens at a time: vec(x, w, acc_a, acc_b) adds a block's vectors
+        // into two T accumulators whose lanes then go into sa and sb in
+        // double (so each lane sums at most 64 terms in T); one(x, w) takes
+        // the tail of a run, adding into sa and sb itself.
+        template <class Vec, class One>
+        void sum_by_block(Vec&& vec, One&& one, double& sa, double& sb)
+        {
+            using B = detail::batch<T>;
+            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                const T* w = m_weights.data() + first;
+                std::size_t i = 0;
+                for (; i + 64 <= len; i += 64)
+                {
+                    B acc_a(T(0)), acc_b(T(0));
+                    for (std::size_t j = i; j < i + 64; j += B::size)
+                    {
+                        vec(B::load_unaligned(x + j), B::load_unaligned(w + j), acc_a, acc_b);
+                    }
+                    alignas(64) T la[B::size], lb[B::size];
+                    acc_a.store_aligned(la);
+                    acc_b.store_aligned(lb);
+                    for (std::size_t k = 0; k < B::size; ++k)
+                    {
+                        sa += double(la[k]);
+                        sb += double(lb[k]);
+                    }
+                }
+                for (; i < len; ++i)
+                {
+                    one(x[i], w[i]);
+                }
+            });
+        }
+
+        // Z and A = sum of W_j d_j over the kept set at tiers 1 to 3, each
+        // computed once when first asked, with their error bounds; the
+        // thresholds of keep_probability_at_least and keep_eta from them.
+        struct exact_totals
+        {
+            bool have[4] = {};
+            bool have_a[4] = {};
+            detail::dd z[4];
+            detail::dd a[4];
+            double ez[4] = {};
+            double ea[4] = {};
+
+            void compute(candidates& c, int tier, bool with_a)
+            {
+                if (have[tier] && (have_a[tier] || !with_a))
+                {
+                    return;
+                }
+                c.exact_sums(tier, with_a, z[tier], ez[tier], a[tier], ea[tier]);
+                have[tier] = true;
+                have_a[tier] = have_a[tier] || with_a;
+            }
+
+            // add + ln Z
+            level log_z_plus(candidates& c, int tier, detail::dd add, double e)
+            {
+                compute(c, tier, false);
+                const double zh = z[tier].hi;
+                const detail::dd lz = detail::add(detail::log_dd(zh), detail::dd{z[tier].lo / zh, 0.0});
+                const double err = e + 1.01 * ez[tier] / (zh - ez[tier]) + detail::log_error(lz.hi) +
+                                   std::ldexp(1.0, -100) * (std::abs(add.hi) + std::abs(lz.hi));
+                return {detail::add(add, lz), err};
+            }
+
+            // add + A / Z
+            level mean_log_weight_plus(candidates& c, int tier, detail::dd add, double e)
+            {
+                compute(c, tier, true);
+                const double zh = z[tier].hi;
+                detail::dd q = detail::div(a[tier], zh);
+                q = detail::sub(q, detail::mul(q, z[tier].lo / zh));
+                const double err = e + 1.01 * (ea[tier] + std::abs(q.hi) * ez[tier]) / (zh - ez[tier]) +
+                                   std::ldexp(1.0, -100) * (std::abs(add.hi) + std::abs(q.hi));
+                return {detail::add(add, q), err};
+            }
+        };
+
+        // The sums of exact_totals at one tier: Z (> 0) and, with_a, A (<= 0).
+        void exact_sums(int tier, bool with_a, detail::dd& z, double& ez, detail::dd& a, double& ea)
+        {
+            const double ud = detail::unit<double>();
+            const T m = max_logit();
+            const double md = double(m);
+            const double S = m_scale;
+            const double dn = double(m_dense ? m_row.size : m_items.size());  // at least the kept count
+            if (tier == 1 && !with_a)
+            {
+                z = {total_weight(), 0.0};
+                ez = detail::z_error<T>(z.hi, std::size_t(dn));
+                return;
+            }
+            if (tier == 1 && m_dense)
+            {
+                // The weights of one SIMD pass (kept), then w d and w d^2 in T
+                // vectors, 64 tokens at a time, each block's lanes added into
+                // double (8 terms a lane: within 8u of the block's sum).
+                const double zh = sum_weights(nullptr, true);
+                z = {zh, 0.0};
+                ez = detail::z_error<T>(zh, std::size_t(dn));
+                using B = detail::batch<T>;
+                const T s = scale();
+                const B vm(m), vs(s), zero(T(0));
+                double sa = 0.0, sb = 0.0;
+                sum_by_block(
+                    [&](const B& vx, const B& vw, B& acc_a, B& acc_b) {
+                        const B d = detail::exponent(vx, vm, vs);
+                        const B wd = xsimd::select(vw > zero, vw * d, zero);
+                        acc_a += wd;
+                        acc_b += wd * d;
+                    },
+                    [&](T x, T w) {
+                        if (w > T(0))
+                        {
+                            const double d = double(detail::exponent(x, m, s));
+                            sa += double(w) * d;
+                            sb += double(w) * d * d;
+                        }
+                    },
+                    sa, sb);
+                a = {sa, 0.0};
+                // Terms within (3|t| + 12) u of W D (the products in T too);
+                // lanes of at most 64 terms in T; the rest in double.
+                const double u = detail::unit<T>();
+                ea = 1.1 * u * (3.0 * detail::log2e * sb + 12.0 * std::abs(sa)) + 1.1 * 64.0 * u * std::abs(sa) +
+                     1.1 * (dn + 64.0) * ud * std::abs(sa) + dn * 1024.0 * detail::flush_error<T>();
+                return;
+            }
+            if (tier == 1 || tier == 2)
+            {
+                // Tier 1: the weights in T with the terms w d and w d^2 in
+                // double; tier 2: all of it in double. Sums in double-double.
+                const double u = tier == 1 ? detail::unit<T>() : ud;
+                const T s2 = scale2();
+                const T s = scale();
+                const double s2d = S * detail::log2e;
+                detail::dd_sum zs, as;
+                double b = 0.0;
+                for_each_by_id([&](token_id id, T x) {
+                    double w, d;
+                    if (tier == 1)
+                    {
+                        w = double(weight(id, x));
+                        d = double(detail::exponent(x, m, s));
+                    }
+                    else
+                    {
+                        w = detail::exp2_nonpos(detail::exponent(double(x), md, s2d));
+                        d = detail::exponent(double(x), md, S);
+                    }
+                    zs.add(w);
+                    if (w > 0.0)
+                    {
+                        as.add(-(w * d));
+                        b += w * d * d;
+                    }
+                });
+                (void)s2;
+                z = zs.s;
+                const double zh = z.hi;
+                const double flush = tier == 1 ? detail::flush_error<T>() : detail::flush_error<double>();
+                ez = 1.06 * ((3.0 * std::log2(dn + 1.0) + 8.0) * u + 2.0 * dn * ud * ud + 2.0 * ud) * zh + dn * flush;
+                a = detail::neg(as.s);
+                // Each term w d within (3|t| + 9) u of W D, t = d log2 e; a
+                // flushed token's W |D| is below 1024 times its flush bound.
+                ea = 1.1 * u * (3.0 * detail::log2e * b + 9.0 * std::abs(a.hi)) +
+                     (2.0 * dn * ud * ud + 2.0 * ud) * std::abs(a.hi) + dn * 1024.0 * flush;
+                return;
+            }
+            // Tier 3: double-double throughout.
+            detail::dd_sum zs, as;
+            for_each_by_id([&](token_id, T x) {
+                const detail::dd d = detail::exponent_dd(double(x), md, S);
+                const detail::dd w = detail::exp_dd(d);
+                zs.add(w);
+                if (with_a && w.hi > 0.0)
+                {
+                    as.add(detail::neg(detail::mul(w, d)));
+                }
+            });
+            z = zs.s;
+            const double rel = 1.1 * detail::exp_dd_error + (dn + 4.0) * std::ldexp(1.0, -103);
+            ez = rel * 1.01 * z.hi + dn * detail::exp_dd_tiny;
+            a = detail::neg(as.s);
+            ea = rel * std::abs(a.hi) + dn * 1100.0 * detail::exp_dd_tiny;
+        }
+
         // --- keep_mass on a dense set ---
 
         // The nucleus of a whole row in O(V + n log n) for a nucleus of n
@@ -1062,32 +1695,40 @@ namespace xsampler
         //  3. G is gathered and bucketed by floor(4 (t - t_low))
         //     (4 buckets an octave of weight); the bucket masses locate the
         //     bucket where the running mass crosses the target;
-        //  4. only that bucket is sorted by rank and walked token by token.
+        //  4. only that bucket is sorted by rank and walked token by token;
+        //  5. the crossing is certified exact by the error bounds of
+        //     detail/exact.hpp (mass_certified), else exact_mass re-decides.
         // Masses are summed in double: per bucket, G's tokens in id order
         // into four partial sums (token i into sum i mod 4) added as
         // (s0 + s1) + (s2 + s3); then bucket by bucket; then token by token in
-        // the crossing bucket. That differs from one running sum in rank
-        // order only in rounding, which can decide only when a prefix's mass
-        // is within ~1e-15 Z of the target.
-        void keep_dense_mass(double q)
+        // the crossing bucket.
+        void keep_dense_mass(double q, std::size_t min_keep)
         {
             const double z = sum_weights(nullptr, true);
             const double target = q * z;
             const T limit = detail::exp_constants<T>::limit;
             const T t_floor = T(std::log2((z - target) / double(m_row.size)));
-            // The last try, G = every token of positive weight, reaches the
-            // target but for rounding.
-            for (const T t_low : {T(t_floor + T(3)), t_floor, limit})
+            if (std::isnormal(scale2()))  // else the bounds do not hold: exact_mass
             {
-                if (t_low <= T(0) && nucleus_above(std::max(t_low, limit), target))
+                for (const T t_low : {T(t_floor + T(3)), t_floor, limit})
                 {
-                    return;
+                    if (t_low <= T(0))
+                    {
+                        const int found = nucleus_above(std::max(t_low, limit), q, z, min_keep);
+                        if (found > 0)
+                        {
+                            return;
+                        }
+                        if (found < 0)
+                        {
+                            break;
+                        }
+                    }
                 }
             }
-            // Rounding left the mass of G short of the target: keep every token.
-            m_items.clear();
-            for_each_by_id([&](token_id id, T logit) { m_items.push_back({logit, id}); });
-            become_sparse(false, true);
+            // Too close to call on the float weights, or rounding left every
+            // prefix short: re-decided exactly.
+            exact_mass(q, min_keep);
         }
 
         // The least logit x <= m that passes `test`, a test monotone in the
@@ -1114,10 +1755,13 @@ namespace xsampler
         // key(m) at t_low = limit: the most buckets there can be.
         static constexpr int limit_key() noexcept { return int(detail::exp_constants<T>::limit) * 4; }
 
-        // The nucleus among G = the tokens with t >= t_low, if the mass of G
-        // reaches the target. The kept tokens end in id order.
-        bool nucleus_above(T t_low, double target)
+        // The nucleus among G = the tokens with t >= t_low: 1 if the mass of
+        // G reaches the target q z and the crossing is certified exact (the
+        // kept tokens end in id order, at least min_keep of them); 0 if G's
+        // mass falls short; -1 if the crossing is too close to call here.
+        int nucleus_above(T t_low, double q, double z, std::size_t min_keep)
         {
+            const double target = q * z;
             const std::size_t n = m_row.size;
             const T m = m_max;
             const T s2 = scale2();
@@ -1189,22 +1833,129 @@ namespace xsampler
                 }
                 scored<T>* const border = out + (count - here);
                 std::sort(border, out + count, [](const scored<T>& l, const scored<T>& r) { return ranks_before(l, r); });
+                // Keeps the first `kept` tokens of the rank: the heavier ones
+                // and the first kept - heavier of this bucket (in id order).
+                const auto commit = [&](std::size_t kept) {
+                    if (kept < min_keep)
+                    {
+                        keep_top(min_keep);  // still dense: selects from the row
+                        return 1;
+                    }
+                    const std::size_t mine = kept - heavier;
+                    const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
+                    std::sort(border, border + mine, by_id);
+                    m_items.resize(kept);
+                    std::merge(out, out + heavier, border, border + mine, m_items.begin(), by_id);
+                    become_sparse(false, true);
+                    return 1;
+                };
                 for (std::size_t i = 0; i < here; ++i)
                 {
+                    const double before = cum;
                     cum += double(w[border[i].id]);
                     if (cum >= target)
                     {
-                        // The kept tokens, in id order.
-                        const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
-                        std::sort(border, border + i + 1, by_id);
-                        m_items.resize(heavier + i + 1);
-                        std::merge(out, out + heavier, border, border + i + 1, m_items.begin(), by_id);
-                        become_sparse(false, true);
-                        return true;
+                        const double t = double(detail::exponent(border[i].logit, m, s2));
+                        if (mass_certified(before, cum, t, n, q, z))
+                        {
+                            return commit(heavier + i + 1);
+                        }
+                        // Too close for the float weights: G again in double,
+                        // the rest as it is with its bound.
+                        const std::size_t kept = nucleus_in_double(out, heavier, border, here, ids, keys, b, count, x_low, t_low, q);
+                        return kept == 0 ? -1 : commit(kept);
                     }
                 }
             }
-            return false;
+            return 0;
+        }
+
+        // Tier 2 of the dense keep_mass, on G = the tokens with x >= x_low
+        // (t >= t_low): their weights in double; the rest R summed from the
+        // float weights, with the bound u (3 sum w|t| + 13 sum w) + ... of
+        // detail/exact.hpp computed over R itself. Returns the exact count if
+        // these bounds certify a crossing in the bucket given (`out` holds
+        // the heavier tokens, `border` this bucket's, ranked), else 0.
+        std::size_t nucleus_in_double(const scored<T>* out, std::size_t heavier, const scored<T>* border,
+                                      std::size_t here, const token_id* ids, const std::uint16_t* keys, std::size_t bucket,
+                                      std::size_t count, T x_low, T t_low, double q)
+        {
+            ++detail::counters().tier2;
+            const double md = double(m_max);
+            const double s2d = m_scale * detail::log2e;
+            const auto w2 = [&](T x) { return detail::exp2_nonpos(detail::exponent(double(x), md, s2d)); };
+            // G's weights in double vectors, 64 at a time; the heavier
+            // buckets' share (key above this bucket's) on the way.
+            using D = detail::batch<double>;
+            alignas(64) double xd[64], wd[64];
+            double zg[4] = {0.0, 0.0, 0.0, 0.0};
+            double heavy = 0.0;
+            for (std::size_t i = 0; i < count; i += 64)
+            {
+                const std::size_t k = std::min<std::size_t>(64, count - i);
+                for (std::size_t j = 0; j < 64; ++j)
+                {
+                    xd[j] = j < k ? double(logit(ids[i + j])) : md;
+                }
+                for (std::size_t j = 0; j < 64; j += D::size)
+                {
+                    detail::exp2_nonpos(detail::exponent(D::load_aligned(xd + j), D(md), D(s2d))).store_aligned(wd + j);
+                }
+                for (std::size_t j = 0; j < k; ++j)
+                {
+                    zg[j % 4] += wd[j];
+                    heavy += keys[i + j] > bucket ? wd[j] : 0.0;
+                }
+            }
+            (void)out;
+            // R: every unmasked token below x_low, from its float weight.
+            using B = detail::batch<T>;
+            const T m = m_max;
+            const T s2 = scale2();
+            const B vm(m), vs(s2), vlow(x_low), zero(T(0));
+            double r = 0.0, rt = 0.0;
+            sum_by_block(
+                [&](const B& vx, const B& w, B& acc_w, B& acc_t) {
+                    const B vw = xsimd::select(vx < vlow, w, zero);
+                    acc_w += vw;
+                    acc_t += xsimd::select(vw > zero, vw * xsimd::abs(detail::exponent(vx, vm, vs)), zero);
+                },
+                [&](T x, T w) {
+                    if (x < x_low && w > T(0))
+                    {
+                        r += double(w);
+                        rt += double(w) * std::abs(double(detail::exponent(x, m, s2)));
+                    }
+                },
+                r, rt);
+            const double ut = detail::unit<T>();
+            const double ud = detail::unit<double>();
+            const double dn = double(m_row.size);
+            // R: each weight within (3|t| + 5) u, its |t| summed in T (+ 4u),
+            // lanes of at most 64 terms in T, the rest in double.
+            const double er = 1.1 * (ut * (3.0 * rt * (1.0 + 68.0 * ut) + 5.0 * r) + 64.0 * ut * r + (dn + 64.0) * ud * r) +
+                              dn * detail::flush_error<T>();
+            const double z_g = (zg[0] + zg[1]) + (zg[2] + zg[3]);
+            const double rel_g = 1.06 * ((3.0 * (std::abs(double(t_low)) + 1.0) + 5.0) * ud + (double(count) + 8.0) * ud);
+            const double z2 = z_g + r;
+            const double ez2 = rel_g * z_g + er + 2.0 * ud * z2;
+            const double target = q * z2;
+            double cum = heavy;
+            for (std::size_t i = 0; i < here; ++i)
+            {
+                const double before = cum;
+                cum += w2(border[i].logit);
+                if (cum >= target)
+                {
+                    const double slack = 4.0 * ud * (cum + target);
+                    if (cum - rel_g * cum - slack >= q * (z2 + ez2) && before + rel_g * before + slack < q * (z2 - ez2))
+                    {
+                        return heavier + i + 1;
+                    }
+                    return 0;
+                }
+            }
+            return 0;
         }
 
         static constexpr std::size_t no_patch = ~std::size_t(0);
@@ -1226,6 +1977,16 @@ namespace xsampler
         std::vector<token_id> m_ids;
         std::vector<scored<T>> m_spare;
         std::vector<std::uint16_t> m_keys;
+        // exact_mass's scratch: a kept token with its weights in double and double-double
+        struct exact_item
+        {
+            scored<T> item;
+            double w;
+            int octave;
+            detail::dd w3;
+        };
+        std::vector<exact_item> m_exact;
+        std::vector<double> m_octave_mass;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

@@ -62,7 +62,8 @@ namespace xsampler
         {
             if constexpr (std::is_same<S, top_k>::value)
             {
-                return std::size_t(stage.value());
+                const auto k = std::size_t(stage.value());
+                return k == 0 ? 0 : std::max(k, stage.min_keep());  // what its apply keeps
             }
             else
             {

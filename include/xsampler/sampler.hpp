@@ -5,11 +5,13 @@
 //
 // sampling_params
 //   One field per knob, neutral by default (temperature 1, top_k 0, top_p 1,
-//   min_p 0, and every processor off: the plain softmax), the seed of the
+//   min_p 0, min_keep 1, epsilon 0, eta 0, and every processor off: the
+//   plain softmax), the seed of the
 //   sampler's own engine, the stage order (names, like llama.cpp's sampler
 //   list; default the processors — logit_bias, penalties, dry,
 //   no_repeat_ngram, bad_words, token_mask — then temperature, top_k, top_p,
-//   min_p: Hugging Face's order), and `custom`: user stages (stage.hpp)
+//   min_p: Hugging Face's order, then epsilon, eta), and `custom`: user
+//   stages (stage.hpp)
 //   placed in the order by their names.
 // sampler{sampling_params}
 //   Built from one table of the built-in stages (detail::stage_table): each
@@ -62,11 +64,11 @@ namespace xsampler
     /// The processors first (logit_bias, penalties, dry, no_repeat_ngram,
     /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
     /// before they penalise), then Hugging Face's filter order: temperature,
-    /// top_k, top_p, min_p.
+    /// top_k, top_p, min_p; then epsilon, eta.
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_p", "min_p", "xtc"};
+                "temperature", "top_k", "top_p", "min_p", "epsilon", "eta", "xtc"};
     }
 
     /// The parameters of one request.
@@ -77,6 +79,8 @@ namespace xsampler
         double top_p = 1.0;        ///< in (0, 1]; 1 disables
         double min_p = 0.0;        ///< in [0, 1]; 0 disables
         std::size_t min_keep = 1;  ///< >= 1: every truncating filter keeps at least this many
+        double epsilon = 0.0;      ///< in [0, 1); 0 disables
+        double eta = 0.0;          ///< in [0, 1); 0 disables
         // The processors (penalties.hpp, dry.hpp, processors.hpp); each neutral by default.
         double repeat_penalty = 1.0;     ///< > 0; 1 disables
         double presence_penalty = 0.0;   ///< finite; 0 disables
@@ -155,12 +159,16 @@ namespace xsampler
                                       }},
                 stage_row<temperature>{[](const sampling_params& p) { return temperature(p.temperature); },
                                        [](const sampling_params& p) { return p.temperature == 1.0; }},
-                stage_row<top_k>{[](const sampling_params& p) { return top_k(p.top_k); },
+                stage_row<top_k>{[](const sampling_params& p) { return top_k(p.top_k, p.min_keep); },
                                  [](const sampling_params& p) { return p.top_k == 0; }},
-                stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p); },
+                stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p, p.min_keep); },
                                  [](const sampling_params& p) { return p.top_p == 1.0; }},
-                stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p); },
+                stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p, p.min_keep); },
                                  [](const sampling_params& p) { return p.min_p == 0.0; }},
+                stage_row<epsilon>{[](const sampling_params& p) { return epsilon(p.epsilon, p.min_keep); },
+                                   [](const sampling_params& p) { return p.epsilon == 0.0; }},
+                stage_row<eta>{[](const sampling_params& p) { return eta(p.eta, p.min_keep); },
+                               [](const sampling_params& p) { return p.eta == 0.0; }},
                 stage_row<xtc>{[](const sampling_params& p) { return xtc(p.xtc_probability, p.xtc_threshold, p.min_keep); },
                                [](const sampling_params& p) { return p.xtc_probability == 0.0; }});
             return table;

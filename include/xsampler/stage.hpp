@@ -18,7 +18,8 @@
 //   written. After it runs, a processor that left every token masked is an
 //   error naming it: invalid_logits("<name>: every token is masked").
 // - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
-//   keep_mass, keep_log_weight_at_least, retain_if.
+//   keep_mass, keep_log_weight_at_least, keep_ratio_at_least,
+//   keep_probability_at_least, keep_eta, retain_if.
 // - a random filter (xtc) is a filter that also gets u, one uniform01 drawn
 //   for this call from the engine the caller passed (sample's, or the one
 //   given to filter / final_distribution), in chain order, before the draw's
