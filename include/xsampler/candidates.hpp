@@ -662,15 +662,25 @@ namespace xsampler
         void keep_probability_at_least(double e, std::size_t min_keep = 1)
         {
             unfuse();
-            if (!(e > 0.0 && e <= 1.0))
-            {
-                throw invalid_parameter("keep_probability_at_least: e must be in (0, 1], got " +
-                                        detail::format_value(e));
-            }
-            const detail::dd log_e = detail::log_dd(e);
             exact_totals sums;
-            keep_log_level([&](int tier) { return sums.log_z_plus(*this, tier, log_e, detail::log_error(log_e.hi)); },
-                           min_keep, false);
+            keep_log_level(probability_level(sums, e, "keep_probability_at_least"), min_keep, false);
+        }
+
+        /// How many leading tokens of `ranked` (kept tokens in rank order, as
+        /// top_items gives them) have p_i >= e (0 < e <= 1), decided exactly
+        /// as keep_probability_at_least decides; the set is unchanged (xtc).
+        std::size_t count_probability_at_least(double e, const std::vector<scored<T>>& ranked)
+        {
+            unfuse();
+            exact_totals sums;
+            auto level_at = probability_level(sums, e, "count_probability_at_least");
+            level_test<decltype(level_at)> test(*this, level_at);
+            std::size_t n = 0;
+            while (n < ranked.size() && test(ranked[n].logit))
+            {
+                ++n;
+            }
+            return n;
         }
 
         /// Keep the tokens with p_i >= min(h, sqrt(h)·e^-H), H the entropy
@@ -1337,44 +1347,50 @@ namespace xsampler
             double error;  // |value - L| <= error
         };
 
-        // Keep the tokens with d >= L, L given by level_at(tier) for tiers 1
-        // to 3, each asked only when the one before cannot decide; or with x
-        // >= m when `zero` (L = 0 exactly). At least min_keep of the rank.
-        template <class Level>
-        void keep_log_level(Level&& level_at, std::size_t min_keep, bool zero)
+        // The level of p_i >= e: d_i >= ln e + ln Z (Z from `sums`, summed
+        // again at the tier asked). e outside (0, 1]: invalid_parameter
+        // naming `who`.
+        template <class Sums>
+        auto probability_level(Sums& sums, double e, const char* who)
         {
-            min_keep = std::max<std::size_t>(min_keep, 1);
-            const T m = max_logit();
-            if (zero)
+            if (!(e > 0.0 && e <= 1.0))
             {
-                keep_where_monotone([&](T x) { return x >= m; }, m, min_keep);
-                return;
+                throw invalid_parameter(std::string(who) + ": e must be in (0, 1], got " + detail::format_value(e));
             }
-            const T s = scale();
-            const double S = m_scale;
-            const double ud = detail::unit<double>();
-            const level l1 = level_at(1);
-            const double lc = detail::value(l1.value);
-            const double el = l1.error + 2.0 * ud * std::abs(lc);
-            // d in T is within kappa |d| (+ tiny) of the exact d: the roundings
-            // of s to T, of x - m and of the product (3u), and of this test.
-            const double kappa = 3.2 * detail::unit<T>() + 4.0 * ud;
-            const double tiny = 4.0 * double(std::numeric_limits<T>::denorm_min());
-            const bool fast = std::isnormal(s);  // a scale that underflows T: every token to tier 2
-            const auto sure_keep = [&](T x) {
+            const detail::dd log_e = detail::log_dd(e);
+            return [this, &sums, log_e](int tier) {
+                return sums.log_z_plus(*this, tier, log_e, detail::log_error(log_e.hi));
+            };
+        }
+
+        // The exact test d >= L on a logit x, L given by level_at(tier) for
+        // tiers 1 to 3, each asked only when the one before cannot decide:
+        // sure_keep and sure_drop are tier 1's (both monotone in x), refine
+        // asks tiers 2 and 3.
+        template <class Level>
+        class level_test
+        {
+        public:
+            level_test(candidates& c, Level& level_at)
+                : m_level_at(level_at), m(c.max_logit()), s(c.scale()), S(c.m_scale), l1(level_at(1)),
+                  lc(detail::value(l1.value)), el(l1.error + 2.0 * ud * std::abs(lc)), fast(std::isnormal(s))
+            {
+            }
+            bool sure_keep(T x) const
+            {
                 return fast && double(detail::exponent(x, m, s)) * (1.0 + kappa) - tiny >= lc + el;
-            };
-            const auto sure_drop = [&](T x) {
+            }
+            bool sure_drop(T x) const
+            {
                 return !fast ? x == -inf : double(detail::exponent(x, m, s)) * (1.0 - kappa) + tiny < lc - el;
-            };
-            bool have2 = false, have3 = false;
-            level l2{}, l3{};
-            const auto refine = [&](T x) {
+            }
+            bool refine(T x)
+            {
                 auto& count = detail::counters();
                 if (!have2)
                 {
                     ++count.tier2;
-                    l2 = level_at(2);
+                    l2 = m_level_at(2);
                     have2 = true;
                 }
                 const double d2 = detail::exponent(double(x), double(m), S);
@@ -1388,7 +1404,7 @@ namespace xsampler
                 if (!have3)
                 {
                     ++count.tier3;
-                    l3 = level_at(3);
+                    l3 = m_level_at(3);
                     have3 = true;
                 }
                 const detail::dd d3 = detail::exponent_dd(double(x), double(m), S);
@@ -1400,7 +1416,45 @@ namespace xsampler
                     ++count.residual;
                 }
                 return diff >= 0.0;
-            };
+            }
+            bool operator()(T x) { return sure_keep(x) || (!sure_drop(x) && refine(x)); }
+
+        private:
+            static constexpr double ud = detail::unit<double>();
+            // d in T is within kappa |d| (+ tiny) of the exact d: the roundings
+            // of s to T, of x - m and of the product (3u), and of this test.
+            static constexpr double kappa = 3.2 * detail::unit<T>() + 4.0 * ud;
+            static constexpr double tiny = 4.0 * double(std::numeric_limits<T>::denorm_min());
+            Level& m_level_at;
+            T m;
+            T s;
+            double S;
+            level l1;
+            double lc;
+            double el;
+            bool fast;  // a scale that underflows T: every token to tier 2
+            bool have2 = false;
+            bool have3 = false;
+            level l2{};
+            level l3{};
+        };
+
+        // Keep the tokens with d >= L (level_test), or with x >= m when
+        // `zero` (L = 0 exactly). At least min_keep of the rank.
+        template <class Level>
+        void keep_log_level(Level&& level_at, std::size_t min_keep, bool zero)
+        {
+            min_keep = std::max<std::size_t>(min_keep, 1);
+            const T m = max_logit();
+            if (zero)
+            {
+                keep_where_monotone([&](T x) { return x >= m; }, m, min_keep);
+                return;
+            }
+            level_test<std::remove_reference_t<Level>> test(*this, level_at);
+            const auto sure_keep = [&](T x) { return test.sure_keep(x); };
+            const auto sure_drop = [&](T x) { return test.sure_drop(x); };
+            const auto refine = [&](T x) { return test.refine(x); };
             const auto keep = [&](T x) { return sure_keep(x) || (!sure_drop(x) && refine(x)); };
             if (!m_dense)
             {

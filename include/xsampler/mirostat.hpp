@@ -14,7 +14,8 @@
 //   final_distribution leave it as it was.
 //   version 2: keeps the tokens with -log2 p_i <= mu, i.e. p_i >= 2^-mu
 //     (p the current probabilities, temperature so far included), at least
-//     the best token: a rank prefix, decided like epsilon's threshold.
+//     the best token: a rank prefix, decided exactly as epsilon decides
+//     its threshold (2^-mu is the double exp2(-mu)).
 //   version 1: estimates the Zipf exponent s from the m best tokens,
 //     s = sum t_i b_i / sum t_i^2 over i = 1 .. min(m, kept) - 1, with
 //     t_i = ln((i + 1) / i) and b_i = ln(p_i / p_{i+1}) = (x_i - x_{i+1}) S
@@ -101,7 +102,7 @@ namespace xsampler
         void reset() noexcept { m_mu = 2.0 * m_tau; }
 
     private:
-        // v2: p_i >= 2^-mu, at least the best token.
+        // v2: p_i >= 2^-mu (the double exp2(-mu)), exactly, at least the best token.
         template <class T>
         void keep_surprise_at_most(candidates<T>& c)
         {
@@ -110,14 +111,12 @@ namespace xsampler
             {
                 return;  // 2^-mu underflows: every token passes
             }
-            // p_i >= q  <=>  w_i >= q Z  <=>  d_i >= ln(q Z), d_i = (x_i - m) s.
-            const double d = std::log(floor_p * c.total_weight());
-            if (!(d <= 0.0))
+            if (floor_p > 1.0)
             {
-                c.keep_argmax();  // even the best token's p is below 2^-mu
+                c.keep_argmax();  // no token reaches it: the best one is kept
                 return;
             }
-            c.keep_log_weight_at_least(T(d));
+            c.keep_probability_at_least(floor_p);
         }
 
         // v1: k from the estimated Zipf exponent of the m best tokens.

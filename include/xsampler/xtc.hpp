@@ -7,7 +7,7 @@
 //   (llama.cpp's XTC). Precisely, with p_i the current probabilities
 //   (temperature so far included) and A the tokens with p_i >= threshold
 //   (a prefix of the rank, decided as exact arithmetic decides it, as for
-//   min_p): when u < probability, |A| >= 2 and at least min_keep tokens
+//   epsilon): when u < probability, |A| >= 2 and at least min_keep tokens
 //   would be left, the |A| - 1 best-ranked tokens are removed (ties: the
 //   lower ids go first, as everywhere). Otherwise nothing changes.
 //   u is one uniform01 drawn from the caller's engine for this call (a
@@ -18,7 +18,7 @@
 //   a sample consumes one).
 //   probability in [0, 1]; threshold in [0, 1] (above 0.5 at most one token
 //   can reach it, so nothing is ever removed; 0 leaves only the least
-//   probable token); min_keep >= 1. Not a rank prefix: greedy after it
+//   probable token); min_keep 0 counts as 1, as for every filter. Not a rank prefix: greedy after it
 //   returns the best token it left.
 //   llama.cpp draws its coin from its own std::mt19937 (seeded apart from
 //   the sampler's), fires when the coin is <= probability, and skips the
@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "candidates.hpp"
+#include "filters.hpp"
 
 namespace xsampler
 {
@@ -46,7 +47,7 @@ namespace xsampler
         static constexpr bool keeps_rank_prefix = false;
 
         xtc(double probability, double threshold, std::size_t min_keep = 1)
-            : m_probability(probability), m_threshold(threshold), m_min_keep(min_keep)
+            : m_probability(probability), m_threshold(threshold), m_min_keep(detail::min_keep_of(min_keep))
         {
             if (!(probability >= 0.0 && probability <= 1.0))
             {
@@ -55,10 +56,6 @@ namespace xsampler
             if (!(threshold >= 0.0 && threshold <= 1.0))
             {
                 throw invalid_parameter("xtc: threshold must be in [0, 1], got " + detail::format_value(threshold));
-            }
-            if (min_keep < 1)
-            {
-                throw invalid_parameter("xtc: min_keep must be >= 1, got 0");
             }
         }
         double probability() const noexcept { return m_probability; }
@@ -90,21 +87,11 @@ namespace xsampler
 
     private:
         // The number of leading tokens of `top` (the best of the set, in
-        // rank order) whose probability is >= the threshold.
+        // rank order) whose probability is >= the threshold, exactly.
         template <class T>
         std::size_t count_at_least(candidates<T>& c, const std::vector<scored<T>>& top) const
         {
-            if (m_threshold == 0.0)
-            {
-                return top.size();
-            }
-            const double target = m_threshold * c.total_weight();
-            std::size_t n = 0;
-            while (n < top.size() && double(c.weight(top[n].logit)) >= target)
-            {
-                ++n;
-            }
-            return n;
+            return m_threshold == 0.0 ? top.size() : c.count_probability_at_least(m_threshold, top);
         }
 
         double m_probability;
