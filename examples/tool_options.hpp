@@ -308,6 +308,27 @@ namespace examples
                     "keep the K most probable tokens; 0 disables (default 0)");
         add_real(cmd, "--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
         add_real(cmd, "--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
+        // The entropy filters, the dynamic temperature and top-k's tie rule
+        // (llama.cpp's flag names; --samplers names: typical, top_n_sigma).
+        add_real(cmd, "--typical", o.params.typical_p,
+                 "locally typical: keep the tokens nearest the entropy up to mass P, in (0, 1]; 1 disables (default 1)");
+        add_real(cmd, "--top-n-sigma", o.params.top_n_sigma, "keep logits >= max - N sigma; N <= 0 disables (default 0)");
+        add_real(cmd, "--dynatemp-range", o.params.dynatemp_range,
+                 "dynamic temperature in [max(0, T - R), T + R] from the entropy; 0 disables (default 0)");
+        add_real(cmd, "--dynatemp-exp", o.params.dynatemp_exponent, "dynamic temperature exponent E >= 0 (default 1)");
+        cmd.add_option_function<std::string>(
+               "--top-k-ties",
+               [&o](const std::string& text) {
+                   if (text != "all" && text != "lowest-id")
+                   {
+                       throw CLI::ValidationError("--top-k-ties", "must be all or lowest-id, got '" + detail::echo(text) +
+                                                                       "'");
+                   }
+                   o.params.top_k_keep_ties = text == "all";
+               },
+               "tokens tied with the K-th: lowest-id keeps exactly K (llama.cpp, default); all keeps them all "
+               "(transformers)")
+            ->type_name("all|lowest-id");
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\", after the "
                        "processors)");

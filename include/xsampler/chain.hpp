@@ -27,6 +27,7 @@
 #include <tuple>
 #include <utility>
 
+#include "entropy_filters.hpp"
 #include "filters.hpp"
 #include "processors.hpp"
 #include "random.hpp"
@@ -58,7 +59,8 @@ namespace xsampler
         {
             if constexpr (std::is_same<S, top_k>::value)
             {
-                return std::size_t(stage.value());
+                // keep_all's ties may lie outside the selection's list: not fused.
+                return stage.ties() == top_k_ties::lowest_id ? std::size_t(stage.value()) : 0;
             }
             else
             {
@@ -78,7 +80,7 @@ namespace xsampler
             template <class S>
             void see(const S& stage) noexcept
             {
-                if (decided || rescales_only<S>::value)
+                if (decided || rescales_now(stage))
                 {
                     return;
                 }

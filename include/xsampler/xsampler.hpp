@@ -14,6 +14,7 @@
 #include "penalties.hpp"
 #include "dry.hpp"
 #include "filters.hpp"
+#include "entropy_filters.hpp"
 #include "select.hpp"
 #include "chain.hpp"
 #include "sampler.hpp"
