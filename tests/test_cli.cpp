@@ -682,28 +682,32 @@ TEST_CASE("xsampler's entropy filter flags give the library's stages", "[cli][ty
 {
     auto logits = test_helpers::random_row<float>(300, 37, 2.0, true, 0.1);
     const auto file = write_npy("entropy_row.npy", logits);
-    sampling_params p;
-    p.typical_p = 0.6;
-    check_dist("--logits " + file + " --typical 0.6", logits, p);
-    p = sampling_params{};
-    p.top_n_sigma = 1.5;
-    check_dist("--logits " + file + " --top-n-sigma 1.5", logits, p);
-    p = sampling_params{};
-    p.temperature = 0.8;
-    p.dynatemp_range = 0.5;
-    p.dynatemp_exponent = 2.0;
-    check_dist("--logits " + file + " --temp 0.8 --dynatemp-range 0.5 --dynatemp-exp 2", logits, p);
-    p = sampling_params{};
-    p.top_k = 3;  // the row's logits are rounded to integers: ties at the 3rd
-    p.top_k_keep_ties = true;
-    check_dist("--logits " + file + " --top-k 3 --top-k-ties all", logits, p);
-    p.top_k_keep_ties = false;
-    check_dist("--logits " + file + " --top-k 3 --top-k-ties lowest-id", logits, p);
-    p = sampling_params{};
-    p.typical_p = 0.9;
-    p.top_n_sigma = 2.0;
-    p.order = parse_stage_order("typical;top_n_sigma");
-    check_dist("--logits " + file + " --typical 0.9 --top-n-sigma 2 --samplers 'typical;top_n_sigma'", logits, p);
+    // Each flag against the library's sampler with the same parameters.
+    const std::pair<const char*, void (*)(sampling_params&)> cases[] = {
+        {" --typical 0.6", [](sampling_params& p) { p.typical_p = 0.6; }},
+        {" --top-n-sigma 1.5", [](sampling_params& p) { p.top_n_sigma = 1.5; }},
+        {" --temp 0.8 --dynatemp-range 0.5 --dynatemp-exp 2",
+         [](sampling_params& p) {
+             p.temperature = 0.8;
+             p.dynatemp_range = 0.5;
+             p.dynatemp_exponent = 2.0;
+         }},
+        // the row's logits are rounded to integers: ties at the 3rd
+        {" --top-k 3 --top-k-ties all", [](sampling_params& p) { p.top_k = 3, p.top_k_keep_ties = true; }},
+        {" --top-k 3 --top-k-ties lowest-id", [](sampling_params& p) { p.top_k = 3; }},
+        {" --typical 0.9 --top-n-sigma 2 --samplers 'typical;top_n_sigma'",
+         [](sampling_params& p) {
+             p.typical_p = 0.9;
+             p.top_n_sigma = 2.0;
+             p.order = parse_stage_order("typical;top_n_sigma");
+         }},
+    };
+    for (const auto& [flags, set] : cases)
+    {
+        sampling_params p;
+        set(p);
+        check_dist("--logits " + file + flags, logits, p);
+    }
 
     const std::string dist = "dist --logits " + file;
     check_error(dist + " --typical 1.5", "typical: p must be in (0, 1], got 1.5");

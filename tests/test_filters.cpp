@@ -483,6 +483,14 @@ namespace
 {
     std::set<token_id> kept_ids(const distribution& d) { return std::set<token_id>(d.ids.begin(), d.ids.end()); }
 
+    /// Row `seed` of the reference tests: integer logits (ties) when
+    /// seed % 3 == 0, 30% masked when seed % 4 == 0.
+    template <class T>
+    xt::xtensor<T, 1> seeded_row(std::uint64_t seed, std::size_t vocab, double sigma)
+    {
+        return test_helpers::random_row<T>(vocab, seed, sigma, seed % 3 == 0, seed % 4 == 0 ? 0.3 : 0.0);
+    }
+
     /// Locally typical sampling done plainly, in double from the logits: the
     /// softmax at scale s with std::exp, H, every kept token sorted by
     /// (|-log p - H|, id), the running sum cut at P - slack, min_keep.
@@ -719,10 +727,7 @@ TEMPLATE_TEST_CASE("typical equals the plain sort-based reference on random rows
     std::size_t near = 0;
     for (std::uint64_t seed = 1; seed <= 300; ++seed)
     {
-        const bool ties = seed % 3 == 0;
-        const double masked = seed % 4 == 0 ? 0.3 : 0.0;
-        const std::size_t vocab = seed % 5 == 0 ? 3001 : 5 + seed % 200;
-        const auto r = test_helpers::random_row<TestType>(vocab, seed, 0.5 + double(seed % 5), ties, masked);
+        const auto r = seeded_row<TestType>(seed, seed % 5 == 0 ? 3001 : 5 + seed % 200, 0.5 + double(seed % 5));
         const double t = 0.5 + 0.25 * double(seed % 5);
         const double p = 0.05 + 0.9 * double(seed % 17) / 16.0;
         const std::size_t min_keep = 1 + seed % 4;
@@ -766,6 +771,8 @@ TEMPLATE_TEST_CASE("typical on whole rows keeps the set of the plain algorithm o
         c.load(r);
         c.divide_scale(t);
         const auto mo = c.log_weight_moments();
+        CHECK(mo.z == c.total_weight());  // the fused pass gives Z's own bits
+        CHECK(mo.n == c.size());
         const TestType m = c.max_logit();
         std::vector<std::tuple<double, token_id, double>> order;
         c.for_each_by_id([&](token_id id, TestType x) {
@@ -859,10 +866,7 @@ TEMPLATE_TEST_CASE("top_n_sigma equals a long double reference on random rows", 
     std::size_t near = 0;
     for (std::uint64_t seed = 1; seed <= 300; ++seed)
     {
-        const bool ties = seed % 3 == 0;
-        const double masked = seed % 4 == 0 ? 0.3 : 0.0;
-        const std::size_t vocab = seed % 7 == 0 ? 20011 : 3 + seed % 300;
-        const auto r = test_helpers::random_row<TestType>(vocab, seed, 3.0, ties, masked);
+        const auto r = seeded_row<TestType>(seed, seed % 7 == 0 ? 20011 : 3 + seed % 300, 3.0);
         const double n = 0.25 * double(seed % 13);
         INFO("seed " << seed << " n " << n);
         bool is_near = false;
@@ -916,7 +920,7 @@ TEMPLATE_TEST_CASE("dynamic temperature reads the whole set: a top_k after it is
 {
     for (std::uint64_t seed = 1; seed <= 20; ++seed)
     {
-        const auto r = test_helpers::random_row<TestType>(1000 + seed, seed, 2.0, seed % 3 == 0, seed % 4 == 0 ? 0.2 : 0.0);
+        const auto r = seeded_row<TestType>(seed, 1000 + seed, 2.0);
         INFO("seed " << seed);
         const double t = 0.3 + 0.1 * double(seed % 7);
         const double range = 0.1 * double(1 + seed % 5);

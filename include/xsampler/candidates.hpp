@@ -176,39 +176,77 @@ namespace xsampler
 
     namespace detail
     {
-        /// Adds w_i t_i, t_i = (x_i - m) s (0 where w_i is 0), for logits
-        /// x[0, n) of tokens first, first + 1, ... (first a multiple of 64) to
-        /// a blocked sum, in the blocked order of detail/blocked_sum.hpp: SIMD
-        /// over full blocks, scalar over the tail, the same bits either way.
-        /// w[i] is token first + i's weight.
+        /// One pass over logits x[0, n) of tokens first, first + 1, ... (first
+        /// a multiple of 64): adds each weight w_i (detail/exp2.hpp, at m and
+        /// s2) to `z` and w_i t_i, t_i = exponent(x_i, m, s) (0 where w_i is
+        /// 0), to `wt`, both in the blocked order of detail/blocked_sum.hpp
+        /// (so `z` gets the bits dense_sum gives), and counts the unmasked
+        /// logits. SIMD over full blocks, scalar over the tail: the same bits.
         template <class T>
-        void dense_moment(const T* x, std::size_t n, std::size_t first, T m, T s, const T* w, blocked_sum<T>& sum)
+        void dense_moments(const T* x, std::size_t n, std::size_t first, T m, T s, T s2, blocked_sum<T>& z,
+                           blocked_sum<T>& wt, std::size_t& count)
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
             constexpr std::size_t groups = lanes / width;
             const B vm(m);
             const B vs(s);
+            const B vs2(s2);
             const B zero(T(0));
+            const B ninf(-std::numeric_limits<T>::infinity());
+            const bool wide = may_overflow(m);
             const std::size_t full = n / block_size;
+            const B limit(exp_constants<T>::limit);
             for (std::size_t b = 0; b < full; ++b)
             {
-                B acc[groups];
-                for (std::size_t t = 0; t < block_size; t += lanes)
+                const T* block = x + b * block_size;
+                const B low = block_low(block);
+                B acc_w[groups];
+                B acc_wt[groups];
+                // As dense_sum: a block whose least exponent is above exp2's
+                // limit has no masked token and no zero weight (same bits).
+                if (!wide && xsimd::all((low - vm) * vs2 > limit))
                 {
-                    for (std::size_t g = 0; g < groups; ++g)
+                    for (std::size_t t = 0; t < block_size; t += lanes)
                     {
-                        const std::size_t i = b * block_size + t + g * width;
-                        const B wv = B::load_unaligned(w + i);
-                        const B v = xsimd::select(wv > zero, wv * exponent(B::load_unaligned(x + i), vm, vs), zero);
-                        acc[g] = t == 0 ? v : acc[g] + v;
+                        for (std::size_t g = 0; g < groups; ++g)
+                        {
+                            const B d = B::load_unaligned(block + t + g * width) - vm;
+                            const B w = exp2_core<T>(d * vs2);
+                            const B wtv = w * (d * vs);
+                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
+                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
+                        }
                     }
+                    count += block_size;
                 }
-                sum.add_block(first / block_size + b, combine_lanes(acc));
+                else
+                {
+                    B unmasked = zero;
+                    for (std::size_t t = 0; t < block_size; t += lanes)
+                    {
+                        for (std::size_t g = 0; g < groups; ++g)
+                        {
+                            const B v = B::load_unaligned(block + t + g * width);
+                            const B w = exp2_nonpos(wide ? exponent(v, vm, vs2) : (v - vm) * vs2);
+                            const B wtv =
+                                xsimd::select(w > zero, w * (wide ? exponent(v, vm, vs) : (v - vm) * vs), zero);
+                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
+                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
+                            unmasked = unmasked + xsimd::select(v != ninf, B(T(1)), zero);
+                        }
+                    }
+                    count += std::size_t(xsimd::hadd(unmasked));  // at most 64: exact in T
+                }
+                z.add_block(first / block_size + b, combine_lanes(acc_w));
+                wt.add_block(first / block_size + b, combine_lanes(acc_wt));
             }
             for (std::size_t i = full * block_size; i < n; ++i)
             {
-                sum.add(first + i, w[i] > T(0) ? w[i] * exponent(x[i], m, s) : T(0));
+                const T w = weight(x[i], m, s2);
+                z.add(first + i, w);
+                wt.add(first + i, w > T(0) ? w * exponent(x[i], m, s) : T(0));
+                count += x[i] != -std::numeric_limits<T>::infinity();
             }
         }
     }
@@ -718,34 +756,39 @@ namespace xsampler
         /// nats, <= 0): the entropy is log Z - E[t]. Summed like Z (the
         /// blocked order of detail/blocked_sum.hpp: w_i t_i in T within a
         /// block's lanes, blocks in double), so the same bits from SIMD and
-        /// scalar code. On a dense set the weights are kept for the verbs and
-        /// the draw that follow (one exp pass, one pass without exp).
+        /// scalar code; and the number of kept tokens. One exp pass on a
+        /// dense set (Z, E[t] and the count together).
         struct moments
         {
             double z;
             double mean;
+            std::size_t n;  // the number of kept tokens (size())
         };
         moments log_weight_moments()
         {
             unfuse();
-            const double z = sum_weights(nullptr, m_dense);
             const T m = max_logit();
             const T s = scale();
-            detail::blocked_sum<T> sum;
+            detail::blocked_sum<T> z;
+            detail::blocked_sum<T> wt;
             if (m_dense)
             {
+                std::size_t count = 0;
                 for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                    detail::dense_moment(x, n, first, m, s, m_weights.data() + first, sum);
+                    detail::dense_moments(x, n, first, m, s, scale2(), z, wt, count);
                 });
+                m_size = count;
             }
             else
             {
                 for_each_by_id([&](token_id id, T logit) {
                     const T w = weight(id, logit);
-                    sum.add(std::size_t(id), w > T(0) ? w * detail::exponent(logit, m, s) : T(0));
+                    z.add(std::size_t(id), w);
+                    wt.add(std::size_t(id), w > T(0) ? w * detail::exponent(logit, m, s) : T(0));
                 });
             }
-            return {z, sum.total() / z};
+            const double total = z.total();
+            return {total, wt.total() / total, m_size};
         }
         /// The entropy of the kept set at the current scale, in nats.
         double entropy()
@@ -842,15 +885,16 @@ namespace xsampler
         void keep_typical(double q, std::size_t min_keep)
         {
             unfuse();
-            if (size() <= std::max<std::size_t>(min_keep, 1))
+            const moments mo = log_weight_moments();
+            if (mo.n <= std::max<std::size_t>(min_keep, 1))
             {
                 return;
             }
-            const moments mo = log_weight_moments();
             const double target = q * mo.z;
             const double c = mo.mean;
             const T m = max_logit();
             const T s = scale();
+            const T s2 = scale2();
             const auto dist = [&](T logit) { return std::fabs(double(detail::exponent(logit, m, s)) - c); };
             auto& g = m_near;
             if (!m_dense)
@@ -885,9 +929,10 @@ namespace xsampler
                         x, n, [&](const B& v) { return v >= B(x_low); }, [&](T v) { return v >= x_low; },
                         [&](std::size_t j) {
                             const auto id = token_id(first + j);
-                            g.push_back({dist(x[j]), m_weights[first + j], id, x[j]});
+                            g.push_back({dist(x[j]), T(0), id, x[j]});
                         });
                 });
+                near_weights(m, s2);
                 // Every token left out has t < t_low, so a distance >= fl(c - t_low).
                 if (commit_nearest(target, min_keep, g.size(), all ? -double(inf) : c - double(t_low)))
                 {
@@ -1352,6 +1397,27 @@ namespace xsampler
             }
             push_below(buckets);
             return false;
+        }
+
+        // The records' weights (detail::weight's bits), a vector at a time.
+        void near_weights(T m, T s2) noexcept
+        {
+            using B = detail::batch<T>;
+            auto& g = m_near;
+            alignas(64) T lane[B::size];
+            for (std::size_t i = 0; i < g.size(); i += B::size)
+            {
+                const std::size_t k = std::min(B::size, g.size() - i);
+                for (std::size_t j = 0; j < B::size; ++j)
+                {
+                    lane[j] = j < k ? g[i + j].logit : m;
+                }
+                detail::exp2_nonpos(detail::exponent(B::load_aligned(lane), B(m), B(s2))).store_aligned(lane);
+                for (std::size_t j = 0; j < k; ++j)
+                {
+                    g[i + j].w = lane[j];
+                }
+            }
         }
 
         // keep_typical's set among the records m_near[0, n) (in id order): the

@@ -126,12 +126,12 @@ namespace xsampler
         template <class T>
         double dynamic(candidates<T>& c) const
         {
-            const std::size_t n = c.size();
-            if (n <= 1)
+            const auto mo = c.log_weight_moments();  // one exp pass: Z, E[t] and the count
+            if (mo.n <= 1)
             {
                 return 1.0;
             }
-            const double h = c.entropy() / std::log(double(n));
+            const double h = (std::log(mo.z) - mo.mean) / std::log(double(mo.n));
             const double lo = std::max(0.0, m_t - m_range);
             const double hi = m_t + m_range;
             return lo + (hi - lo) * std::pow(std::min(std::max(h, 0.0), 1.0), m_exponent);
