@@ -491,6 +491,22 @@ namespace
         return test_helpers::random_row<T>(vocab, seed, sigma, seed % 3 == 0, seed % 4 == 0 ? 0.3 : 0.0);
     }
 
+    /// The unmasked (logit, id) of a row, and its max.
+    template <class T>
+    std::vector<std::pair<double, token_id>> finite_logits(const xt::xtensor<T, 1>& logits, double& mx)
+    {
+        std::vector<std::pair<double, token_id>> x;
+        for (std::size_t i = 0; i < logits.size(); ++i)
+        {
+            if (logits(i) != -std::numeric_limits<T>::infinity())
+            {
+                x.emplace_back(double(logits(i)), token_id(i));
+                mx = std::max(mx, double(logits(i)));
+            }
+        }
+        return x;
+    }
+
     /// Locally typical sampling done plainly, in double from the logits: the
     /// softmax at scale s with std::exp, H, every kept token sorted by
     /// (|-log p - H|, id), the running sum cut at P - slack, min_keep.
@@ -504,16 +520,8 @@ namespace
         template <class T>
         typical_reference(const xt::xtensor<T, 1>& logits, double scale, double p, std::size_t min_keep)
         {
-            std::vector<std::pair<double, token_id>> x;
             double mx = -inf;
-            for (std::size_t i = 0; i < logits.size(); ++i)
-            {
-                if (logits(i) != -std::numeric_limits<T>::infinity())
-                {
-                    x.emplace_back(double(logits(i)), token_id(i));
-                    mx = std::max(mx, double(logits(i)));
-                }
-            }
+            const auto x = finite_logits(logits, mx);
             double z = 0.0;
             for (const auto& v : x)
             {
@@ -611,16 +619,8 @@ namespace
     template <class T>
     std::map<token_id, double> dynatemp_reference(const xt::xtensor<T, 1>& logits, double t, double range, double e)
     {
-        std::vector<std::pair<double, token_id>> x;
         double mx = -inf;
-        for (std::size_t i = 0; i < logits.size(); ++i)
-        {
-            if (logits(i) != -std::numeric_limits<T>::infinity())
-            {
-                x.emplace_back(double(logits(i)), token_id(i));
-                mx = std::max(mx, double(logits(i)));
-            }
-        }
+        const auto x = finite_logits(logits, mx);
         const auto softmax = [&](double scale) {
             double z = 0.0;
             for (const auto& v : x)
