@@ -1086,3 +1086,54 @@ TEST_CASE("the entropy filters validate their parameters", "[filters][errors][ty
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
                          Message("temperature: dynatemp_range must be finite and >= 0, got -1"));
 }
+
+TEMPLATE_TEST_CASE("the entropy filters decide alike on a whole row and on a list", "[filters][typical][top_n_sigma]",
+                   float, double)
+{
+    // min_p at 1e-300 keeps every token but turns the set into a list: the
+    // list paths (typical's moments by id, top_n_sigma's sums and exact
+    // sums from the list) must keep what the whole-row paths keep.
+    for (std::uint64_t seed = 1; seed <= 12; ++seed)
+    {
+        const auto r = seeded_row<TestType>(seed, seed % 2 ? 5000 : 700, 2.0);
+        INFO("seed " << seed);
+        const double p = 0.3 + 0.05 * double(seed);
+        const auto dense = chain{temperature{0.9}, typical{p, 2}}.final_distribution(r);
+        const auto list = chain{min_p{1e-300}, temperature{0.9}, typical{p, 2}}.final_distribution(r);
+        CHECK(dense.ids == list.ids);
+        CHECK(dense.probs == list.probs);
+        const double n = 0.5 * double(seed % 5);
+        CHECK(kept_ids(chain{top_n_sigma{n}}.final_distribution(r)) ==
+              kept_ids(chain{min_p{1e-300}, top_n_sigma{n}}.final_distribution(r)));
+    }
+    // The exact re-decision from a list: two tokens left by top_k.
+    philox4x32 rng(9, 1);
+    for (int i = 0; i < 100; ++i)
+    {
+        const auto a = TestType(normal(3.0, rng));
+        const auto b = TestType(normal(3.0, rng));
+        if (a == b)
+        {
+            continue;
+        }
+        const xt::xtensor<TestType, 1> r = {a, TestType(-100), b, TestType(-200)};
+        CHECK(kept_ids(chain{top_k{2}, top_n_sigma{2.0}}.final_distribution(r)).size() == 2);
+        CHECK(kept_ids(chain{top_k{2}, top_n_sigma{std::nextafter(2.0, 0.0)}}.final_distribution(r)).size() == 1);
+    }
+}
+
+TEST_CASE("the fused top-k pass: kept for a plain temperature, not after a dynamic one or for keep_all",
+          "[filters][dynatemp][top_k_ties]")
+{
+    const auto fused = [](auto... stages) {
+        detail::fused_top_k f;
+        (f.see(stages), ...);
+        return f.k;
+    };
+    CHECK(fused(temperature{0.8}, top_k{5}) == 5);
+    CHECK(fused(temperature{0.8, 0.0, 2.0}, top_k{5}) == 5);
+    CHECK(fused(temperature{0.8, 0.3, 1.0}, top_k{5}) == 0);
+    CHECK(fused(temperature{0.8}, top_k{5, top_k_ties::keep_all}) == 0);
+    CHECK(fused(top_n_sigma{1.0}, top_k{5}) == 0);
+    CHECK(fused(typical{0.5}, top_k{5}) == 0);
+}
