@@ -232,9 +232,10 @@ namespace xsampler
                 }
                 const double theta_lo = n * std::sqrt(std::max(0.0, v - err)) / nn * (1.0 - 8.0 * u);
                 const double theta_hi = n * std::sqrt(v + err) / nn * (1.0 + 8.0 * u);
-                // With e = fl(m - x) in double, the exact m - x lies in e (1 +- u).
+                // With e = fl(m - x) in double, the exact m - x lies within
+                // e / (1 -+ u): below fl(e (1 + 4u)) and above fl(e (1 - 2u)).
                 const double md = double(m);
-                x_keep = least_where([&](T x) { return (md - double(x)) * (1.0 + 2.0 * u) <= theta_lo; });
+                x_keep = least_where([&](T x) { return (md - double(x)) * (1.0 + 4.0 * u) <= theta_lo; });
                 x_drop = least_where([&](T x) { return !((md - double(x)) * (1.0 - 2.0 * u) > theta_hi); });
             }
 
