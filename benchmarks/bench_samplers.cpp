@@ -161,6 +161,37 @@ namespace
     void BM_sample_chain(benchmark::State& state) { run_chain(state, llama_default(), false); }
     void BM_sample_chain_peaked(benchmark::State& state) { run_chain(state, llama_default(), true); }
 
+    // XTC on the whole row: firing at every call (its worst case: the
+    // threshold needs Z, one exp-sum pass more than the draw's), at half of
+    // them, and after llama.cpp's chain (its place in llama.cpp's order,
+    // after min_p: a short list).
+    void BM_sample_xtc(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::xtc{1.0, 0.01}}, false);
+    }
+    void BM_sample_xtc_half(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::xtc{0.5, 0.01}}, false);
+    }
+    void BM_sample_chain_xtc(benchmark::State& state)
+    {
+        run_chain(state,
+                  xsampler::chain{xsampler::top_k{40}, xsampler::top_p{0.95}, xsampler::min_p{0.05},
+                                  xsampler::xtc{0.5, 0.1}, xsampler::temperature{0.8}},
+                  false);
+    }
+    // Mirostat after temperature (llama.cpp's chain with --mirostat): v1
+    // selects its m = 100 tokens and then its top k; v2 thresholds at
+    // 2^-mu, which needs Z.
+    void BM_sample_mirostat_v1(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::mirostat{1, 5.0, 0.1}}, false);
+    }
+    void BM_sample_mirostat_v2(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::mirostat{2, 5.0, 0.1}}, false);
+    }
+
     // The same chain composed at run time (stage table, std::variant slots).
     xsampler::sampling_params llama_default_params()
     {
@@ -472,6 +503,11 @@ BENCHMARK(BM_sample_min_p)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sampler_chain)->Apply(vocab_args);
+BENCHMARK(BM_sample_xtc)->Arg(128256);
+BENCHMARK(BM_sample_xtc_half)->Arg(128256);
+BENCHMARK(BM_sample_chain_xtc)->Arg(128256);
+BENCHMARK(BM_sample_mirostat_v1)->Arg(128256);
+BENCHMARK(BM_sample_mirostat_v2)->Arg(128256);
 BENCHMARK(BM_sample_chain_processor)->Apply(vocab_args);
 // The processors with a 4,096-token history, at V = 128256.
 BENCHMARK(BM_sampler_history)->Arg(128256);

@@ -9,7 +9,8 @@
 //   beam      beam_options      --max-tokens (beam) --beam-width --n-best
 //                               --length-penalty --eos
 //   the rest: what only the tool has (the logits file and row, the model's
-//   source, -n, --counts, --json, the --samplers text).
+//   source, -n, --counts, --json, the --samplers text, dist's --svg,
+//   --svg-scale and --svg-bars).
 //
 // Numbers are read here, not by CLI11 (which reads 010 as octal and wraps
 // -1 into an unsigned): integers are decimal and checked against a range per
@@ -61,7 +62,11 @@ namespace examples
         std::size_t row = 0;
         std::int64_t n = 1;  // also vote's
         bool counts = false;
-        // generate, beam, vote: the model
+        // dist: the picture (svg_plot.hpp)
+        std::string svg;           // --svg FILE: empty = none
+        bool svg_log = false;      // --svg-scale log
+        std::size_t svg_bars = 20;  // --svg-bars N
+        // the model (generate, beam, vote; dist and sample in place of --logits)
         std::string transitions;
         std::int64_t bos = no_bos;  // --bos, no_bos when not given
         std::string corpus;
@@ -332,6 +337,14 @@ namespace examples
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p\", after the "
                        "processors)");
+        // XTC and mirostat (xtc.hpp, mirostat.hpp), under llama.cpp's names.
+        add_real(cmd, "--xtc-probability", o.params.xtc_probability,
+                 "XTC: chance P in [0, 1] of removing the top tokens but the last above the threshold (default 0)");
+        add_real(cmd, "--xtc-threshold", o.params.xtc_threshold, "XTC: probability threshold in [0, 1] (default 0.1)");
+        add_integer(cmd, "--mirostat", o.params.mirostat, 0, 2,
+                    "mirostat 1 or 2: replaces the filters after temperature (default 0, off)");
+        add_real(cmd, "--mirostat-tau", o.params.mirostat_tau, "mirostat: target surprise in bits, >= 0 (default 5)");
+        add_real(cmd, "--mirostat-eta", o.params.mirostat_eta, "mirostat: learning rate, >= 0 (default 0.1)");
         add_processor_flags(cmd, o);
     }
 
@@ -350,13 +363,41 @@ namespace examples
         return add_integer(cmd, "--max-tokens", max_tokens, lo, limits::tokens, help + ", at most 10^6");
     }
 
+    inline void add_model_source_flags(CLI::App& cmd, tool_options& o);
+
+    /// dist and sample: the row is --logits FILE.npy [--row I], or a model's next-token row
+    /// after its prompt (the MODEL flags of the decoding commands; the checks in with_row).
     inline void add_row_flags(CLI::App& cmd, tool_options& o)
     {
-        cmd.add_option("--logits", o.logits, "float32/float64 .npy file, [vocab] or [batch, vocab]")->required();
-        add_integer(cmd, "--row", o.row, std::size_t(0), SIZE_MAX, "row of a [batch, vocab] file (default 0)");
+        auto* logits = cmd.add_option("--logits", o.logits, "float32/float64 .npy file, [vocab] or [batch, vocab]");
+        add_integer(cmd, "--row", o.row, std::size_t(0), SIZE_MAX, "row of a [batch, vocab] file (default 0)")
+            ->needs(logits);
         add_stage_flags(cmd, o);
         add_integer(cmd, "--prompt-tokens", o.prompt_tokens, std::int64_t(0), limits::token_id,
                     "how many leading --history ids are the prompt (default all)");
+        add_model_source_flags(cmd, o);
+    }
+
+    /// dist's picture of the chain (svg_plot.hpp).
+    inline void add_svg_flags(CLI::App& cmd, tool_options& o)
+    {
+        auto* svg = cmd.add_option("--svg", o.svg, "also draw the distribution after each stage into FILE (SVG)")
+                        ->type_name("FILE");
+        cmd.add_option_function<std::string>(
+               "--svg-scale",
+               [&o](const std::string& text) {
+                   if (text != "linear" && text != "log")
+                   {
+                       throw CLI::ValidationError("--svg-scale", "must be linear or log, got '" + detail::echo(text) + "'");
+                   }
+                   o.svg_log = text == "log";
+               },
+               "the picture's probability axis: linear (default) or log")
+            ->type_name("linear|log")
+            ->needs(svg);
+        add_integer(cmd, "--svg-bars", o.svg_bars, std::size_t(1), std::size_t(60),
+                    "the picture's bars: the N most probable tokens of the row, 1 to 60 (default 20)")
+            ->needs(svg);
     }
 
     inline void add_stop_seq(CLI::App& cmd, tool_options& o)
@@ -374,7 +415,8 @@ namespace examples
             "a stop sequence of token ids, \"ID ID ...\" (repeatable)");
     }
 
-    inline void add_model_flags(CLI::App& cmd, tool_options& o)
+    /// The model's flags: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT [--rank R].
+    inline void add_model_source_flags(CLI::App& cmd, tool_options& o)
     {
         auto* t = cmd.add_option("--transitions", o.transitions, "Markov model: [vocab, vocab] .npy of next-token logits");
         auto* b = add_integer(cmd, "--bos", o.bos, INT64_MIN, INT64_MAX, "Markov model: the prompt's single token");
@@ -385,6 +427,11 @@ namespace examples
         b->needs(t);  // --transitions takes --bos or --history (load_model checks)
         c->excludes(t);
         p->needs(c);
+    }
+
+    inline void add_model_flags(CLI::App& cmd, tool_options& o)
+    {
+        add_model_source_flags(cmd, o);
         // One list for generate, vote and beam: the flag writes it into both option structs.
         cmd.add_option_function<std::vector<std::string>>(
                "--eos",

@@ -1,14 +1,15 @@
 // The `xsampler` command-line tool: the library's samplers on a row of logits
 // read from an .npy file, and decoding over two toy models.
 //
-//   xsampler dist   --logits FILE.npy [--row I] [stage flags]
-//   xsampler sample --logits FILE.npy [--row I] [stage flags] --seed S [-n N] [--counts]
+//   xsampler dist   ROW [stage flags] [--svg FILE [--svg-scale linear|log] [--svg-bars N]]
+//   xsampler sample ROW [stage flags] --seed S [-n N] [--counts]
 //   xsampler generate MODEL --eos ID --seed S --max-tokens N [--min-tokens N]
 //                   [--stop-seq "ID ID ..."]... [--top-logprobs N] [stage flags] [--json]
 //   xsampler beam   MODEL --eos ID --beam-width B --max-tokens N [--n-best K]
 //                   [--length-penalty A] [--json]
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
 //   MODEL: --transitions T.npy --bos ID | --corpus FILE --prompt TEXT [--rank R]
+//   ROW:   --logits FILE.npy [--row I] | MODEL (the next-token row after its prompt)
 //
 //   MODEL may take its prompt as ids instead: --history "ID ..." (generate, beam, vote).
 //
@@ -18,10 +19,17 @@
 // (dist, sample), --repeat-penalty, --repeat-last-n, --presence-penalty,
 // --frequency-penalty, --penalty-scope window|output, --logit-bias ID=BIAS,
 // --no-repeat-ngram N, --bad-words "ID ID;ID", --allow, --ban, --dry-*;
-// generate also --ignore-eos. Any bad input exits non-zero with one line on
-// stderr.
+// generate also --ignore-eos; XTC: --xtc-probability P, --xtc-threshold T
+// (dist takes --seed for its coin); mirostat: --mirostat 1|2,
+// --mirostat-tau T, --mirostat-eta E. Any bad input exits non-zero with one
+// line on stderr.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <string>
@@ -34,30 +42,36 @@
 
 #include "decode_commands.hpp"
 #include "npy_matrix.hpp"
+#include "svg_plot.hpp"
 #include "tool_options.hpp"
 
 namespace
 {
     using examples::tool_options;
 
-    void print_distribution(const xsampler::distribution& d)
+    // A token's name in the output: its word (the corpus model), else nothing.
+    using word_of = std::function<std::string(xsampler::token_id)>;
+
+    void print_distribution(const xsampler::distribution& d, const word_of& word)
     {
         for (std::size_t i = 0; i < d.ids.size(); ++i)
         {
             if (d.probs[i] > 0.0)
             {
-                std::printf("%d\t%#.12g\n", int(d.ids[i]), d.probs[i]);
+                std::printf("%d\t%#.12g%s\n", int(d.ids[i]), d.probs[i],
+                            word ? ("\t" + word(d.ids[i])).c_str() : "");
             }
         }
     }
 
     template <class Row>
-    void print_samples(xsampler::sampler& s, const Row& row, const tool_options& o)
+    void print_samples(xsampler::sampler& s, const Row& row, const xsampler::token_history& history,
+                       const tool_options& o)
     {
         std::map<xsampler::token_id, std::int64_t> counts;
         for (std::int64_t i = 0; i < o.n; ++i)
         {
-            const auto id = s.sample(row, examples::history_of(o)).id;
+            const auto id = s.sample(row, history).id;
             if (o.counts)
             {
                 ++counts[id];
@@ -75,17 +89,79 @@ namespace
         }
     }
 
-    // f(row) on the --row of the --logits file, in the file's own dtype.
+    // f(row, history, word) on the --row of the --logits file, in the file's own dtype, or on
+    // a model's next-token row after its prompt (the history: the prompt; word: the corpus
+    // model's words, else empty).
     template <class F>
     void with_row(const tool_options& o, F&& f)
     {
-        const auto logits = examples::load_npy_matrix(o.logits);
-        if (o.row >= logits.rows())
+        const bool model = !o.transitions.empty() || !o.corpus.empty();
+        if (model && !o.logits.empty())
         {
-            throw std::out_of_range("--row " + std::to_string(o.row) + " is out of range: '" + o.logits + "' has " +
-                                    std::to_string(logits.rows()) + " row(s)");
+            throw std::invalid_argument("--logits: give the row once: --logits FILE.npy or a model, not both");
         }
-        std::visit([&](const auto& m) { f(xt::view(m, o.row, xt::all())); }, logits.values);
+        if (!model)
+        {
+            if (o.logits.empty())
+            {
+                throw std::invalid_argument("give a row: --logits FILE.npy [--row I], or a model: --corpus FILE "
+                                            "--prompt TEXT | --transitions T.npy --bos ID");
+            }
+            const auto logits = examples::load_npy_matrix(o.logits);
+            if (o.row >= logits.rows())
+            {
+                throw std::out_of_range("--row " + std::to_string(o.row) + " is out of range: '" + o.logits +
+                                        "' has " + std::to_string(logits.rows()) + " row(s)");
+            }
+            std::visit([&](const auto& m) { f(xt::view(m, o.row, xt::all()), examples::history_of(o), word_of{}); },
+                       logits.values);
+            return;
+        }
+        const examples::loaded input = examples::load_model(o);
+        const xsampler::token_history history(
+            input.prompt, o.prompt_tokens < 0 ? input.prompt.size() : std::size_t(o.prompt_tokens));
+        std::visit(
+            [&](const auto& m) {
+                word_of word;
+                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, examples::bigram_model>)
+                {
+                    word = [&m](xsampler::token_id id) { return m.word(id); };
+                }
+                f(m(xsampler::token_span(input.prompt)), history, word);
+            },
+            input.model);
+    }
+
+    // Where the row came from, for the picture's heading.
+    std::string source_of(const tool_options& o)
+    {
+        if (!o.corpus.empty())
+        {
+            return "bigram model of '" + std::filesystem::path(o.corpus).filename().string() + "', the word after " +
+                   (o.prompt.empty() ? std::string("the --history ids") : "\"" + o.prompt + "\"");
+        }
+        if (!o.transitions.empty())
+        {
+            return "Markov model '" + std::filesystem::path(o.transitions).filename().string() + "'";
+        }
+        return "'" + std::filesystem::path(o.logits).filename().string() + "' row " + std::to_string(o.row);
+    }
+
+    // Writes `text` to `path`; a failure is one line naming the flag, the path and the reason.
+    void write_file(const std::string& path, const std::string& text, const std::string& flag)
+    {
+        errno = 0;
+        std::ofstream out(path, std::ios::binary);
+        if (out)
+        {
+            out << text;
+            out.close();
+        }
+        if (!out)
+        {
+            const std::string reason = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
+            throw std::runtime_error(flag + ": cannot write '" + examples::detail::echo(path) + "'" + reason);
+        }
     }
 
     // One line on stderr, whatever the message holds.
@@ -106,9 +182,24 @@ int main(int argc, char** argv)
     // checked. The sampler is built first: it validates every parameter before a file is read.
     auto* dist = app.add_subcommand("dist", "print the final distribution: ID<TAB>PROB, most probable first");
     examples::add_row_flags(*dist, o);
+    examples::add_integer(*dist, "--seed", o.params.seed, std::uint64_t(0), UINT64_MAX,
+                          "seed of the engine XTC's coin is drawn from (default 0)");
+    examples::add_svg_flags(*dist, o);
     dist->callback([&o] {
         auto s = examples::make_sampler(o);
-        with_row(o, [&](const auto& row) { print_distribution(s.final_distribution(row, examples::history_of(o))); });
+        with_row(o, [&](const auto& row, const xsampler::token_history& history, const word_of& word) {
+            if (!o.svg.empty())
+            {
+                auto rng = s.engine();  // a copy: the listing below draws the same coins
+                auto figure = examples::svg::trace_figure(
+                    s, row, history, o.svg_bars, [&](xsampler::token_id id) { return word ? word(id) : std::to_string(id); },
+                    rng);
+                figure.source = source_of(o);
+                figure.log_scale = o.svg_log;
+                write_file(o.svg, examples::svg::render(figure), "--svg");
+            }
+            print_distribution(s.final_distribution(row, history, s.engine()), word);
+        });
     });
 
     auto* sample = app.add_subcommand("sample", "print N sampled ids, one a line");
@@ -118,7 +209,9 @@ int main(int argc, char** argv)
     sample->add_flag("--counts", o.counts, "print ID<TAB>COUNT lines instead, most frequent first");
     sample->callback([&o] {
         auto s = examples::make_sampler(o);
-        with_row(o, [&](const auto& row) { print_samples(s, row, o); });
+        with_row(o, [&](const auto& row, const xsampler::token_history& history, const word_of&) {
+            print_samples(s, row, history, o);
+        });
     });
 
     auto* generate = app.add_subcommand("generate", "decode a sequence from a model, with its stop reason");

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <new>
+#include <numeric>
 #include <random>
 
 #include <catch2/catch.hpp>
@@ -361,6 +362,83 @@ TEMPLATE_TEST_CASE("the run-time sampler equals the static chain in any order", 
     }
 }
 
+namespace
+{
+    // A user's processor for the trace test: masks one id.
+    struct ban_one
+    {
+        token_id id;
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            c.mask(id);
+        }
+    };
+}
+
+TEMPLATE_TEST_CASE("sampler::trace shows the chain stage by stage", "[chain][sampler][trace]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(3000, 29);
+    const token_id best = greedy(r);
+    sampling_params p;
+    p.temperature = 0.8;
+    p.top_k = 40;  // fused into the load: the trace's first read ends it, exactly
+    p.top_p = 0.95;
+    p.min_p = 0.05;
+    p.seed = 5;
+    p.custom = {custom_stage("ban", ban_one{best})};
+    p.order = {"ban", "penalties", "temperature", "top_k", "top_p", "min_p"};  // penalties: neutral, left out
+    sampler s(p);
+    std::vector<std::string> names;
+    std::vector<distribution> after;
+    s.trace(r, {}, [&](const std::string& name, candidates<TestType>& c) {
+        names.push_back(name);
+        after.push_back(distribution_of(c));
+    });
+    CHECK(names == std::vector<std::string>{"logits", "ban", "temperature", "top_k", "top_p", "min_p"});
+    REQUIRE(after.size() == 6);
+    CHECK(after[0].probs == chain{}.final_distribution(r).probs);  // the plain softmax
+    CHECK(after[0].ids.size() == 3000);
+    CHECK(after[1].ids.size() == 2999);
+    CHECK(std::find(after[1].ids.begin(), after[1].ids.end(), best) == after[1].ids.end());
+    CHECK(after[3].ids.size() == 40);
+    const auto final = s.final_distribution(r);
+    CHECK(after.back().ids == final.ids);
+    CHECK(after.back().probs == final.probs);
+
+    // A trace draws nothing and changes no later draw.
+    sampler untraced(p);
+    for (int i = 0; i < 10; ++i)
+    {
+        CHECK(s.sample(r, {}).id == untraced.sample(r, {}).id);
+    }
+    CHECK(s.engine() == untraced.engine());
+
+    // A random filter (XTC) takes its uniform from the engine given, as final_distribution does.
+    sampling_params q;
+    q.temperature = 0.5;
+    q.xtc_probability = 0.5;
+    q.xtc_threshold = 0.01;
+    sampler x(q);
+    CHECK_THROWS_AS(x.trace(r, {}, [](const std::string&, candidates<TestType>&) {}), invalid_parameter);
+    philox4x32 traced(9, 0);
+    philox4x32 listed(9, 0);
+    for (int i = 0; i < 8; ++i)
+    {
+        std::vector<std::string> seen;
+        distribution last;
+        x.trace(r, {}, traced, [&](const std::string& name, candidates<TestType>& c) {
+            seen.push_back(name);
+            last = distribution_of(c);
+        });
+        CHECK(seen == std::vector<std::string>{"logits", "temperature", "xtc"});
+        const auto want = x.final_distribution(r, {}, listed);
+        CHECK(last.ids == want.ids);
+        CHECK(last.probs == want.probs);
+        CHECK(traced == listed);  // one uniform each
+    }
+}
+
 TEST_CASE("sampler parameters and orders are validated at construction", "[chain][sampler][errors]")
 {
     sampling_params p;
@@ -387,7 +465,7 @@ TEST_CASE("sampler parameters and orders are validated at construction", "[chain
     p.order = parse_stage_order("top_k;tfs");
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
                          Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
-                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p)"));
+                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p, xtc)"));
     CHECK_THROWS_MATCHES(parse_stage_order("top_k;top_k"), invalid_parameter,
                          Message("samplers: 'top_k' is listed twice"));
 }
@@ -546,4 +624,353 @@ TEMPLATE_TEST_CASE("beam_search makes no allocation per step", "[beam][allocatio
     };
     CHECK(allocations_for(40) == allocations_for(4));
     CHECK(model_allocations == 0);
+}
+
+// --- XTC (xtc.hpp) and mirostat (mirostat.hpp): a random filter, a stage that learns from the draw ---
+
+namespace
+{
+    /// The kept ids of c, in id order.
+    template <class T>
+    std::vector<token_id> kept_ids(candidates<T>& c)
+    {
+        std::vector<token_id> ids;
+        c.for_each_by_id([&](token_id id, T) { ids.push_back(id); });
+        return ids;
+    }
+
+    /// Applies one stage to a freshly loaded row (u for a random filter).
+    template <class T, class S>
+    std::vector<token_id> after(S stage, const xt::xtensor<T, 1>& logits, double u = 0.0)
+    {
+        candidates<T> c;
+        c.load(logits);
+        stage.apply(c, u);
+        return kept_ids(c);
+    }
+}
+
+TEMPLATE_TEST_CASE("xtc removes the tokens above the threshold but the last", "[xtc]", float, double)
+{
+    using ids = std::vector<token_id>;
+    // llama.cpp's test_xtc cases: probabilities {.4, .3, .2, .1}.
+    const auto probs = test_helpers::logits_of<TestType>({0.4, 0.3, 0.2, 0.1});
+    CHECK(after(xtc(1.0, 0.09), probs) == ids{3});
+    CHECK(after(xtc(1.0, 0.19), probs) == ids{2, 3});
+    CHECK(after(xtc(1.0, 0.29), probs) == ids{1, 2, 3});
+    CHECK(after(xtc(1.0, 0.39), probs) == ids{0, 1, 2, 3});  // only one token reaches it
+    // p = {.463, .281, .170, .063, .023} (logits 3, 2.5, 2, 1, 0).
+    const auto r = row<TestType>({3.0, 2.5, 2.0, 1.0, 0.0});
+    CHECK(after(xtc(1.0, 0.1), r) == ids{2, 3, 4});
+    CHECK(after(xtc(1.0, 0.25), r) == ids{1, 2, 3, 4});
+    CHECK(after(xtc(1.0, 0.3), r) == ids{0, 1, 2, 3, 4});
+    CHECK(after(xtc(1.0, 0.0), r) == ids{4});            // every token reaches 0: the least is left
+    CHECK(after(xtc(1.0, 0.6), r) == ids{0, 1, 2, 3, 4});  // above 0.5: never
+    SECTION("the coin: it fires iff u < probability")
+    {
+        CHECK(after(xtc(0.5, 0.1), r, 0.4999) == ids{2, 3, 4});
+        CHECK(after(xtc(0.5, 0.1), r, 0.5) == ids{0, 1, 2, 3, 4});
+        CHECK(after(xtc(0.0, 0.1), r, 0.0) == ids{0, 1, 2, 3, 4});
+        CHECK(after(xtc(1.0, 0.1), r, 0.9999999) == ids{2, 3, 4});
+    }
+    SECTION("min_keep: no removal that would leave fewer")
+    {
+        CHECK(after(xtc(1.0, 0.1, 3), r) == ids{2, 3, 4});
+        CHECK(after(xtc(1.0, 0.1, 4), r) == ids{0, 1, 2, 3, 4});
+        CHECK(after(xtc(1.0, 0.0, 2), r) == ids{0, 1, 2, 3, 4});
+    }
+    SECTION("ties at the threshold go by rank: the lower ids are removed first")
+    {
+        const auto tied = row<TestType>({0.0, 1.0, 1.0, 1.0, -3.0});  // ids 1, 2, 3 at p = .2954
+        CHECK(after(xtc(1.0, 0.29), tied) == ids{0, 3, 4});
+        CHECK(after(xtc(1.0, 0.3), tied) == ids{0, 1, 2, 3, 4});
+    }
+    SECTION("masked tokens stay out; after a truncation it works on the list")
+    {
+        const auto masked = row<TestType>({3.0, -inf, 2.5, 2.0, -inf, 1.0});
+        CHECK(after(xtc(1.0, 0.1), masked) == ids{3, 5});
+        candidates<TestType> c;
+        c.load(r);
+        c.keep_top(3);  // {0, 1, 2}: p = {.507, .308, .185}
+        xtc(1.0, 0.2).apply(c, 0.0);
+        CHECK(kept_ids(c) == ids{1, 2});
+        CHECK(c.argmax() == 1);  // greedy after it: the best token it left
+    }
+}
+
+TEST_CASE("xtc validates its parameters", "[xtc][errors]")
+{
+    CHECK_THROWS_WITH(xtc(-0.1, 0.1), "xtc: probability must be in [0, 1], got -0.1");
+    CHECK_THROWS_WITH(xtc(1.5, 0.1), "xtc: probability must be in [0, 1], got 1.5");
+    CHECK_THROWS_WITH(xtc(0.5, std::nan("")), "xtc: threshold must be in [0, 1], got nan");
+    CHECK_THROWS_WITH(xtc(0.5, 1.1), "xtc: threshold must be in [0, 1], got 1.1");
+    CHECK_THROWS_WITH(xtc(0.5, 0.1, 0), "xtc: min_keep must be >= 1, got 0");
+}
+
+TEMPLATE_TEST_CASE("a random filter takes one uniform per call from the caller's engine", "[xtc][random]", float,
+                   double)
+{
+    const auto r = row<TestType>({3.0, 2.5, 2.0, 1.0, 0.0});
+    chain c{xtc(0.5, 0.1)};
+    SECTION("sample: XTC's uniform, then the draw's")
+    {
+        for (std::uint64_t seed = 0; seed < 50; ++seed)
+        {
+            philox4x32 rng(seed);
+            philox4x32 replay(seed);
+            const double coin = uniform01(replay);
+            const sampled_token t = c.sample(r, {}, rng);
+            // The draw's inverse CDF over the set the coin left, from the next uniform.
+            candidates<TestType> set;
+            set.load(r);
+            xtc(0.5, 0.1).apply(set, coin);
+            CHECK(draw(set, replay).id == t.id);
+            CHECK(rng == replay);
+        }
+    }
+    SECTION("final_distribution and filter need the engine, and name the stage without it")
+    {
+        CHECK_THROWS_WITH(c.final_distribution(r), Catch::Contains("xtc: draws a uniform per call"));
+        philox4x32 rng(7);
+        philox4x32 expected(7);
+        uniform01(expected);
+        c.final_distribution(r, {}, rng);
+        CHECK(rng == expected);
+    }
+    SECTION("the run-time sampler leaves XTC out at probability 0: one uniform per sample")
+    {
+        sampling_params p;
+        p.xtc_threshold = 0.2;
+        sampler off(p);
+        philox4x32 expected(0);
+        uniform01(expected);
+        off.sample(r, {});
+        CHECK(off.engine() == expected);
+        p.xtc_probability = 0.5;
+        sampler on(p);
+        uniform01(expected);
+        on.sample(r, {});
+        CHECK(on.engine() == expected);
+    }
+}
+
+namespace
+{
+    /// Pearson's chi-square of n draws against expected probabilities
+    /// (cells expected below 5 pooled), checked against the 6-sigma bound.
+    void check_counts_follow(const std::vector<double>& observed, const std::vector<double>& probs, double n)
+    {
+        std::vector<double> obs{0.0};
+        std::vector<double> exp{0.0};  // the pooled cell first
+        for (std::size_t i = 0; i < probs.size(); ++i)
+        {
+            if (probs[i] * n >= 5.0)
+            {
+                obs.push_back(observed[i]);
+                exp.push_back(probs[i] * n);
+            }
+            else
+            {
+                obs[0] += observed[i];
+                exp[0] += probs[i] * n;
+            }
+        }
+        CHECK(test_stats::chi_square(obs, exp) < test_stats::chi_square_bound(obs.size() - 1));
+    }
+}
+
+TEMPLATE_TEST_CASE("xtc's draws follow the mixture its coin makes (chi-square)", "[xtc][statistical]", float, double)
+{
+    const auto r = row<TestType>({3.0, 2.5, 2.0, 1.0, 0.0, -1.0});
+    std::vector<double> w(6);
+    std::transform(r.begin(), r.end(), w.begin(), [](TestType x) { return std::exp(double(x) - 3.0); });
+    const double z = std::accumulate(w.begin(), w.end(), 0.0);
+    const double z_left = z - w[0] - w[1];  // threshold 0.1 removes ids 0 and 1 (p .46, .28; id 2 has .17)
+    const double q = 0.3;
+    std::vector<double> probs(6);
+    for (std::size_t i = 0; i < 6; ++i)
+    {
+        probs[i] = (1 - q) * w[i] / z + (i >= 2 ? q * w[i] / z_left : 0.0);
+    }
+    chain c{xtc(q, 0.1)};
+    philox4x32 rng(11);
+    const std::size_t n = 60000;
+    std::vector<double> observed(6, 0.0);
+    for (std::size_t i = 0; i < n; ++i)
+    {
+        observed[std::size_t(c.sample(r, {}, rng).id)] += 1.0;
+    }
+    check_counts_follow(observed, probs, double(n));
+}
+
+TEMPLATE_TEST_CASE("mirostat v2 keeps p >= 2^-mu and moves mu by the drawn token's surprise", "[mirostat]", float,
+                   double)
+{
+    // p = {.463, .281, .170, .063, .023}.
+    const auto r = row<TestType>({3.0, 2.5, 2.0, 1.0, 0.0});
+    using ids = std::vector<token_id>;
+    SECTION("the truncation at mu = 2 tau")
+    {
+        const auto kept = [&](double tau) {
+            candidates<TestType> c;
+            c.load(r);
+            mirostat(2, tau, 0.1).apply(c);
+            return kept_ids(c);
+        };
+        CHECK(kept(1.0) == ids{0, 1});        // 2^-2 = .25
+        CHECK(kept(1.5) == ids{0, 1, 2});     // 2^-3 = .125
+        CHECK(kept(2.5) == ids{0, 1, 2, 3});  // 2^-5 = .031: .023 is out
+        CHECK(kept(0.3) == ids{0});           // 2^-0.6 = .66: not even the best token; it is kept
+        CHECK(kept(600.0) == ids{0, 1, 2, 3, 4});  // 2^-1200 underflows: every token
+    }
+    SECTION("mu follows mu - eta (surprise - tau) after each draw, and only after a draw")
+    {
+        chain c{mirostat(2, 1.0, 0.1)};
+        auto& steer = std::get<0>(c.stages());
+        philox4x32 rng(3);
+        double mu = 2.0;
+        for (int i = 0; i < 200; ++i)
+        {
+            const sampled_token t = c.sample(r, {}, rng);
+            mu -= 0.1 * (-t.logprob / std::log(2.0) - 1.0);
+            REQUIRE(steer.mu() == Approx(mu).epsilon(1e-12));
+        }
+        c.final_distribution(r);  // reads, never learns
+        c.filter(r, {});
+        CHECK(steer.mu() == Approx(mu).epsilon(1e-12));
+        const auto bad = row<TestType>({1.0, std::nan("")});
+        CHECK_THROWS_AS(c.sample(bad, {}, rng), invalid_logits);
+        CHECK(steer.mu() == Approx(mu).epsilon(1e-12));  // a throwing call leaves it
+        c.reset();
+        CHECK(steer.mu() == 2.0);
+    }
+}
+
+TEMPLATE_TEST_CASE("mirostat v1 keeps the top k of its Zipf estimate", "[mirostat]", float, double)
+{
+    // An exact Zipf row: p_i proportional to (i + 1)^-s, so the estimate is s.
+    const std::size_t n = 5000;
+    for (const double s : {0.8, 1.0, 1.1, 1.7})
+    {
+        for (const double mu : {4.0, 8.0, 12.0})
+        {
+            xt::xtensor<TestType, 1> r = xt::empty<TestType>({n});
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                r(i) = TestType(-s * std::log(double(i + 1)));
+            }
+            const double e = s - 1.0;
+            const double base = std::fabs(e) < 1e-12 ? std::exp2(mu) / std::log(double(n))
+                                                     : e * std::exp2(mu) / (1.0 - std::pow(double(n), -e));
+            const double k = std::min(std::max(std::floor(std::pow(base, 1.0 / s)), 1.0), double(n));
+            mirostat steer(1, mu / 2.0, 0.1);
+            candidates<TestType> c;
+            c.load(r);
+            steer.apply(c);
+            INFO("s " << s << " mu " << mu << " k " << k);
+            // The float row's estimate is within rounding of s: k within 1.
+            CHECK(std::fabs(double(c.size()) - k) <= (std::is_same<TestType, double>::value ? 0.0 : 1.0));
+            CHECK(kept_ids(c).back() == token_id(c.size() - 1));  // a rank prefix
+        }
+    }
+    SECTION("fewer than two tokens: the best one")
+    {
+        const auto one = row<TestType>({-inf, 2.0, -inf});
+        candidates<TestType> c;
+        c.load(one);
+        mirostat(1, 3.0, 0.1).apply(c);
+        CHECK(kept_ids(c) == std::vector<token_id>{1});
+    }
+}
+
+TEMPLATE_TEST_CASE("mirostat's draws at a fixed mu follow the truncated distribution (chi-square)",
+                   "[mirostat][statistical]", float, double)
+{
+    xt::xtensor<TestType, 1> r = xt::empty<TestType>({20});
+    for (std::size_t i = 0; i < 20; ++i)
+    {
+        r(i) = TestType(-0.3 * double((i * 7) % 20));  // p_0 = .26, in shuffled ids
+    }
+    chain c{mirostat(2, 2.0, 0.0)};  // eta 0: mu stays 4, p >= 1/16: five tokens
+    const auto d = c.final_distribution(r);
+    REQUIRE(d.ids.size() == 5);
+    std::vector<double> observed(d.ids.size(), 0.0);
+    philox4x32 rng(5);
+    const std::size_t n = 60000;
+    for (std::size_t i = 0; i < n; ++i)
+    {
+        const token_id id = c.sample(r, {}, rng).id;
+        const auto at = std::find(d.ids.begin(), d.ids.end(), id);
+        REQUIRE(at != d.ids.end());
+        observed[std::size_t(at - d.ids.begin())] += 1.0;
+    }
+    check_counts_follow(observed, d.probs, double(n));
+}
+
+TEST_CASE("mirostat in the run-time sampler: processors, temperature, mirostat", "[mirostat][sampler]")
+{
+    const auto r = row<double>({3.0, 2.5, 2.0, 1.0, 0.0});
+    sampling_params p;
+    p.mirostat = 2;
+    p.mirostat_tau = 1.0;
+    p.temperature = 0.9;
+    p.logit_bias = {{3, 1.0}};
+    sampler s(p);
+    chain c{logit_bias(p.logit_bias), temperature(0.9), mirostat(2, 1.0, 0.1)};
+    philox4x32 rng(p.seed, 0);  // the sampler's own engine
+    std::vector<token_id> first;
+    for (int i = 0; i < 100; ++i)
+    {
+        const token_id got = s.sample(r, {}).id;
+        first.push_back(got);
+        REQUIRE(got == c.sample(r, {}, rng).id);
+    }
+    SECTION("reset: mu and the engine start over, so the draws repeat")
+    {
+        s.reset();
+        for (const token_id expected : first)
+        {
+            REQUIRE(s.sample(r, {}).id == expected);
+        }
+    }
+    SECTION("generate draws through it too")
+    {
+        generate_options o;
+        o.max_tokens = 50;
+        const auto model = [&](token_span) { return r; };
+        philox4x32 a(4);
+        philox4x32 b(4);
+        chain d{logit_bias(p.logit_bias), temperature(0.9), mirostat(2, 1.0, 0.1)};
+        const auto g = generate(model, {0}, d, o, a);
+        auto& steer = std::get<2>(d.stages());
+        double mu = 2.0;
+        for (const double lp : g.logprobs)
+        {
+            mu -= 0.1 * (-lp / std::log(2.0) - 1.0);
+        }
+        CHECK(steer.mu() == Approx(mu).epsilon(1e-12));
+        (void)b;
+    }
+    SECTION("a filter set beside it is an error naming it")
+    {
+        sampling_params q = p;
+        q.top_k = 40;
+        CHECK_THROWS_WITH(sampler(q), "mirostat: replaces the filters after temperature, but top_k is set (unset it, or "
+                                      "set mirostat to 0)");
+        q = p;
+        q.mirostat = 3;
+        CHECK_THROWS_WITH(sampler(q), "mirostat: must be 0 (off), 1 or 2, got 3");
+        q = p;
+        q.mirostat = 0;
+        q.mirostat_tau = -1.0;
+        CHECK_THROWS_WITH(sampler(q), "mirostat: tau must be finite and >= 0, got -1");
+    }
+}
+
+TEST_CASE("mirostat validates its parameters", "[mirostat][errors]")
+{
+    CHECK_THROWS_WITH(mirostat(0, 5.0, 0.1), "mirostat: version must be 1 or 2, got 0");
+    CHECK_THROWS_WITH(mirostat(2, inf, 0.1), "mirostat: tau must be finite and >= 0, got inf");
+    CHECK_THROWS_WITH(mirostat(2, 5.0, -0.1), "mirostat: eta must be finite and >= 0, got -0.1");
+    CHECK_THROWS_WITH(mirostat(1, 5.0, 0.1, 1), "mirostat: m must be >= 2, got 1");
 }

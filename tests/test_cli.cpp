@@ -1,9 +1,12 @@
 // The `xsampler` tool: its output contract, checked against the library, and
 // one clear line on stderr for every kind of bad input.
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
@@ -15,6 +18,7 @@
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
+#include "../examples/svg_plot.hpp"
 #include "../examples/table_model.hpp"
 #include "helpers.hpp"
 
@@ -144,7 +148,7 @@ namespace
         REQUIRE(r.status == 0);
         CHECK(r.err.empty());
         sampler s(params);
-        const auto want = s.final_distribution(logits, history);
+        const auto want = s.final_distribution(logits, history, s.engine());  // as the tool: XTC's coin
         std::vector<std::pair<token_id, double>> nonzero;
         for (std::size_t i = 0; i < want.ids.size(); ++i)
         {
@@ -311,7 +315,7 @@ TEST_CASE("xsampler: every bad input is one line on stderr and a non-zero exit",
     check_error("dist --logits " + good + " --top-p abc", "--top-p");
     check_error("dist --logits " + good + " --row -1", "--row");
     check_error("dist --logits " + good + " --bogus", "bogus");
-    check_error("dist", "--logits is required");
+    check_error("dist", "give a row: --logits FILE.npy");
     check_error("sample --logits " + good, "--seed is required");
     check_error("sample --logits " + good + " --seed 1 -n 0", "-n: must be >= 1, got 0");
     check_error("", "subcommand");
@@ -371,6 +375,45 @@ TEST_CASE("xsampler's processor flags give the library's processors", "[cli][pro
     check_error(dist + "--bad-words '1;'", "bad_words: a sequence is empty");
     check_error(dist + "--allow 4 --ban 4", "token_mask: every token is masked");
     check_error(dist + "--repeat-penalty 2 --samplers 'top_k'", "penalties is set but not in the sampler order");
+}
+
+TEST_CASE("xsampler's XTC and mirostat flags give the library's stages", "[cli][xtc][mirostat]")
+{
+    const auto logits = test_helpers::random_row<float>(400, 41, 2.5);
+    const auto file = write_npy("row_xtc.npy", logits);
+    sampling_params p;
+    p.xtc_probability = 0.7;
+    p.xtc_threshold = 0.05;
+    for (const std::uint64_t seed : {0, 1, 2, 3, 4, 5})
+    {
+        p.seed = seed;
+        check_dist("--logits " + file + " --xtc-probability 0.7 --xtc-threshold 0.05 --seed " + std::to_string(seed),
+                   logits, p);
+    }
+    // sample: the coin and the draw from the same engine, as the library's sampler draws.
+    p = sampling_params{};
+    p.mirostat = 2;
+    p.mirostat_tau = 3.0;
+    p.mirostat_eta = 0.2;
+    p.temperature = 0.7;
+    p.seed = 9;
+    sampler s(p);
+    std::string want;
+    for (int i = 0; i < 30; ++i)
+    {
+        want += std::to_string(s.sample(logits, {}).id) + "\n";
+    }
+    const auto r = run("sample --logits " + file + " --seed 9 -n 30 --temp 0.7 --mirostat 2 --mirostat-tau 3 "
+                       "--mirostat-eta 0.2");
+    REQUIRE(r.status == 0);
+    CHECK(r.out == want);
+    const std::string dist = "dist --logits " + file + " ";
+    check_error(dist + "--xtc-probability 2", "xtc: probability must be in [0, 1], got 2");
+    check_error(dist + "--xtc-threshold -1", "xtc: threshold must be in [0, 1], got -1");
+    check_error(dist + "--xtc-probability x", "--xtc-probability");
+    check_error(dist + "--mirostat 3", "--mirostat: must be <= 2");
+    check_error(dist + "--mirostat 1 --mirostat-tau -2", "mirostat: tau must be finite and >= 0, got -2");
+    check_error(dist + "--mirostat 2 --top-k 5", "mirostat: replaces the filters after temperature, but top_k is set");
 }
 
 TEST_CASE("xsampler generate --ignore-eos and --history", "[cli][decode][processors]")
@@ -671,6 +714,350 @@ TEST_CASE("xsampler's word model: memory bounded by the corpus, any bytes are te
     check_error("generate --corpus " + dir() + " --prompt '' --eos 0 --seed 1 --max-tokens 3", "'" + dir() + "': is a directory");
     check_error("generate --corpus /dev/zero --prompt '' --eos 0 --seed 1 --max-tokens 3",
                 "'/dev/zero': is larger than the 64 MiB this tool reads");
+}
+
+namespace
+{
+    std::string read_file(const std::string& name)
+    {
+        std::ifstream in(name, std::ios::binary);
+        return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    }
+
+    // Whether `doc` is well-formed XML, as far as an SVG needs: an optional declaration, one
+    // root element, every element closed in order, attributes quoted and unique per element,
+    // only the five named entities and character references, no '<' in text or values, no
+    // control characters. "" if it is; else what is wrong.
+    std::string xml_error(const std::string& doc)
+    {
+        const auto name_char = [](char c) {
+            return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ':' || c == '.';
+        };
+        // Text or an attribute value from i to end: entities and characters.
+        const auto check_text = [&](std::size_t i, std::size_t end) -> std::string {
+            for (; i < end; ++i)
+            {
+                const auto c = static_cast<unsigned char>(doc[i]);
+                if (c < 0x20 && c != '\n' && c != '\t' && c != '\r')
+                {
+                    return "control character at " + std::to_string(i);
+                }
+                if (c == '<')
+                {
+                    return "'<' in text at " + std::to_string(i);
+                }
+                if (c == '&')
+                {
+                    const std::size_t semi = doc.find(';', i);
+                    if (semi == std::string::npos || semi > end)
+                    {
+                        return "unterminated entity at " + std::to_string(i);
+                    }
+                    const std::string e = doc.substr(i + 1, semi - i - 1);
+                    const bool named = e == "amp" || e == "lt" || e == "gt" || e == "quot" || e == "apos";
+                    const bool dec = e.size() > 1 && e[0] == '#' &&
+                                     std::all_of(e.begin() + 1, e.end(), [](char d) { return d >= '0' && d <= '9'; });
+                    if (!named && !dec)
+                    {
+                        return "bad entity '&" + e + ";'";
+                    }
+                    i = semi;
+                }
+            }
+            return "";
+        };
+        std::vector<std::string> open;
+        std::size_t roots = 0;
+        std::size_t i = 0;
+        if (doc.rfind("<?xml", 0) == 0)
+        {
+            i = doc.find("?>");
+            if (i == std::string::npos)
+            {
+                return "unterminated declaration";
+            }
+            i += 2;
+        }
+        while (i < doc.size())
+        {
+            const std::size_t lt = std::min(doc.find('<', i), doc.size());
+            if (open.empty() && doc.find_first_not_of(" \n\t\r", i) < lt)
+            {
+                return "text outside the root element at " + std::to_string(i);
+            }
+            if (const auto e = check_text(i, lt); !e.empty())
+            {
+                return e;
+            }
+            if (lt == doc.size())
+            {
+                break;
+            }
+            i = lt + 1;
+            const bool closing = i < doc.size() && doc[i] == '/';
+            i += closing ? 1 : 0;
+            const std::size_t start = i;
+            while (i < doc.size() && name_char(doc[i]))
+            {
+                ++i;
+            }
+            const std::string name = doc.substr(start, i - start);
+            if (name.empty())
+            {
+                return "a tag without a name at " + std::to_string(start);
+            }
+            if (closing)
+            {
+                if (open.empty() || open.back() != name)
+                {
+                    return "</" + name + "> closes " + (open.empty() ? std::string("nothing") : "<" + open.back() + ">");
+                }
+                open.pop_back();
+                i = doc.find_first_not_of(" \n\t", i);
+                if (i == std::string::npos || doc[i] != '>')
+                {
+                    return "bad closing tag </" + name + ">";
+                }
+                ++i;
+                continue;
+            }
+            std::set<std::string> attributes;
+            for (;;)
+            {
+                const std::size_t before = i;
+                i = doc.find_first_not_of(" \n\t", i);
+                if (i == std::string::npos)
+                {
+                    return "unterminated tag <" + name + ">";
+                }
+                if (doc[i] == '>' || doc.compare(i, 2, "/>") == 0)
+                {
+                    break;
+                }
+                if (i == before)
+                {
+                    return "no space before an attribute of <" + name + ">";
+                }
+                const std::size_t a = i;
+                while (i < doc.size() && name_char(doc[i]))
+                {
+                    ++i;
+                }
+                const std::string attribute = doc.substr(a, i - a);
+                if (attribute.empty() || i + 1 >= doc.size() || doc[i] != '=' || (doc[i + 1] != '"' && doc[i + 1] != '\''))
+                {
+                    return "bad attribute in <" + name + "> at " + std::to_string(a);
+                }
+                if (!attributes.insert(attribute).second)
+                {
+                    return "attribute " + attribute + " twice in <" + name + ">";
+                }
+                const std::size_t close = doc.find(doc[i + 1], i + 2);
+                if (close == std::string::npos)
+                {
+                    return "unterminated value of " + attribute;
+                }
+                if (const auto e = check_text(i + 2, close); !e.empty())
+                {
+                    return e;
+                }
+                i = close + 1;
+            }
+            if (open.empty())
+            {
+                ++roots;
+            }
+            if (doc[i] == '>')
+            {
+                open.push_back(name);
+                i += 1;
+            }
+            else
+            {
+                i += 2;
+            }
+        }
+        if (!open.empty())
+        {
+            return "<" + open.back() + "> is never closed";
+        }
+        return roots == 1 ? "" : std::to_string(roots) + " root elements";
+    }
+
+    std::size_t count_of(const std::string& text, const std::string& part)
+    {
+        std::size_t n = 0;
+        for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size()))
+        {
+            ++n;
+        }
+        return n;
+    }
+
+    // The captures of `pattern`'s first group, in order.
+    std::vector<std::string> all_matches(const std::string& text, const std::string& pattern)
+    {
+        const std::regex re(pattern);
+        std::vector<std::string> found;
+        for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
+        {
+            found.push_back((*it)[1]);
+        }
+        return found;
+    }
+}
+
+TEST_CASE("the xml checker of the svg tests fails on what is not well-formed", "[cli][svg]")
+{
+    CHECK(xml_error("<?xml version=\"1.0\"?>\n<svg a=\"1\"><g><text>a &amp; b &#8594;</text></g><rect/></svg>\n") == "");
+    CHECK(!xml_error("<svg><g></svg>").empty());
+    CHECK(!xml_error("<svg><text>a < b</text></svg>").empty());
+    CHECK(!xml_error("<svg><text>a & b</text></svg>").empty());
+    CHECK(!xml_error("<svg a=\"1\" a=\"2\"/>").empty());
+    CHECK(!xml_error("<svg a=1/>").empty());
+    CHECK(!xml_error("<svg/><svg/>").empty());
+    CHECK(!xml_error("<svg><text>\x01</text></svg>").empty());
+    CHECK(!xml_error("<svg>").empty());
+}
+
+TEST_CASE("xsampler dist --svg draws one panel per stage with the kept counts", "[cli][svg]")
+{
+    const auto logits = test_helpers::random_row<float>(300, 77, 2.0);
+    const auto file = write_npy("svg_row.npy", logits);
+    const std::vector<std::string> stages = {"--temp 0.7", "--top-k 40", "--top-p 0.9", "--min-p 0.05"};
+    std::string flags;
+    for (const auto& s : stages)
+    {
+        flags += " " + s;
+    }
+    const auto svg_file = path("stages.svg");
+    const auto r = run("dist --logits " + file + flags + " --svg " + svg_file);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(r.out == run("dist --logits " + file + flags).out);  // the listing is unchanged
+    const std::string svg = read_file(svg_file);
+    CHECK(xml_error(svg) == "");
+    CHECK(count_of(svg, "<g class=\"panel\"") == stages.size() + 1);
+    CHECK(all_matches(svg, "data-stage=\"([a-z_]+)\"") ==
+          std::vector<std::string>{"logits", "temperature", "top_k", "top_p", "min_p"});
+    for (const auto* title : {"softmax of the logits", "temperature 0.7", "top_k 40", "top_p 0.9", "min_p 0.05"})
+    {
+        CHECK(svg.find(title) != std::string::npos);
+    }
+    // Panel i's kept count is what dist lists after the first i stages.
+    const auto kept = all_matches(svg, ">kept ([0-9]+) of 300<");
+    REQUIRE(kept.size() == stages.size() + 1);
+    std::string prefix;
+    for (std::size_t i = 0; i < kept.size(); ++i)
+    {
+        INFO("stages:" << prefix);
+        CHECK(std::stoul(kept[i]) == lines(run("dist --logits " + file + prefix).out).size());
+        prefix += i < stages.size() ? " " + stages[i] : "";
+    }
+    CHECK(std::stoul(kept.back()) < std::stoul(kept[2]));  // the filters cut
+    // 20 bars a panel, each kept or dropped; the same input gives the same bytes.
+    CHECK(count_of(svg, "<rect class=\"kept\"") + count_of(svg, "<rect class=\"dropped\"") == 20 * kept.size());
+    CHECK(count_of(svg, "<rect class=\"dropped\"") > 0);
+    REQUIRE(run("dist --logits " + file + flags + " --svg " + path("again.svg")).status == 0);
+    CHECK(read_file(path("again.svg")) == svg);
+
+    const auto log = run("dist --logits " + file + flags + " --svg " + svg_file + " --svg-scale log --svg-bars 7");
+    REQUIRE(log.status == 0);
+    const std::string log_svg = read_file(svg_file);
+    CHECK(xml_error(log_svg) == "");
+    CHECK(log_svg.find("log scale") != std::string::npos);
+    CHECK(count_of(log_svg, "<rect class=\"kept\"") + count_of(log_svg, "<rect class=\"dropped\"") == 7 * kept.size());
+
+    // A processor is a stage too; a neutral one is not in the chain.
+    const auto pen = run("dist --logits " + file + " --history '3 5' --repeat-penalty 1.5 --presence-penalty 0 --top-k 5 --svg " +
+                         svg_file);
+    REQUIRE(pen.status == 0);
+    const std::string pen_svg = read_file(svg_file);
+    CHECK(all_matches(pen_svg, "data-stage=\"([a-z_]+)\"") == std::vector<std::string>{"logits", "penalties", "top_k"});
+    CHECK(pen_svg.find("penalties repeat 1.5, last 64") != std::string::npos);
+    CHECK(all_matches(pen_svg, ">kept ([0-9]+) of 300<").back() == "5");
+
+    // XTC's coin comes from --seed: the picture's last panel is what dist lists.
+    const std::string xtc = " --temp 0.8 --xtc-probability 0.5 --xtc-threshold 0.02";
+    for (const auto* seed : {"1", "2", "3", "4"})
+    {
+        const auto listed = run("dist --logits " + file + xtc + " --seed " + seed + " --svg " + svg_file);
+        REQUIRE(listed.status == 0);
+        const std::string xtc_svg = read_file(svg_file);
+        CHECK(xml_error(xtc_svg) == "");
+        CHECK(xtc_svg.find("xtc probability 0.5, threshold 0.02") != std::string::npos);
+        CHECK(all_matches(xtc_svg, ">kept ([0-9]+) of 300<").back() == std::to_string(lines(listed.out).size()));
+    }
+
+    check_error("dist --logits " + file + " --svg " + path("no/such/dir/x.svg"), "--svg: cannot write");
+    check_error("dist --logits " + file + " --svg " + dir(), "--svg: cannot write");
+    check_error("dist --logits " + file + " --svg " + svg_file + " --svg-scale cubic", "--svg-scale: must be linear or log");
+    check_error("dist --logits " + file + " --svg " + svg_file + " --svg-bars 0", "--svg-bars: must be >= 1");
+    check_error("dist --logits " + file + " --svg-scale log", "--svg-scale requires --svg");
+}
+
+namespace
+{
+    // A user's filter for the picture: the three best tokens.
+    struct keep_three
+    {
+        template <class T>
+        void apply(candidates<T>& c) const
+        {
+            c.keep_top(3);
+        }
+    };
+}
+
+TEST_CASE("the picture has a panel for a user's stage, titled by its name alone", "[cli][svg]")
+{
+    const auto logits = test_helpers::random_row<double>(50, 8);
+    sampling_params p;
+    p.temperature = 0.5;
+    p.custom = {custom_stage("keep_three", keep_three{})};
+    p.order = {"temperature", "top_k", "keep_three"};  // top_k: neutral, no panel
+    sampler s(p);
+    auto f = examples::svg::trace_figure(s, logits, {}, 5, [](token_id id) { return "t<" + std::to_string(id) + ">"; });
+    REQUIRE(f.panels.size() == 3);
+    CHECK(f.panels[1].title == "temperature 0.5");
+    CHECK(f.panels[2].title == "keep_three");
+    CHECK(f.panels[2].kept == 3);
+    CHECK(f.vocab == 50);
+    const std::string svg = examples::svg::render(f);
+    CHECK(xml_error(svg) == "");
+    CHECK(count_of(svg, "<g class=\"panel\"") == 3);
+    CHECK(svg.find("data-stage=\"keep_three\"") != std::string::npos);
+    CHECK(svg.find(">kept 3 of 50<") != std::string::npos);
+    CHECK(count_of(svg, "<rect class=\"kept\"") == 5 + 5 + 3);  // temperature keeps the rank: the top 3 stay
+    CHECK(count_of(svg, "<rect class=\"dropped\"") == 2);
+    CHECK(svg.find(">t&lt;" + std::to_string(f.ids[0]) + "&gt;</text>") != std::string::npos);
+    CHECK(examples::svg::render(f) == svg);
+}
+
+TEST_CASE("xsampler dist over the word model: words in the listing and the picture, escaped", "[cli][svg]")
+{
+    const auto corpus = write_bytes("svg_corpus.txt", "The cat sat. The cat ran. The dog sat.\n");
+    const auto r = run("dist --corpus " + corpus + " --prompt 'the' --svg " + path("words.svg"));
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto listing = lines(r.out);  // p(cat | the) = 2/3, p(dog | the) = 1/3
+    REQUIRE(listing.size() == 2);
+    CHECK(listing[0].substr(listing[0].rfind('\t')) == "\tcat");
+    CHECK(listing[1].substr(listing[1].rfind('\t')) == "\tdog");
+    const std::string svg = read_file(path("words.svg"));
+    CHECK(xml_error(svg) == "");
+    CHECK(svg.find(">cat</text>") != std::string::npos);
+    CHECK(svg.find("the word after &quot;the&quot;") != std::string::npos);
+    // After "sat" comes only the sentence end, token 0, "<eos>": escaped in the picture.
+    REQUIRE(run("dist --corpus " + corpus + " --prompt 'sat' --svg " + path("eos.svg")).out == "0\t1.00000000000\t<eos>\n");
+    const std::string eos = read_file(path("eos.svg"));
+    CHECK(xml_error(eos) == "");
+    CHECK(eos.find(">&lt;eos&gt;</text>") != std::string::npos);
+    CHECK(eos.find("<eos>") == std::string::npos);
+    // sample draws from the same row.
+    CHECK(run("sample --corpus " + corpus + " --prompt 'sat' --seed 3 -n 2").out == "0\n0\n");
+    check_error("dist --corpus " + corpus + " --prompt 'the' --logits " + path("svg_row.npy"), "give the row once");
+    check_error("dist --corpus " + corpus + " --prompt 'the' --row 1", "--row requires --logits");
 }
 
 #endif

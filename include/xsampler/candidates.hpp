@@ -62,6 +62,7 @@
 //   keep_logit_at_least(x)  the tokens with logit >= x (a prefix)
 //   keep_typical(q, min_keep)  the shortest prefix of the order by distance
 //                           to the mean log weight whose mass reaches q·Z
+// and top_items(j, out) reads the j best kept tokens, in rank order.
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
 
@@ -162,6 +163,16 @@ namespace xsampler
             std::size_t m_cap;
             std::vector<scored<T>>& m_out;
             T m_tau = -std::numeric_limits<T>::infinity();
+        };
+
+        /// A list of scored tokens for float rows and one for double rows: a
+        /// stage's scratch, grown once and reused.
+        struct scored_lists
+        {
+            std::vector<scored<float>> f;
+            std::vector<scored<double>> d;
+            std::vector<scored<float>>& get(float) noexcept { return f; }
+            std::vector<scored<double>>& get(double) noexcept { return d; }
         };
 
         /// select_top over one contiguous row.
@@ -452,6 +463,30 @@ namespace xsampler
             {
                 f(it->id, it->logit);
             }
+        }
+
+        /// The j best-ranked kept tokens (all of them if fewer), in rank
+        /// order, into `out`; the set is unchanged. A selection (one SIMD
+        /// pass on a dense set), then a sort of the j.
+        void top_items(std::size_t j, std::vector<scored<T>>& out)
+        {
+            unfuse();
+            if (m_dense)
+            {
+                detail::top_selector<T> select(j, out);
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
+                select.finish();
+            }
+            else
+            {
+                out.assign(m_items.begin(), m_items.end());
+                if (j < out.size())
+                {
+                    std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(j), out.end(), ranks_before<T>);
+                    out.resize(j);
+                }
+            }
+            std::sort(out.begin(), out.end(), ranks_before<T>);
         }
 
         /// Z over the kept set at the current scale, in the contract's order.

@@ -11,11 +11,15 @@
 //   it does after `extra` processors: the selection's list, left untrimmed,
 //   survives as many edits lowering its tokens as it holds beyond k (more
 //   fall back to the dense set of the edited row, exactly).
-// sample(logits, history, rng) draws one token (one uniform01 from rng);
-// final_distribution(logits, history) returns what sample would draw from;
-// filter(logits, history, extra...) returns the candidates sample would draw
-// from, after `extra` processors run first (generate's min_tokens), valid
-// until the next call — the draw and diagnostics then read it.
+// sample(logits, history, rng) draws one token: one uniform01 from rng per
+// random filter (xtc), in chain order, then one for the draw;
+// final_distribution(logits, history[, rng]) returns what sample would draw
+// from; filter(logits, history[, rng], extra...) returns the candidates
+// sample would draw from, after `extra` processors run first (generate's
+// min_tokens), valid until the next call — the draw and diagnostics then
+// read it (a random filter needs the rng: without one it is an error);
+// draw(c, rng) draws from them and lets the stages that learn from the draw
+// (mirostat) observe the token; reset() forgets what they learnt.
 // The history is the prompt plus the tokens generated so far, with where the
 // prompt ends (types.hpp); a chain owns its stages' state and its workspace
 // and is reused across the steps of one sequence. Not thread-safe: one per
@@ -121,11 +125,86 @@ namespace xsampler
             stages(c);
             return c;
         }
+
+        /// Whether an argument list starts with an engine (filter's overloads).
+        template <class... A>
+        struct starts_with_urbg : std::false_type
+        {
+        };
+        template <class G, class... A>
+        struct starts_with_urbg<G, A...> : is_urbg<G>
+        {
+        };
     }
+
+    /// The members chain and sampler share: the ways to run a chain, built
+    /// on Derived's run(ws, uniforms, logits, history, extra...) and
+    /// for_each_stage(f).
+    template <class Derived>
+    class chain_runner
+    {
+    public:
+        /// Filters the row, then draws one token (one uniform01 from rng,
+        /// after one per random filter).
+        template <class E, class URBG, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, URBG& rng)
+        {
+            return draw(filter(logits, history, rng), rng);
+        }
+
+        /// What sample would draw from (random filters take their uniforms
+        /// from rng; without it, a random filter is an error).
+        template <class E>
+        distribution final_distribution(const xt::xexpression<E>& logits, const token_history& history = {})
+        {
+            return distribution_of(filter(logits, history));
+        }
+        template <class E, class URBG, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        distribution final_distribution(const xt::xexpression<E>& logits, const token_history& history, URBG& rng)
+        {
+            return distribution_of(filter(logits, history, rng));
+        }
+
+        /// The candidates sample would draw from, after `extra` processors
+        /// run first; valid until the next call. With an engine first in
+        /// `extra`, random filters draw their uniforms from it.
+        template <class E, class... Extra, std::enable_if_t<!detail::starts_with_urbg<Extra...>::value, int> = 0>
+        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& history,
+                                                  Extra&... extra)
+        {
+            return self().run(self().m_ws, detail::uniform_source(), logits, history, extra...);
+        }
+        template <class E, class URBG, class... Extra, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& history,
+                                                  URBG& rng, Extra&... extra)
+        {
+            return self().run(self().m_ws, detail::uniform_source(rng), logits, history, extra...);
+        }
+
+        /// Draws from candidates this chain filtered (one uniform01 from
+        /// rng), then lets the stages that learn from the draw (mirostat)
+        /// observe the token: each draw is one sample.
+        template <class T, class URBG>
+        sampled_token draw(candidates<T>& c, URBG& rng)
+        {
+            const sampled_token t = xsampler::draw(c, rng);
+            self().for_each_stage([&](auto& stage) { detail::observe_stage(stage, t); });
+            return t;
+        }
+
+        /// Forgets what the stages learnt (mirostat's mu back to 2 tau).
+        void reset()
+        {
+            self().for_each_stage([](auto& stage) { detail::reset_stage(stage); });
+        }
+
+    private:
+        Derived& self() noexcept { return static_cast<Derived&>(*this); }
+    };
 
     /// A chain of stages composed at compile time.
     template <class... Stages>
-    class chain
+    class chain : public chain_runner<chain<Stages...>>
     {
     public:
         explicit chain(Stages... stages) : m_stages(std::move(stages)...)
@@ -133,31 +212,30 @@ namespace xsampler
             std::apply([&](const auto&... s) { (m_fused.see(s), ...); }, m_stages);
         }
 
-        template <class E, class URBG>
-        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, URBG& rng)
-        {
-            return draw(filter(logits, history), rng);
-        }
-
-        template <class E>
-        distribution final_distribution(const xt::xexpression<E>& logits, const token_history& history = {})
-        {
-            return distribution_of(filter(logits, history));
-        }
-
-        template <class E, class... Extra>
-        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& history,
-                                                  Extra&... extra)
-        {
-            return detail::run_chain(
-                m_ws, logits, history, m_fused,
-                [&](auto& c) { std::apply([&](auto&... stage) { (detail::run_stage(stage, c, history), ...); }, m_stages); },
-                extra...);
-        }
-
         const std::tuple<Stages...>& stages() const noexcept { return m_stages; }
 
     private:
+        friend class chain_runner<chain>;
+
+        template <class E, class... Extra>
+        candidates<detail::logit_type<E>>& run(workspace& ws, const detail::uniform_source& uniforms,
+                                               const xt::xexpression<E>& logits, const token_history& history,
+                                               Extra&... extra)
+        {
+            return detail::run_chain(
+                ws, logits, history, m_fused,
+                [&](auto& c) {
+                    std::apply([&](auto&... stage) { (detail::run_stage(stage, c, history, uniforms), ...); }, m_stages);
+                },
+                extra...);
+        }
+
+        template <class F>
+        void for_each_stage(F&& f)
+        {
+            std::apply([&](auto&... stage) { (f(stage), ...); }, m_stages);
+        }
+
         std::tuple<Stages...> m_stages;
         detail::fused_top_k m_fused;
         workspace m_ws;

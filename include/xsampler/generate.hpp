@@ -10,8 +10,10 @@
 //            is not 1-D, empty, or invalid: invalid_logits naming the step,
 //            "generate: step 3: logits: expected a 1-D row, got 2-D".
 //   sampler: a chain (chain.hpp) or a sampler (sampler.hpp), called through
-//            filter(row, history[, min_tokens]) with the history (prompt
-//            plus generated, the prompt's length marked), then draw().
+//            filter(row, history, rng[, min_tokens]) with the history
+//            (prompt plus generated, the prompt's length marked), then its
+//            draw(c, rng), so its random filters (xtc) and the stages that
+//            learn from the draw (mirostat) work as in sample().
 //   Stops, checked after each token in this order:
 //     eos           the token is one of options.eos (the eos token is kept
 //                   in `tokens`);
@@ -37,8 +39,8 @@
 //   softmax's entropy in nats (two more passes); options.top_logprobs = n,
 //   the n most probable tokens of the raw softmax with their
 //   log-probabilities, like OpenAI's top_logprobs (rank: logit desc, id asc;
-//   a selection pass). Each step draws exactly what the sampler draws (one
-//   uniform01 per token). After the first step, no allocation per token
+//   a selection pass). Each step draws exactly what the sampler's sample()
+//   draws (one uniform01 per token, and one per random filter). After the first step, no allocation per token
 //   (outputs are reserved for up to 4096 tokens; top_logprobs allocates its
 //   own lists), as long as the model's row does not allocate.
 #ifndef XSAMPLER_GENERATE_HPP
@@ -104,15 +106,6 @@ namespace xsampler
             return tail.size() <= tokens.size() && std::equal(tail.begin(), tail.end(), tokens.end() - std::ptrdiff_t(tail.size()));
         }
 
-        /// What generate keeps across steps: the outputs and the scratch of
-        /// the top-n diagnostic, reserved once.
-        struct generate_state
-        {
-            std::vector<scored<float>> best_f;
-            std::vector<scored<double>> best_d;
-            std::vector<scored<float>>& best(float) noexcept { return best_f; }
-            std::vector<scored<double>>& best(double) noexcept { return best_d; }
-        };
     }
 
     template <class Model, class Sampler, class URBG>
@@ -138,7 +131,7 @@ namespace xsampler
         std::vector<token_id> history;
         history.reserve(prompt.size() + reserved);
         history = prompt;
-        detail::generate_state state;
+        detail::scored_lists best;  // the top-n diagnostic's scratch
         for (std::size_t step = 0; step < options.max_tokens; ++step)
         {
             const token_history seen(token_span(history), prompt.size());
@@ -146,9 +139,10 @@ namespace xsampler
             const bool may_stop = seen.generated().size() >= options.min_tokens;
             try
             {
-                auto& c = suppress.active(seen) ? sampler.filter(produced, seen, suppress) : sampler.filter(produced, seen);
+                auto& c = suppress.active(seen) ? sampler.filter(produced, seen, rng, suppress)
+                                                : sampler.filter(produced, seen, rng);
                 using T = typename std::decay_t<decltype(c)>::value_type;
-                const sampled_token t = draw(c, rng);
+                const sampled_token t = sampler.draw(c, rng);
                 if (options.model_logprobs || options.entropy || options.top_logprobs > 0)
                 {
                     const detail::raw_softmax<T> raw(c);
@@ -163,7 +157,7 @@ namespace xsampler
                     if (options.top_logprobs > 0)
                     {
                         out.top_logprobs.emplace_back();
-                        raw.top(std::min(options.top_logprobs, c.vocab()), state.best(T()), out.top_logprobs.back());
+                        raw.top(std::min(options.top_logprobs, c.vocab()), best.get(T()), out.top_logprobs.back());
                     }
                 }
                 out.tokens.push_back(t.id);

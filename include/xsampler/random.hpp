@@ -35,6 +35,7 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 namespace xsampler
 {
@@ -57,6 +58,19 @@ namespace xsampler
             }
             return bits;  // largest b with 2^b - 1 <= span
         }
+
+        /// Whether G is a uniform random bit generator (result_type, min(),
+        /// max(), g()): what tells an engine from a stage in an argument list.
+        template <class G, class = void>
+        struct is_urbg : std::false_type
+        {
+        };
+        template <class G>
+        struct is_urbg<G, std::void_t<typename G::result_type, decltype(G::min()), decltype(G::max()),
+                                      decltype(std::declval<G&>()())>>
+            : std::is_unsigned<typename G::result_type>
+        {
+        };
 
         // One call's worth of uniform bits: b = engine_bits<URBG>() of them.
         template <class URBG>

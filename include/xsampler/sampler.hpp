@@ -26,14 +26,25 @@
 //   top-k pass runs when every stage before the first top_k rescales only or
 //   is a processor (a custom stage that wraps one), as for chain. A
 //   built-in whose parameters are neutral is left out of the chain. The
-//   processors' state (the penalties' counts) lives in the sampler.
-//   sample(logits, history[, ws | rng]) and final_distribution as for chain
-//   (chain.hpp); without an rng, the sampler's own philox4x32(seed, 0).
+//   processors' state (the penalties' counts) lives in the sampler, and so
+//   does mirostat's mu. xtc (xtc.hpp) is named "xtc" in the order (default:
+//   last); a sample through it consumes two uniforms.
+//   mirostat = 1 or 2 (mirostat.hpp, llama.cpp's --mirostat) replaces the
+//   filters: the chain is the order's processors and temperature, then
+//   mirostat, then the draw; any other filter that is set is an error
+//   naming it (llama.cpp ignores them; its chain also leaves out penalties
+//   and DRY, which run here).
+//   sample(logits, history[, ws | rng]), final_distribution, filter, draw
+//   and reset as for chain (chain.hpp); without an rng, the sampler's own
+//   philox4x32(seed, 0), which reset() also restarts.
 //   Not thread-safe: one per sequence.
 // parse_stage_order("top_k;top_p;min_p;temperature")
 //   Splits llama.cpp's --samplers form: names separated by ';' (empty names
 //   skipped), each at most once; names are checked against the built-ins and
 //   the custom stages when the sampler is built.
+// trace(logits, history[, rng], f)
+//   The chain stage by stage, for diagnostics and pictures: see the block
+//   "Tracing" in the class.
 #ifndef XSAMPLER_SAMPLER_HPP
 #define XSAMPLER_SAMPLER_HPP
 
@@ -46,8 +57,10 @@
 
 #include "chain.hpp"
 #include "dry.hpp"
+#include "mirostat.hpp"
 #include "penalties.hpp"
 #include "processors.hpp"
+#include "xtc.hpp"
 
 namespace xsampler
 {
@@ -61,7 +74,7 @@ namespace xsampler
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_n_sigma", "typical", "top_p", "min_p"};
+                "temperature", "top_k", "top_n_sigma", "typical", "top_p", "min_p", "xtc"};
     }
 
     /// The parameters of one request.
@@ -95,6 +108,14 @@ namespace xsampler
         std::vector<std::vector<token_id>> bad_words;         ///< id sequences
         std::vector<token_id> allowed_token_ids;              ///< empty: every token
         std::vector<token_id> banned_token_ids;
+        // XTC (xtc.hpp): with probability xtc_probability, the tokens with p >= xtc_threshold but the last.
+        double xtc_probability = 0.0;  ///< in [0, 1]; 0 disables
+        double xtc_threshold = 0.1;    ///< in [0, 1]
+        // Mirostat (mirostat.hpp): 1 or 2 replaces the filters after temperature (see below).
+        int mirostat = 0;              ///< 0 (off), 1 or 2
+        double mirostat_tau = 5.0;     ///< target surprise, bits
+        double mirostat_eta = 0.1;     ///< learning rate
+        std::int64_t mirostat_m = 100;  ///< v1: tokens of the Zipf estimate
         std::uint64_t seed = 0;    ///< seed of the sampler's own philox4x32 engine (stream 0)
         // (a call, not a braced list: g++ 12 fails on the list in templates)
         std::vector<std::string> order = default_stage_order();
@@ -165,13 +186,15 @@ namespace xsampler
                 stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p); },
                                  [](const sampling_params& p) { return p.top_p == 1.0; }},
                 stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p); },
-                                 [](const sampling_params& p) { return p.min_p == 0.0; }});
+                                 [](const sampling_params& p) { return p.min_p == 0.0; }},
+                stage_row<xtc>{[](const sampling_params& p) { return xtc(p.xtc_probability, p.xtc_threshold, p.min_keep); },
+                               [](const sampling_params& p) { return p.xtc_probability == 0.0; }});
             return table;
         }
 
         template <class... Rows>
-        std::variant<typename Rows::stage..., custom_stage> slot_of(const std::tuple<Rows...>&);
-        /// A run-time stage: a built-in one or a user's.
+        std::variant<typename Rows::stage..., custom_stage, mirostat> slot_of(const std::tuple<Rows...>&);
+        /// A run-time stage: a built-in one, a user's, or mirostat.
         using stage_slot = decltype(slot_of(stage_table()));
 
         /// "temperature, top_k, ..." (the built-ins' names).
@@ -214,39 +237,52 @@ namespace xsampler
     }
 
     /// A chain composed at run time from sampling_params.
-    class sampler
+    class sampler : public chain_runner<sampler>
     {
     public:
-        explicit sampler(sampling_params params) : m_params(std::move(params)), m_engine(m_params.seed, 0)
+        explicit sampler(sampling_params params)
+            : m_params(std::move(params)),
+              m_engine(m_params.seed, 0)
         {
             detail::check_no_repeats(m_params.order);
+            if (m_params.mirostat < 0 || m_params.mirostat > 2)
+            {
+                throw invalid_parameter("mirostat: must be 0 (off), 1 or 2, got " + std::to_string(m_params.mirostat));
+            }
+            // The mirostat parameters are validated whether or not it is on.
+            const mirostat steer(m_params.mirostat == 0 ? 1 : m_params.mirostat, m_params.mirostat_tau,
+                                 m_params.mirostat_eta, m_params.mirostat_m);
             const auto listed = [&](const std::string& name) {
                 return std::find(m_params.order.begin(), m_params.order.end(), name) != m_params.order.end();
             };
             // Every built-in is made (so validated) whether it is listed or not.
-            std::vector<std::pair<std::string, detail::stage_slot>> known;
-            std::vector<std::string> neutral;
+            struct known_stage
+            {
+                std::string name;
+                detail::stage_slot slot;
+                bool neutral;
+                bool filter;  // not a processor: mirostat replaces it
+            };
+            std::vector<known_stage> known;
             std::apply(
                 [&](const auto&... row) {
                     const auto add = [&](const auto& r) {
                         using S = typename std::decay_t<decltype(r)>::stage;
-                        known.emplace_back(S::name, r.make(m_params));
-                        if (r.neutral(m_params))
-                        {
-                            neutral.push_back(S::name);
-                        }
-                        else if (!listed(S::name))
+                        const bool neutral = r.neutral(m_params);
+                        if (!neutral && !listed(S::name))
                         {
                             throw invalid_parameter(std::string("samplers: ") + S::name +
                                                     " is set but not in the sampler order");
                         }
+                        known.push_back({S::name, r.make(m_params), neutral,
+                                         !detail::is_processor<S, float>::value && std::string(S::name) != "temperature"});
                     };
                     (add(row), ...);
                 },
                 detail::stage_table());
             for (const auto& c : m_params.custom)
             {
-                if (std::any_of(known.begin(), known.end(), [&](const auto& k) { return k.first == c.name(); }))
+                if (std::any_of(known.begin(), known.end(), [&](const auto& k) { return k.name == c.name(); }))
                 {
                     throw invalid_parameter("samplers: custom stage '" + c.name() + "' has the name of another stage");
                 }
@@ -254,15 +290,11 @@ namespace xsampler
                 {
                     throw invalid_parameter("samplers: custom stage '" + c.name() + "' is not in the sampler order");
                 }
-                known.emplace_back(c.name(), c);
+                known.push_back({c.name(), c, false, !c.processor()});
             }
             for (const auto& name : m_params.order)
             {
-                const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == name; });
-                if (it != known.end() && std::find(neutral.begin(), neutral.end(), name) != neutral.end())
-                {
-                    continue;  // a neutral built-in does nothing: left out of the chain
-                }
+                const auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.name == name; });
                 if (it == known.end())
                 {
                     std::string names = detail::builtin_names();
@@ -272,12 +304,36 @@ namespace xsampler
                     }
                     throw invalid_parameter("samplers: unknown sampler '" + name + "' (known: " + names + ")");
                 }
-                m_stages.push_back(it->second);
+                if (it->neutral)
+                {
+                    continue;  // a neutral built-in does nothing: left out of the chain
+                }
+                if (m_params.mirostat != 0 && it->filter)
+                {
+                    throw invalid_parameter("mirostat: replaces the filters after temperature, but " + name +
+                                            " is set (unset it, or set mirostat to 0)");
+                }
+                m_stages.push_back(it->slot);
+            }
+            if (m_params.mirostat != 0)
+            {
+                m_stages.emplace_back(steer);
             }
             for (const auto& slot : m_stages)
             {
                 std::visit([&](const auto& s) { m_fused.see(s); }, slot);
             }
+        }
+
+        using chain_runner<sampler>::sample;
+
+        /// Back to the state after construction: the stages forget what
+        /// they learnt (mirostat's mu) and the engine restarts at
+        /// philox4x32(seed, 0).
+        void reset()
+        {
+            chain_runner<sampler>::reset();
+            m_engine = philox4x32(m_params.seed, 0);
         }
 
         /// Draws with the sampler's own engine (philox4x32(seed, 0)).
@@ -292,45 +348,90 @@ namespace xsampler
         template <class E>
         sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, workspace& ws)
         {
-            return draw(run(ws, logits, history), m_engine);
-        }
-
-        template <class E, class URBG>
-        sampled_token sample(const xt::xexpression<E>& logits, const token_history& history, URBG& rng)
-        {
-            return draw(run(m_ws, logits, history), rng);
-        }
-
-        template <class E>
-        distribution final_distribution(const xt::xexpression<E>& logits, const token_history& history = {})
-        {
-            return distribution_of(run(m_ws, logits, history));
-        }
-
-        template <class E, class... Extra>
-        candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& history,
-                                                  Extra&... extra)
-        {
-            return run(m_ws, logits, history, extra...);
+            return draw(run(ws, detail::uniform_source(m_engine), logits, history), m_engine);
         }
 
         const sampling_params& params() const noexcept { return m_params; }
         philox4x32& engine() noexcept { return m_engine; }
 
+        // ---- Tracing: the chain stage by stage ---------------------------
+        /// Runs the chain on one row as sample() would, and calls
+        /// f(const std::string& name, candidates<T>& c) once after the row is
+        /// loaded (name "logits": every unmasked token, scale 1, the plain
+        /// softmax) and once after each stage that runs, with the stage's
+        /// name (a built-in's, or a custom stage's own). A built-in whose
+        /// parameters are neutral is left out of the chain, so it is not
+        /// traced either. The last call sees the set sample() draws from:
+        /// distribution_of(c) there equals final_distribution(logits,
+        /// history[, rng]) given an engine in the same state. A random
+        /// filter (xtc) takes its uniform from rng; without one it is an
+        /// error, as for final_distribution. f may read the set
+        /// (distribution_of, size, ...), which ends a pending fused top-k
+        /// exactly (candidates.hpp), so what the later stages keep is
+        /// unchanged; f must not change it. The stages run on a copy of the
+        /// sampler's, so whatever state they keep (mirostat's mu, the
+        /// penalties' counts) is the same after a trace as before it, and
+        /// nothing is drawn or observed: only rng moves. Allocates (the
+        /// copy): it is for diagnostics, not for the per-token path. c is
+        /// valid until the next call on this sampler.
+        template <class E, class F>
+        void trace(const xt::xexpression<E>& logits, const token_history& history, F&& f)
+        {
+            trace_stages(detail::uniform_source(), logits, history, f);
+        }
+        template <class E, class URBG, class F, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        void trace(const xt::xexpression<E>& logits, const token_history& history, URBG& rng, F&& f)
+        {
+            trace_stages(detail::uniform_source(rng), logits, history, f);
+        }
+
     private:
+        template <class E, class F>
+        void trace_stages(const detail::uniform_source& uniforms, const xt::xexpression<E>& logits,
+                          const token_history& history, F& f)
+        {
+            auto stages = m_stages;
+            detail::run_chain(m_ws, logits, history, m_fused, [&](auto& c) {
+                f(std::string("logits"), c);
+                for (auto& slot : stages)
+                {
+                    std::visit(
+                        [&](auto& stage) {
+                            detail::run_stage(stage, c, history, uniforms);
+                            f(detail::name_of(stage), c);
+                        },
+                        slot);
+                }
+            });
+        }
+        // ---- end of Tracing ----------------------------------------------
+
+    private:
+        friend class chain_runner<sampler>;
+
         template <class E, class... Extra>
-        candidates<detail::logit_type<E>>& run(workspace& ws, const xt::xexpression<E>& logits,
-                                               const token_history& history, Extra&... extra)
+        candidates<detail::logit_type<E>>& run(workspace& ws, const detail::uniform_source& uniforms,
+                                               const xt::xexpression<E>& logits, const token_history& history,
+                                               Extra&... extra)
         {
             return detail::run_chain(
                 ws, logits, history, m_fused,
                 [&](auto& c) {
                     for (auto& slot : m_stages)
                     {
-                        std::visit([&](auto& stage) { detail::run_stage(stage, c, history); }, slot);
+                        std::visit([&](auto& stage) { detail::run_stage(stage, c, history, uniforms); }, slot);
                     }
                 },
                 extra...);
+        }
+
+        template <class F>
+        void for_each_stage(F&& f)
+        {
+            for (auto& slot : m_stages)
+            {
+                std::visit(f, slot);
+            }
         }
 
         sampling_params m_params;

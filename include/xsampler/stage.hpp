@@ -7,6 +7,7 @@
 //   template <class T> void apply(candidates<T>& c);                 a filter
 //   template <class T> void apply(candidates<T>& c,
 //                                 const token_history& history);     a processor
+//   template <class T> void apply(candidates<T>& c, double u);       a random filter
 // (const or not: a stage may keep state across calls, and a chain owns its
 // stages). It changes the set only through the verbs of candidates.hpp, so
 // the set's invariants hold whatever it does:
@@ -19,6 +20,11 @@
 // - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
 //   keep_mass, keep_log_weight_at_least, retain_if, keep_logit_at_least,
 //   keep_typical.
+// - a random filter (xtc) is a filter that also gets u, one uniform01 drawn
+//   for this call from the engine the caller passed (sample's, or the one
+//   given to filter / final_distribution), in chain order, before the draw's
+//   own uniform: a seed still fixes every token. Without an engine it is an
+//   error naming the stage.
 // Optional members, read at compile time:
 //   static constexpr const char* name;           for messages (else "stage")
 //   static constexpr bool keeps_rank_prefix;     documentation and tests
@@ -32,6 +38,13 @@
 //       keeps a set (keep_in, retain_if) rather than editing a few logits:
 //       a top_k after it is then not fused (the fused selection would be
 //       dropped at once; exact either way, only slower)
+//   void observe(const sampled_token& t);        called after each draw a
+//       chain makes with its draw(c, rng) or sample() (never after filter or
+//       final_distribution): a stage that learns from the tokens drawn
+//       (mirostat) updates its state there, so a throwing call leaves it as
+//       it was
+//   void reset();                                forgets that state (chain
+//       and sampler reset())
 // Processors run where the order puts them; by convention before the
 // filters. A chain whose stages before its first top_k all rescale only or
 // are processors (not restricts_set) gets the fused top-k pass: the
@@ -55,11 +68,92 @@
 #include <utility>
 
 #include "candidates.hpp"
+#include "random.hpp"
 
 namespace xsampler
 {
+    class custom_stage;
+
     namespace detail
     {
+        /// Where a random filter's uniforms come from: the caller's engine,
+        /// by reference and type-erased (no allocation), or none.
+        class uniform_source
+        {
+        public:
+            uniform_source() = default;
+            template <class URBG>
+            explicit uniform_source(URBG& rng) noexcept
+                : m_rng(&rng), m_next([](void* r) { return uniform01(*static_cast<URBG*>(r)); })
+            {
+            }
+            /// One uniform01 from the engine; without one, invalid_parameter naming `who`.
+            double next(const std::string& who) const
+            {
+                if (m_rng == nullptr)
+                {
+                    throw invalid_parameter(who +
+                                            ": draws a uniform per call: pass an engine (sample, or filter and "
+                                            "final_distribution with an rng)");
+                }
+                return m_next(m_rng);
+            }
+
+        private:
+            void* m_rng = nullptr;
+            double (*m_next)(void*) = nullptr;
+        };
+
+        template <class S, class T, class = void>
+        struct is_random_stage : std::false_type
+        {
+        };
+        template <class S, class T>
+        struct is_random_stage<
+            S, T, std::void_t<decltype(std::declval<S&>().apply(std::declval<candidates<T>&>(), 0.0))>>
+            : std::true_type
+        {
+        };
+
+        template <class S, class = void>
+        struct observes : std::false_type
+        {
+        };
+        template <class S>
+        struct observes<S, std::void_t<decltype(std::declval<S&>().observe(std::declval<const sampled_token&>()))>>
+            : std::true_type
+        {
+        };
+
+        /// Calls s.observe(t) if the stage has it.
+        template <class S>
+        void observe_stage(S& s, const sampled_token& t)
+        {
+            if constexpr (observes<S>::value)
+            {
+                s.observe(t);
+            }
+        }
+
+        template <class S, class = void>
+        struct resets : std::false_type
+        {
+        };
+        template <class S>
+        struct resets<S, std::void_t<decltype(std::declval<S&>().reset())>> : std::true_type
+        {
+        };
+
+        /// Calls s.reset() if the stage has it.
+        template <class S>
+        void reset_stage(S& s)
+        {
+            if constexpr (resets<S>::value)
+            {
+                s.reset();
+            }
+        }
+
         template <class S, class T, class = void>
         struct is_processor : std::false_type
         {
@@ -151,19 +245,35 @@ namespace xsampler
             return stage_name(s, 0);
         }
 
-        /// Runs one stage on c: a processor with the history, a filter
-        /// without; then, if logits were edited, checks a token is left.
+        /// Applies one stage to c: a processor with the history, a random
+        /// filter with a uniform from `uniforms`, a filter with neither.
         template <class S, class T>
-        void run_stage(S& stage, candidates<T>& c, const token_history& history)
+        void apply_stage(S& stage, candidates<T>& c, const token_history& history, const uniform_source& uniforms)
         {
-            if constexpr (is_processor<S, T>::value)
+            if constexpr (std::is_same<S, custom_stage>::value)
+            {
+                stage.apply(c, history, uniforms);
+            }
+            else if constexpr (is_processor<S, T>::value)
             {
                 stage.apply(c, history);
+            }
+            else if constexpr (is_random_stage<S, T>::value)
+            {
+                stage.apply(c, uniforms.next(name_of(stage)));
             }
             else
             {
                 stage.apply(c);
             }
+        }
+
+        /// apply_stage, then, if logits were edited, checks a token is left.
+        template <class S, class T>
+        void run_stage(S& stage, candidates<T>& c, const token_history& history,
+                       const uniform_source& uniforms = uniform_source())
+        {
+            apply_stage(stage, c, history, uniforms);
             if (c.edited())
             {
                 c.require_some(name_of(stage));
@@ -202,33 +312,57 @@ namespace xsampler
         /// Whether the wrapped stage is a processor (not a filter).
         bool processor() const noexcept { return m_stage && m_stage->processor(); }
 
-        /// Runs the wrapped stage (a filter ignores the history).
+        /// Runs the wrapped stage (a filter ignores the history; a random
+        /// filter takes one uniform from `uniforms`).
         template <class T>
-        void apply(candidates<T>& c, const token_history& history)
+        void apply(candidates<T>& c, const token_history& history,
+                   const detail::uniform_source& uniforms = detail::uniform_source())
         {
-            if (!m_stage)
-            {
-                throw std::logic_error("custom_stage '" + m_name + "': applied after being moved from");
-            }
-            m_stage->apply(c, history);
+            live().apply(c, history, uniforms);
         }
+        /// The wrapped stage's observe and reset, where it has them.
+        void observe(const sampled_token& t) { live().observe(t); }
+        void reset() { live().reset(); }
 
     private:
         struct base
         {
             virtual ~base() = default;
-            virtual void apply(candidates<float>& c, const token_history& history) = 0;
-            virtual void apply(candidates<double>& c, const token_history& history) = 0;
+            virtual void apply(candidates<float>& c, const token_history& history,
+                               const detail::uniform_source& uniforms) = 0;
+            virtual void apply(candidates<double>& c, const token_history& history,
+                               const detail::uniform_source& uniforms) = 0;
+            virtual void observe(const sampled_token& t) = 0;
+            virtual void reset() = 0;
             virtual std::unique_ptr<base> clone() const = 0;
             virtual bool processor() const noexcept = 0;
         };
+
+        base& live() const
+        {
+            if (!m_stage)
+            {
+                throw std::logic_error("custom_stage '" + m_name + "': used after being moved from");
+            }
+            return *m_stage;
+        }
 
         template <class S>
         struct model final : base
         {
             explicit model(S s) : stage(std::move(s)) {}
-            void apply(candidates<float>& c, const token_history& history) override { run(c, history); }
-            void apply(candidates<double>& c, const token_history& history) override { run(c, history); }
+            void apply(candidates<float>& c, const token_history& history,
+                       const detail::uniform_source& uniforms) override
+            {
+                run(c, history, uniforms);
+            }
+            void apply(candidates<double>& c, const token_history& history,
+                       const detail::uniform_source& uniforms) override
+            {
+                run(c, history, uniforms);
+            }
+            void observe(const sampled_token& t) override { detail::observe_stage(stage, t); }
+            void reset() override { detail::reset_stage(stage); }
             std::unique_ptr<base> clone() const override { return std::make_unique<model>(stage); }
             bool processor() const noexcept override
             {
@@ -243,16 +377,9 @@ namespace xsampler
             }
 
             template <class T>
-            void run(candidates<T>& c, const token_history& history)
+            void run(candidates<T>& c, const token_history& history, const detail::uniform_source& uniforms)
             {
-                if constexpr (detail::is_processor<S, T>::value)
-                {
-                    stage.apply(c, history);
-                }
-                else
-                {
-                    stage.apply(c);
-                }
+                detail::apply_stage(stage, c, history, uniforms);
             }
 
             S stage;

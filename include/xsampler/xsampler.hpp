@@ -15,6 +15,8 @@
 #include "dry.hpp"
 #include "filters.hpp"
 #include "entropy_filters.hpp"
+#include "xtc.hpp"
+#include "mirostat.hpp"
 #include "select.hpp"
 #include "chain.hpp"
 #include "sampler.hpp"
