@@ -842,7 +842,7 @@ namespace xsampler
         }
 
         /// The logit of the k-th best-ranked kept token (1 <= k <= size(),
-        /// else invalid_parameter), by selection; the set is unchanged.
+        /// else invalid_parameter), by top_items; the set is unchanged.
         T kth_logit(std::size_t k)
         {
             unfuse();
@@ -851,20 +851,8 @@ namespace xsampler
                 throw invalid_parameter("kth_logit: k must be in [1, " + std::to_string(size()) + "], got " +
                                         std::to_string(k));
             }
-            if (m_dense)
-            {
-                detail::top_selector<T> select(k, m_select);
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
-                select.finish();
-            }
-            else
-            {
-                m_select.assign(m_items.begin(), m_items.end());
-                std::nth_element(m_select.begin(), m_select.begin() + std::ptrdiff_t(k - 1), m_select.end(),
-                                 ranks_before<T>);
-                m_select.resize(k);
-            }
-            return std::max_element(m_select.begin(), m_select.end(), ranks_before<T>)->logit;
+            top_items(k, m_select);  // in rank order: the k-th is the last
+            return m_select.back().logit;
         }
 
         /// Keep the tokens whose current logit is >= x: a rank prefix that
