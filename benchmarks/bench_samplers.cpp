@@ -424,6 +424,75 @@ namespace
         state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(batch * vocab));
     }
 
+    // --- the entropy filters: typical, top_n_sigma, the dynamic temperature
+    //     (each after temperature 0.8, as an engine runs them), and typical
+    //     done plainly (sort everything by distance) ---
+    void BM_typical(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::typical{0.9}}, false);
+    }
+    void BM_top_n_sigma(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::top_n_sigma{1.0}}, false);
+    }
+    void BM_dynatemp(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8, 0.5, 1.0}}, false);
+    }
+    void BM_reference_sort_typical(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        std::vector<std::pair<double, std::int32_t>> order(row.size());
+        std::vector<double> probs(row.size());
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            const float mx = *std::max_element(row.begin(), row.end());
+            double z = 0.0;
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                probs[i] = std::exp(double(row[i] - mx) / 0.8);
+                z += probs[i];
+            }
+            double h = 0.0;
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                probs[i] /= z;
+                h -= probs[i] > 0.0 ? probs[i] * std::log(probs[i]) : 0.0;
+            }
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                order[i] = {std::fabs(-std::log(probs[i]) - h), std::int32_t(i)};
+            }
+            std::sort(order.begin(), order.end());
+            double cum = 0.0;
+            std::size_t kept = order.size();
+            for (std::size_t i = 0; i < order.size(); ++i)
+            {
+                cum += probs[std::size_t(order[i].second)];
+                if (cum >= 0.9)
+                {
+                    kept = i + 1;
+                    break;
+                }
+            }
+            const double target = xsampler::uniform01(rng) * cum;
+            double run = 0.0;
+            std::int32_t chosen = order[kept - 1].second;
+            for (std::size_t i = 0; i < kept; ++i)
+            {
+                run += probs[std::size_t(order[i].second)];
+                if (run > target)
+                {
+                    chosen = order[i].second;
+                    break;
+                }
+            }
+            benchmark::DoNotOptimize(chosen);
+        }
+        finish(state, row.size());
+    }
+
     void vocab_args(benchmark::internal::Benchmark* b)
     {
         for (const auto v : vocabs)
@@ -464,6 +533,11 @@ BENCHMARK(BM_sampler_allow_1000)->Arg(128256);
 BENCHMARK(BM_generate_chain)->Apply(vocab_args);
 BENCHMARK(BM_generate_chain_diagnostics)->Apply(vocab_args);
 BENCHMARK(BM_reference_sort_top_p)->Apply(vocab_args);
+
+BENCHMARK(BM_typical)->Apply(vocab_args);
+BENCHMARK(BM_top_n_sigma)->Apply(vocab_args);
+BENCHMARK(BM_dynatemp)->Apply(vocab_args);
+BENCHMARK(BM_reference_sort_typical)->Arg(128256)->Unit(benchmark::kMicrosecond);
 // Names: BM_batch_chain/B/V/threads.
 BENCHMARK(BM_batch_chain)->Args({64, 128256, 1})->Args({64, 128256, 2})->UseRealTime()->Unit(benchmark::kMillisecond);
 

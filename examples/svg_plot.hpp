@@ -91,6 +91,21 @@ namespace examples::svg
         {
             return "softmax of the logits";
         }
+        // The entropy filters' forms: dynamic temperature, top_k's tie rule, typical, top_n_sigma.
+        if (name == "temperature" && p.dynatemp_range > 0.0)
+        {
+            return "temperature " + number(p.temperature) + ", dynamic: range " + number(p.dynatemp_range) +
+                   ", exponent " + number(p.dynatemp_exponent);
+        }
+        if (name == "top_k" && p.top_k_keep_ties)
+        {
+            return "top_k " + std::to_string(p.top_k) + ", ties kept";
+        }
+        if (name == "typical" || name == "top_n_sigma")
+        {
+            return name + " " + number(name == "typical" ? p.typical_p : p.top_n_sigma) +
+                   (p.min_keep > 1 ? ", min_keep " + std::to_string(p.min_keep) : "");
+        }
         if (name == "temperature")
         {
             return "temperature " + number(p.temperature) + (p.temperature == 0.0 ? " (greedy)" : "");

@@ -318,6 +318,27 @@ namespace examples
         add_real(cmd, "--eta", o.params.eta, "keep p >= min(E, sqrt(E) e^-H), E in [0, 1); 0 disables (default 0)");
         add_integer(cmd, "--min-keep", o.params.min_keep, std::size_t(0), SIZE_MAX,
                     "every truncating filter keeps at least N tokens (default 1; 0 counts as 1)");
+        // The entropy filters, the dynamic temperature and top-k's tie rule
+        // (llama.cpp's flag names; --samplers names: typical, top_n_sigma).
+        add_real(cmd, "--typical", o.params.typical_p,
+                 "locally typical: keep the tokens nearest the entropy up to mass P, in (0, 1]; 1 disables (default 1)");
+        add_real(cmd, "--top-n-sigma", o.params.top_n_sigma, "keep logits >= max - N sigma; N <= 0 disables (default 0)");
+        add_real(cmd, "--dynatemp-range", o.params.dynatemp_range,
+                 "dynamic temperature in [max(0, T - R), T + R] from the entropy; 0 disables (default 0)");
+        add_real(cmd, "--dynatemp-exp", o.params.dynatemp_exponent, "dynamic temperature exponent E >= 0 (default 1)");
+        cmd.add_option_function<std::string>(
+               "--top-k-ties",
+               [&o](const std::string& text) {
+                   if (text != "all" && text != "lowest-id")
+                   {
+                       throw CLI::ValidationError("--top-k-ties", "must be all or lowest-id, got '" + detail::echo(text) +
+                                                                       "'");
+                   }
+                   o.params.top_k_keep_ties = text == "all";
+               },
+               "tokens tied with the K-th: lowest-id keeps exactly K (llama.cpp, default); all keeps them all "
+               "(transformers)")
+            ->type_name("all|lowest-id");
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p;epsilon;eta\", after the "
                        "processors)");

@@ -462,10 +462,10 @@ TEST_CASE("sampler parameters and orders are validated at construction", "[chain
           std::vector<std::string>{"top_k", "top_p", "min_p", "temperature"});
     CHECK(parse_stage_order("min_p;").size() == 1);
     CHECK(parse_stage_order("").empty());
-    p.order = parse_stage_order("top_k;typical");
+    p.order = parse_stage_order("top_k;tfs");
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
-                         Message("samplers: unknown sampler 'typical' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
-                                 "temperature, top_k, top_p, min_p, epsilon, eta, xtc)"));
+                         Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
+                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p, epsilon, eta, xtc)"));
     CHECK_THROWS_MATCHES(parse_stage_order("top_k;top_k"), invalid_parameter,
                          Message("samplers: 'top_k' is listed twice"));
 }

@@ -1097,3 +1097,50 @@ TEST_CASE("xsampler's --epsilon, --eta and --min-keep give the library's filters
 }
 
 #endif
+
+// --- the entropy filters' flags: --typical, --top-n-sigma, --dynatemp-range,
+//     --dynatemp-exp, --top-k-ties, and their --samplers names ---
+
+TEST_CASE("xsampler's entropy filter flags give the library's stages", "[cli][typical][top_n_sigma][dynatemp][top_k_ties]")
+{
+    auto logits = test_helpers::random_row<float>(300, 37, 2.0, true, 0.1);
+    const auto file = write_npy("entropy_row.npy", logits);
+    // Each flag against the library's sampler with the same parameters.
+    const std::pair<const char*, void (*)(sampling_params&)> cases[] = {
+        {" --typical 0.6", [](sampling_params& p) { p.typical_p = 0.6; }},
+        {" --top-n-sigma 1.5", [](sampling_params& p) { p.top_n_sigma = 1.5; }},
+        {" --temp 0.8 --dynatemp-range 0.5 --dynatemp-exp 2",
+         [](sampling_params& p) {
+             p.temperature = 0.8;
+             p.dynatemp_range = 0.5;
+             p.dynatemp_exponent = 2.0;
+         }},
+        // the row's logits are rounded to integers: ties at the 3rd
+        {" --top-k 3 --top-k-ties all", [](sampling_params& p) { p.top_k = 3, p.top_k_keep_ties = true; }},
+        {" --top-k 3 --top-k-ties lowest-id", [](sampling_params& p) { p.top_k = 3; }},
+        {" --typical 0.9 --top-n-sigma 2 --samplers 'typical;top_n_sigma'",
+         [](sampling_params& p) {
+             p.typical_p = 0.9;
+             p.top_n_sigma = 2.0;
+             p.order = parse_stage_order("typical;top_n_sigma");
+         }},
+    };
+    for (const auto& [flags, set] : cases)
+    {
+        sampling_params p;
+        set(p);
+        check_dist("--logits " + file + flags, logits, p);
+    }
+
+    const std::string dist = "dist --logits " + file;
+    check_error(dist + " --typical 1.5", "typical: p must be in (0, 1], got 1.5");
+    check_error(dist + " --typical x", "--typical");
+    check_error(dist + " --top-n-sigma inf", "top_n_sigma: n must be finite");
+    check_error(dist + " --top-n-sigma x", "--top-n-sigma");
+    check_error(dist + " --dynatemp-range -1", "temperature: dynatemp_range must be finite and >= 0, got -1");
+    check_error(dist + " --dynatemp-range x", "--dynatemp-range");
+    check_error(dist + " --dynatemp-exp -2", "temperature: dynatemp_exponent must be finite and >= 0, got -2");
+    check_error(dist + " --dynatemp-exp x", "--dynatemp-exp");
+    check_error(dist + " --top-k-ties some", "--top-k-ties");
+    check_error(dist + " --typical 0.5 --samplers 'top_k'", "typical is set but not in the sampler order");
+}

@@ -804,3 +804,669 @@ TEMPLATE_TEST_CASE("epsilon and eta draw from the renormalised kept set", "[filt
         CHECK(x2 < test_stats::chi_square_bound(observed.size() - 1));
     }
 }
+
+// ===========================================================================
+// The entropy filters (entropy_filters.hpp): typical, top_n_sigma; the
+// dynamic temperature and top_k's keep-ties rule (filters.hpp).
+// ===========================================================================
+
+#include "stats.hpp"
+
+namespace
+{
+    std::set<token_id> kept_ids(const distribution& d) { return std::set<token_id>(d.ids.begin(), d.ids.end()); }
+
+    /// Row `seed` of the reference tests: integer logits (ties) when
+    /// seed % 3 == 0, 30% masked when seed % 4 == 0.
+    template <class T>
+    xt::xtensor<T, 1> seeded_row(std::uint64_t seed, std::size_t vocab, double sigma)
+    {
+        return test_helpers::random_row<T>(vocab, seed, sigma, seed % 3 == 0, seed % 4 == 0 ? 0.3 : 0.0);
+    }
+
+    /// The unmasked (logit, id) of a row, and its max.
+    template <class T>
+    std::vector<std::pair<double, token_id>> finite_logits(const xt::xtensor<T, 1>& logits, double& mx)
+    {
+        std::vector<std::pair<double, token_id>> x;
+        for (std::size_t i = 0; i < logits.size(); ++i)
+        {
+            if (logits(i) != -std::numeric_limits<T>::infinity())
+            {
+                x.emplace_back(double(logits(i)), token_id(i));
+                mx = std::max(mx, double(logits(i)));
+            }
+        }
+        return x;
+    }
+
+    /// Locally typical sampling done plainly, in double from the logits: the
+    /// softmax at scale s with std::exp, H, every kept token sorted by
+    /// (|-log p - H|, id), the running sum cut at P - slack, min_keep.
+    /// `near` is set when a distance at the cut or the mass is within 1e-9
+    /// of deciding otherwise (the library's own rounding may then differ).
+    struct typical_reference
+    {
+        std::map<token_id, double> kept;
+        bool near = false;
+
+        template <class T>
+        typical_reference(const xt::xtensor<T, 1>& logits, double scale, double p, std::size_t min_keep)
+        {
+            double mx = -inf;
+            const auto x = finite_logits(logits, mx);
+            double z = 0.0;
+            for (const auto& v : x)
+            {
+                z += std::exp((v.first - mx) * scale);
+            }
+            double h = 0.0;
+            std::vector<double> lp;
+            for (const auto& v : x)
+            {
+                lp.push_back((v.first - mx) * scale - std::log(z));
+                h -= std::exp(lp.back()) * lp.back();
+            }
+            std::vector<std::tuple<double, token_id, double, double>> order;  // distance, id, probability, logit
+            for (std::size_t i = 0; i < x.size(); ++i)
+            {
+                order.emplace_back(std::fabs(-lp[i] - h), x[i].second, std::exp(lp[i]), x[i].first);
+            }
+            std::sort(order.begin(), order.end());
+            double cum = 0.0;
+            std::size_t n = order.size();
+            for (std::size_t i = 0; i < order.size(); ++i)
+            {
+                cum += std::get<2>(order[i]);
+                near = near || std::fabs(cum - (p - typical::mass_slack)) < 1e-9;
+                if (cum >= p - typical::mass_slack)
+                {
+                    n = i + 1;
+                    break;
+                }
+            }
+            n = std::min(std::max(n, min_keep), order.size());
+            if (n < order.size())
+            {
+                // Equal logits tie exactly (then ids decide, here and in the library).
+                near = near || (std::get<0>(order[n]) - std::get<0>(order[n - 1]) < 1e-9 &&
+                                std::get<3>(order[n]) != std::get<3>(order[n - 1]));
+            }
+            double kept_mass = 0.0;
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                kept_mass += std::get<2>(order[i]);
+            }
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                kept[std::get<1>(order[i])] = std::get<2>(order[i]) / kept_mass;
+            }
+        }
+    };
+
+    /// top_n_sigma done plainly in long double; `near` when a logit is within
+    /// 1e-12 (relative) of the threshold.
+    template <class T>
+    std::set<token_id> top_n_sigma_reference(const xt::xtensor<T, 1>& logits, double n, bool& near)
+    {
+        long double sum = 0.0L;
+        long double mx = -INFINITY;
+        std::size_t count = 0;
+        for (const T x : logits)
+        {
+            if (x != -std::numeric_limits<T>::infinity())
+            {
+                sum += x;
+                mx = std::max(mx, (long double)x);
+                ++count;
+            }
+        }
+        const long double mean = sum / count;
+        long double dev = 0.0L;
+        for (const T x : logits)
+        {
+            if (x != -std::numeric_limits<T>::infinity())
+            {
+                dev += (x - mean) * (x - mean);
+            }
+        }
+        const long double threshold = mx - n * std::sqrt(dev / count);
+        std::set<token_id> kept;
+        for (std::size_t i = 0; i < logits.size(); ++i)
+        {
+            const long double x = logits(i);
+            if (logits(i) != -std::numeric_limits<T>::infinity())
+            {
+                near = near || std::fabs(x - threshold) <= 1e-12L * (1.0L + std::fabs(threshold));
+                if (x >= threshold)
+                {
+                    kept.insert(token_id(i));
+                }
+            }
+        }
+        return kept;
+    }
+
+    /// The probabilities the dynamic temperature gives, from the formula in
+    /// double: entropy of the softmax, normalised by ln n, then divide.
+    template <class T>
+    std::map<token_id, double> dynatemp_reference(const xt::xtensor<T, 1>& logits, double t, double range, double e)
+    {
+        double mx = -inf;
+        const auto x = finite_logits(logits, mx);
+        const auto softmax = [&](double scale) {
+            double z = 0.0;
+            for (const auto& v : x)
+            {
+                z += std::exp((v.first - mx) * scale);
+            }
+            std::map<token_id, double> p;
+            for (const auto& v : x)
+            {
+                p[v.second] = std::exp((v.first - mx) * scale) / z;
+            }
+            return p;
+        };
+        double h = 0.0;
+        for (const auto& kv : softmax(1.0))
+        {
+            h -= kv.second > 0.0 ? kv.second * std::log(kv.second) : 0.0;
+        }
+        const double lo = std::max(0.0, t - range);
+        const double hi = t + range;
+        const double hn = std::min(1.0, std::max(0.0, h / std::log(double(x.size()))));
+        const double td = lo + (hi - lo) * std::pow(hn, e);
+        return softmax(1.0 / td);
+    }
+
+    /// Draws with the library and checks them against its own distribution
+    /// by chi-square (fixed seed, a bound of about 6 sigma).
+    template <class Chain, class Row>
+    void check_draws(Chain& c, const Row& r, std::uint64_t seed)
+    {
+        const auto want = as_map(c.final_distribution(r));
+        philox4x32 rng(seed, 3);
+        const std::size_t draws = 20000;
+        std::map<token_id, double> seen;
+        for (std::size_t i = 0; i < draws; ++i)
+        {
+            const auto t = c.sample(r, {}, rng);
+            REQUIRE(want.count(t.id) == 1);
+            seen[t.id] += 1.0;
+        }
+        std::vector<double> observed;
+        std::vector<double> expected;
+        for (const auto& [id, p] : want)
+        {
+            observed.push_back(seen[id]);
+            expected.push_back(p * double(draws));
+        }
+        REQUIRE(observed.size() >= 2);
+        CHECK(test_stats::chi_square(observed, expected) < test_stats::chi_square_bound(observed.size() - 1));
+    }
+}
+
+TEMPLATE_TEST_CASE("typical: llama.cpp's and transformers' cases, re-derived", "[filters][typical]", float, double)
+{
+    // Both projects' rows, P = 0.5. {.97, .01 x3}: H = 0.168 nats; .97 is at
+    // distance 0.137, the .01s at 4.44: .97 alone reaches .5.
+    check_probs<TestType>(dist(logits_of<TestType>({0.97, 0.01, 0.01, 0.01}), typical{0.5}), {{0, 1.0}});
+    // {.4, .2 x3}: H = 1.332; the .2s at 0.277, .4 at 0.416: .2 + .2 + .2
+    // = .6 crosses .5 at the third (llama.cpp reports the unrenormalised .2s).
+    check_probs<TestType>(dist(logits_of<TestType>({0.4, 0.2, 0.2, 0.2}), typical{0.5}),
+                          {{1, 1.0 / 3}, {2, 1.0 / 3}, {3, 1.0 / 3}});
+    // transformers' uniform row of 5 with min_tokens_to_keep 3: every
+    // distance ties; transformers keeps all 5 (every token tied with the
+    // crossing one), we keep the lower ids: 3 (mass .6 >= .5, min_keep 3).
+    const auto uniform = row<TestType>({0.0, 0.0, 0.0, 0.0, 0.0});
+    CHECK(kept_ids(chain{typical{0.5, 3}}.final_distribution(uniform)) == std::set<token_id>{0, 1, 2});
+    CHECK(kept_ids(chain{typical{0.5, 5}}.final_distribution(uniform)) == std::set<token_id>{0, 1, 2, 3, 4});
+    // transformers' ramps, P = 0.7, min_tokens_to_keep 2: [2, 2] kept.
+    // arange(10) - 5: H = 1.04; token 8 (p .233) at 0.42, token 9 (.632) at
+    // 0.58: .865 >= .7 at two. Times 100: token 9 holds all the mass (one
+    // would do), min_keep 2 adds token 8, the next by distance.
+    auto ramp = row<TestType>({-5, -4, -3, -2, -1, 0, 1, 2, 3, 4});
+    CHECK(kept_ids(chain{typical{0.7, 2}}.final_distribution(ramp)) == std::set<token_id>{8, 9});
+    ramp *= TestType(100);
+    CHECK(kept_ids(chain{typical{0.7, 2}}.final_distribution(ramp)) == std::set<token_id>{8, 9});
+    CHECK(kept_ids(chain{typical{0.7, 1}}.final_distribution(ramp)) == std::set<token_id>{9});
+}
+
+TEMPLATE_TEST_CASE("typical: not a rank prefix, min_keep, P = 1, masked tokens", "[filters][typical]", float, double)
+{
+    const auto l = logits_of<TestType>({0.4, 0.2, 0.2, 0.2});
+    // The best token is dropped: greedy after it takes the best kept one.
+    CHECK(chain{typical{0.5}, temperature{0.0}}.final_distribution(l).ids == std::vector<token_id>{1});
+    // min_keep counts in the typical order: the .2s, then .4.
+    CHECK(kept_ids(chain{typical{0.5, 4}}.final_distribution(l)) == std::set<token_id>{0, 1, 2, 3});
+    CHECK(kept_ids(chain{typical{0.1, 2}}.final_distribution(l)) == std::set<token_id>{1, 2});
+    // {.97, .01 x3}, min_keep 3: .97 then the .01s by id.
+    CHECK(kept_ids(chain{typical{0.5, 3}}.final_distribution(logits_of<TestType>({0.97, 0.01, 0.01, 0.01}))) ==
+          std::set<token_id>{0, 1, 2});
+    // P = 1 keeps everything (llama.cpp: P >= 1 is a no-op).
+    CHECK(kept_ids(chain{typical{1.0}}.final_distribution(l)).size() == 4);
+    // Masked tokens are not part of the distribution (llama.cpp's entropy
+    // would be NaN): the same as the row without them.
+    const auto masked = row<TestType>({std::log(0.4), -inf, std::log(0.2), std::log(0.2), -inf, std::log(0.2)});
+    check_probs<TestType>(dist(masked, typical{0.5}), {{2, 1.0 / 3}, {3, 1.0 / 3}, {5, 1.0 / 3}});
+    // Temperature so far is part of the distribution: at T = 0.25, {.4,
+    // .2 x3} becomes {.8, .05 x3} (H 0.64): .8 is nearest and alone reaches .5.
+    CHECK(kept_ids(chain{temperature{0.25}, typical{0.5}}.final_distribution(l)) == std::set<token_id>{0});
+}
+
+TEMPLATE_TEST_CASE("typical equals the plain sort-based reference on random rows", "[filters][typical][reference]",
+                   float, double)
+{
+    std::size_t near = 0;
+    for (std::uint64_t seed = 1; seed <= 300; ++seed)
+    {
+        const auto r = seeded_row<TestType>(seed, seed % 5 == 0 ? 3001 : 5 + seed % 200, 0.5 + double(seed % 5));
+        const double t = 0.5 + 0.25 * double(seed % 5);
+        const double p = 0.05 + 0.9 * double(seed % 17) / 16.0;
+        const std::size_t min_keep = 1 + seed % 4;
+        INFO("seed " << seed << " p " << p << " min_keep " << min_keep);
+        const typical_reference want(r, 1.0 / t, p, min_keep);
+        if (want.near)
+        {
+            ++near;
+            continue;
+        }
+        const auto got = as_map(chain{temperature{t}, typical{p, min_keep}}.final_distribution(r));
+        REQUIRE(got.size() == want.kept.size());
+        for (const auto& [id, prob] : want.kept)
+        {
+            REQUIRE(got.count(id) == 1);
+            CHECK_THAT(got.at(id), WithinAbs(prob, 1e3 * tol<TestType>));
+        }
+        // After a filter the set is a list: the same decision on it.
+        const auto after_min_p = chain{min_p{0.001}, temperature{t}, typical{p, min_keep}}.final_distribution(r);
+        CHECK(kept_ids(after_min_p).size() <= kept_ids(chain{min_p{0.001}}.final_distribution(r)).size());
+    }
+    CHECK(near < 15);
+}
+
+TEMPLATE_TEST_CASE("typical on whole rows keeps the set of the plain algorithm on the same weights",
+                   "[filters][typical][fast]", float, double)
+{
+    // The library's own distances and weights, sorted by (distance, id), one
+    // running sum: the gathered, bucketed path must keep the same tokens on
+    // 128k rows (the interval reaches far down the tail on flat rows).
+    for (std::uint64_t seed = 40; seed < 48; ++seed)
+    {
+        const std::size_t vocab = seed % 2 ? 128256 : 20011;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 0.3 + double(seed % 4), seed % 3 == 0,
+                                                          seed % 4 == 1 ? 0.2 : 0.0);
+        const double t = 0.6 + 0.2 * double(seed % 3);
+        const double ps[] = {0.2, 0.5, 0.9, 0.95, 0.99};
+        const double p = ps[seed % 5];
+        INFO("seed " << seed << " p " << p);
+        candidates<TestType> c;
+        c.load(r);
+        c.divide_scale(t);
+        const auto mo = c.log_weight_moments();
+        CHECK(mo.z == c.total_weight());  // the fused pass gives Z's own bits
+        CHECK(mo.n == c.size());
+        const TestType m = c.max_logit();
+        std::vector<std::tuple<double, token_id, double>> order;
+        c.for_each_by_id([&](token_id id, TestType x) {
+            order.emplace_back(std::fabs(double(detail::exponent(x, m, c.scale())) - mo.mean), id, double(c.weight(x)));
+        });
+        std::sort(order.begin(), order.end());
+        const double target = (p - typical::mass_slack) * mo.z;
+        double cum = 0.0;
+        std::set<token_id> want;
+        bool near = false;
+        for (const auto& o : order)
+        {
+            cum += std::get<2>(o);
+            want.insert(std::get<1>(o));
+            near = std::fabs(cum - target) < 1e-12 * mo.z;
+            if (cum >= target)
+            {
+                break;
+            }
+        }
+        if (!near)
+        {
+            CHECK(kept_ids(chain{temperature{t}, typical{p}}.final_distribution(r)) == want);
+        }
+        CHECK(want.size() > 1);
+    }
+}
+
+TEMPLATE_TEST_CASE("top_n_sigma: llama.cpp's cases, temperature invariance, masks, min_keep",
+                   "[filters][top_n_sigma]", float, double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    // llama.cpp: logits ln(.1) .. ln(.4): mean -1.508, sigma 0.5206;
+    // max - sigma = -1.437 keeps ln .3 and ln .4 -> {.428571, .571429}.
+    check_probs<TestType>(dist(l, top_n_sigma{1.0}), {{2, 0.3 / 0.7}, {3, 0.4 / 0.7}});
+    // n = 0 is a no-op (llama.cpp since its PR 13345), as is n < 0; n = 3 keeps all.
+    check_probs<TestType>(dist(l, top_n_sigma{0.0}), {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
+    check_probs<TestType>(dist(l, top_n_sigma{-1.0}), {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
+    check_probs<TestType>(dist(l, top_n_sigma{3.0}), {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
+    // Invariant to temperature: the same set at any T (renormalised at T).
+    for (const double t : {0.1, 0.5, 2.0, 10.0})
+    {
+        CHECK(kept_ids(chain{temperature{t}, top_n_sigma{1.0}}.final_distribution(l)) == std::set<token_id>{2, 3});
+        CHECK(kept_ids(chain{top_n_sigma{1.0}, temperature{t}}.final_distribution(l)) == std::set<token_id>{2, 3});
+    }
+    // Masked tokens are not part of sigma.
+    const auto masked = row<TestType>({std::log(0.1), -inf, std::log(0.2), std::log(0.3), -inf, std::log(0.4)});
+    check_probs<TestType>(dist(masked, top_n_sigma{1.0}), {{3, 0.3 / 0.7}, {5, 0.4 / 0.7}});
+    // min_keep: never fewer than that many of the rank.
+    CHECK(kept_ids(chain{top_n_sigma{1.0, 3}}.final_distribution(l)) == std::set<token_id>{1, 2, 3});
+    CHECK(kept_ids(chain{top_n_sigma{1.0, 2}}.final_distribution(l)) == std::set<token_id>{2, 3});
+    CHECK(kept_ids(chain{top_n_sigma{0.01, 9}}.final_distribution(l)).size() == 4);
+    // One token left, or all equal: sigma 0 keeps the tied maxima.
+    CHECK(kept_ids(chain{top_k{1}, top_n_sigma{1.0}}.final_distribution(l)) == std::set<token_id>{3});
+    CHECK(kept_ids(chain{top_n_sigma{1.0}}.final_distribution(row<TestType>({2, 2, 2}))).size() == 3);
+}
+
+TEMPLATE_TEST_CASE("top_n_sigma decides exactly at its threshold", "[filters][top_n_sigma][exact]", float, double)
+{
+    // Two tokens: sigma = |a - b| / 2, so max - 2 sigma is exactly the other
+    // one: n = 2 keeps both, the next double below 2 keeps the max alone,
+    // whatever rounding sigma takes in floating point.
+    philox4x32 rng(7, 1);
+    const double below = std::nextafter(2.0, 0.0);
+    for (int i = 0; i < 300; ++i)
+    {
+        const auto a = TestType(normal(3.0, rng));
+        const auto b = TestType(normal(3.0, rng));
+        if (a == b)
+        {
+            continue;
+        }
+        INFO(a << " " << b);
+        const xt::xtensor<TestType, 1> r = {a, b, -std::numeric_limits<TestType>::infinity()};
+        CHECK(kept_ids(chain{top_n_sigma{2.0}}.final_distribution(r)).size() == 2);
+        CHECK(kept_ids(chain{top_n_sigma{below}}.final_distribution(r)).size() == 1);
+    }
+    // {a, b, a, b}: sigma = (b - a) / 2 in exact arithmetic, so max - 2 sigma
+    // is the lower pair exactly, whatever b - a rounds to.
+    for (const double c : {0.0, 0.1, 1e3, -7.3, 0.5})
+    {
+        const auto r = row<TestType>({-1 + c, 1 + c, -1 + c, 1 + c});
+        CHECK(kept_ids(chain{top_n_sigma{2.0}}.final_distribution(r)).size() == 4);
+        CHECK(kept_ids(chain{top_n_sigma{below}}.final_distribution(r)).size() == 2);
+    }
+}
+
+TEMPLATE_TEST_CASE("top_n_sigma equals a long double reference on random rows", "[filters][top_n_sigma][reference]",
+                   float, double)
+{
+    std::size_t near = 0;
+    for (std::uint64_t seed = 1; seed <= 300; ++seed)
+    {
+        const auto r = seeded_row<TestType>(seed, seed % 7 == 0 ? 20011 : 3 + seed % 300, 3.0);
+        const double n = 0.25 * double(seed % 13);
+        INFO("seed " << seed << " n " << n);
+        bool is_near = false;
+        const auto want = top_n_sigma_reference(r, n, is_near);
+        if (is_near || n == 0.0)
+        {
+            near += is_near;
+            continue;
+        }
+        CHECK(kept_ids(chain{top_n_sigma{n}}.final_distribution(r)) == want);
+        CHECK(kept_ids(chain{top_k{50}, top_n_sigma{n}}.final_distribution(r)).size() <= 50);
+    }
+    CHECK(near < 40);  // integer rows put logits on the threshold; those are checked above
+}
+
+TEMPLATE_TEST_CASE("dynamic temperature: llama.cpp's cases and the formula", "[filters][dynatemp]", float, double)
+{
+    const auto l = logits_of<TestType>({0.1, 0.2, 0.3, 0.4});
+    // llama.cpp's temp_ext cases: range 0 is the plain temperature (T 1
+    // unchanged, T 0 greedy).
+    check_probs<TestType>(dist(l, temperature{1.0, 0.0, 1.0}), {{0, 0.1}, {1, 0.2}, {2, 0.3}, {3, 0.4}});
+    check_probs<TestType>(dist(l, temperature{0.0, 0.0, 1.0}), {{3, 1.0}});
+    // {.4, .2 x3}: H = 1.3322, ln 4 = 1.3863, h = 0.9610; T = 1, range .5:
+    // T_dyn = 0.5 + 1.0 * 0.9610 = 1.4610.
+    const auto q = logits_of<TestType>({0.4, 0.2, 0.2, 0.2});
+    const auto want = dynatemp_reference(q, 1.0, 0.5, 1.0);
+    CHECK_THAT(want.at(0), WithinRel(std::pow(0.4, 1 / 1.46096) /
+                                         (std::pow(0.4, 1 / 1.46096) + 3 * std::pow(0.2, 1 / 1.46096)),
+                                     1e-4));
+    check_probs<TestType>(dist(q, temperature{1.0, 0.5, 1.0}), want);
+    check_probs<TestType>(dist(q, temperature{0.7, 0.3, 2.5}), dynatemp_reference(q, 0.7, 0.3, 2.5));
+    // exponent 0: h^0 = 1, so T_dyn = T + range.
+    check_probs<TestType>(dist(q, temperature{1.0, 0.5, 0.0}), as_map(chain{temperature{1.5}}.final_distribution(q)));
+    // T below the range: min 0; T = 0 with a range is dynamic, not greedy.
+    check_probs<TestType>(dist(q, temperature{0.0, 0.8, 1.0}), dynatemp_reference(q, 0.0, 0.8, 1.0));
+    // One token holds every weight (the others underflow): H = 0, so
+    // T_dyn = min: 0 (greedy) when T <= range, else T - range.
+    const auto peaked = row<TestType>({0.0, -5000.0, -5000.0});
+    check_probs<TestType>(dist(peaked, temperature{0.5, 0.5, 1.0}), {{0, 1.0}});
+    CHECK(chain{temperature{0.5, 0.5, 1.0}, top_k{2}}.final_distribution(peaked).ids.size() == 1);
+    // One candidate: nothing to do.
+    check_probs<TestType>(dist(l, top_k{1}, temperature{1.0, 0.5, 1.0}), {{3, 1.0}});
+    // A set after a filter: n and H are the kept set's.
+    check_probs<TestType>(dist(l, top_k{3}, temperature{1.0, 0.5, 1.0}),
+                          dynatemp_reference(row<TestType>({-inf, std::log(0.2), std::log(0.3), std::log(0.4)}), 1.0,
+                                             0.5, 1.0));
+}
+
+TEMPLATE_TEST_CASE("dynamic temperature reads the whole set: a top_k after it is not fused", "[filters][dynatemp]",
+                   float, double)
+{
+    for (std::uint64_t seed = 1; seed <= 20; ++seed)
+    {
+        const auto r = seeded_row<TestType>(seed, 1000 + seed, 2.0);
+        INFO("seed " << seed);
+        const double t = 0.3 + 0.1 * double(seed % 7);
+        const double range = 0.1 * double(1 + seed % 5);
+        const auto full = dynatemp_reference(r, t, range, 1.0 + double(seed % 3));
+        const auto got = as_map(chain{temperature{t, range, 1.0 + double(seed % 3)}}.final_distribution(r));
+        REQUIRE(got.size() == full.size());
+        for (const auto& [id, p] : full)
+        {
+            CHECK_THAT(got.at(id), WithinAbs(p, 1e3 * tol<TestType>));
+        }
+        // With top_k after it: the temperature of the whole row, then the k best.
+        chain c{temperature{t, range, 1.0}, top_k{5}};
+        std::map<token_id, double> top;
+        const auto all = dynatemp_reference(r, t, range, 1.0);
+        const auto best = chain{top_k{5}}.final_distribution(r);
+        double mass = 0.0;
+        for (const auto id : best.ids)
+        {
+            mass += all.at(id);
+        }
+        for (const auto id : best.ids)
+        {
+            top[id] = all.at(id) / mass;
+        }
+        const auto fused = as_map(c.final_distribution(r));
+        REQUIRE(fused.size() == top.size());
+        for (const auto& [id, p] : top)
+        {
+            CHECK_THAT(fused.at(id), WithinAbs(p, 1e3 * tol<TestType>));
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("top_k ties: lowest_id keeps exactly k, keep_all every token tied with the k-th",
+                   "[filters][top_k][top_k_ties]", float, double)
+{
+    const auto r = row<TestType>({3, 1, 3, 3, 0, -inf});
+    CHECK(kept_ids(chain{top_k{2}}.final_distribution(r)) == std::set<token_id>{0, 2});
+    CHECK(kept_ids(chain{top_k{2, top_k_ties::keep_all}}.final_distribution(r)) == std::set<token_id>{0, 2, 3});
+    CHECK(kept_ids(chain{top_k{1, top_k_ties::keep_all}}.final_distribution(r)) == std::set<token_id>{0, 2, 3});
+    CHECK(kept_ids(chain{top_k{4, top_k_ties::keep_all}}.final_distribution(r)) == std::set<token_id>{0, 1, 2, 3});
+    CHECK(kept_ids(chain{top_k{9, top_k_ties::keep_all}}.final_distribution(r)).size() == 5);
+    CHECK(kept_ids(chain{top_k{0, top_k_ties::keep_all}}.final_distribution(r)).size() == 5);
+    // transformers' uniform row: top_k 3 keeps all 5 (tied with the 3rd).
+    const auto uniform = row<TestType>({0, 0, 0, 0, 0});
+    CHECK(kept_ids(chain{top_k{3, top_k_ties::keep_all}}.final_distribution(uniform)).size() == 5);
+    CHECK(kept_ids(chain{top_k{3}}.final_distribution(uniform)) == std::set<token_id>{0, 1, 2});
+    // A sorted reference on random rows with many ties, dense and after a
+    // filter, and after temperature and a processor (which the lowest_id
+    // rule would fuse; keep_all is not fused).
+    for (std::uint64_t seed = 1; seed <= 60; ++seed)
+    {
+        const auto x = test_helpers::random_row<TestType>(seed % 2 ? 3000 : 300, seed, 2.0, true, seed % 4 == 0 ? 0.3 : 0.0);
+        const auto k = std::size_t(1 + seed * 3);
+        std::vector<TestType> v;
+        for (const TestType e : x)
+        {
+            if (e != -std::numeric_limits<TestType>::infinity())
+            {
+                v.push_back(e);
+            }
+        }
+        std::sort(v.rbegin(), v.rend());
+        std::set<token_id> want;
+        for (std::size_t i = 0; i < x.size(); ++i)
+        {
+            if (x(i) != -std::numeric_limits<TestType>::infinity() && (k >= v.size() || x(i) >= v[k - 1]))
+            {
+                want.insert(token_id(i));
+            }
+        }
+        INFO("seed " << seed);
+        CHECK(kept_ids(chain{top_k{std::int64_t(k), top_k_ties::keep_all}}.final_distribution(x)) == want);
+        CHECK(kept_ids(chain{temperature{0.7}, min_tokens(1, {7}), top_k{std::int64_t(k), top_k_ties::keep_all}}
+                           .final_distribution(test_helpers::edited(x, {{{7, -inf}}}))) ==
+              kept_ids(chain{top_k{std::int64_t(k), top_k_ties::keep_all}}.final_distribution(
+                  test_helpers::edited(x, {{{7, -inf}}}))));
+        CHECK(kept_ids(chain{min_p{0.0001}, top_k{std::int64_t(k), top_k_ties::keep_all}}.final_distribution(x)) ==
+              kept_ids(chain{top_k{std::int64_t(k), top_k_ties::keep_all}, min_p{0.0001}}.final_distribution(x)));
+    }
+}
+
+TEMPLATE_TEST_CASE("the entropy filters: the compile-time chain and the run-time sampler agree",
+                   "[filters][typical][top_n_sigma][dynatemp][top_k_ties]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(5000, 77, 2.5, true, 0.1);
+    sampling_params p;
+    p.temperature = 0.9;
+    p.dynatemp_range = 0.4;
+    p.dynatemp_exponent = 1.5;
+    p.top_k = 400;
+    p.top_k_keep_ties = true;
+    p.top_n_sigma = 2.0;
+    p.typical_p = 0.8;
+    p.min_keep = 2;
+    chain c{temperature{0.9, 0.4, 1.5}, top_k{400, top_k_ties::keep_all}, top_n_sigma{2.0, 2}, typical{0.8, 2}};
+    sampler s(p);
+    const auto a = c.final_distribution(r);
+    const auto b = s.final_distribution(r);
+    CHECK(a.ids == b.ids);
+    CHECK(a.probs == b.probs);
+    philox4x32 r1(5, 0);
+    philox4x32 r2(5, 0);
+    for (int i = 0; i < 50; ++i)
+    {
+        CHECK(c.sample(r, {}, r1).id == s.sample(r, {}, r2).id);
+    }
+    // The default order puts them between top_k and top_p; a plain
+    // temperature keeps its fused top-k pass.
+    const auto order = default_stage_order();
+    const auto at = [&](const char* n) { return std::find(order.begin(), order.end(), n) - order.begin(); };
+    CHECK(at("top_k") < at("top_n_sigma"));
+    CHECK(at("top_n_sigma") < at("typical"));
+    CHECK(at("typical") < at("top_p"));
+    CHECK(temperature{0.8}.rescales_only());
+    CHECK_FALSE(temperature(0.8, 0.1, 1.0).rescales_only());
+    CHECK(detail::rescales_now(temperature{0.8}));
+}
+
+TEMPLATE_TEST_CASE("the entropy filters' draws follow their distributions (chi-square)",
+                   "[filters][typical][top_n_sigma][dynatemp][top_k_ties][stats]", float, double)
+{
+    const auto r = test_helpers::random_row<TestType>(64, 11, 1.0, false, 0.0);
+    chain a{typical{0.7}};
+    check_draws(a, r, 1);
+    chain b{top_n_sigma{2.0}};
+    check_draws(b, r, 2);
+    chain c{temperature{0.8, 0.5, 1.0}, top_k{10}};
+    check_draws(c, r, 3);
+    const auto ties = test_helpers::random_row<TestType>(64, 12, 1.0, true, 0.0);
+    chain d{top_k{5, top_k_ties::keep_all}};
+    check_draws(d, ties, 4);
+}
+
+TEST_CASE("the entropy filters validate their parameters", "[filters][errors][typical][top_n_sigma][dynatemp]")
+{
+    const auto nan = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_MATCHES(typical(0.0), invalid_parameter, Message("typical: p must be in (0, 1], got 0"));
+    CHECK_THROWS_MATCHES(typical(1.5), invalid_parameter, Message("typical: p must be in (0, 1], got 1.5"));
+    CHECK_THROWS_MATCHES(typical(nan), invalid_parameter, Message("typical: p must be in (0, 1], got nan"));
+    CHECK_THROWS_MATCHES(typical(0.5, 0), invalid_parameter, Message("typical: min_keep must be >= 1, got 0"));
+    CHECK_THROWS_MATCHES(top_n_sigma(inf), invalid_parameter,
+                         Message("top_n_sigma: n must be finite (<= 0 disables it), got inf"));
+    CHECK_THROWS_AS(top_n_sigma(nan), invalid_parameter);
+    CHECK_THROWS_MATCHES(top_n_sigma(1.0, 0), invalid_parameter, Message("top_n_sigma: min_keep must be >= 1, got 0"));
+    CHECK_THROWS_MATCHES(temperature(1.0, -0.5, 1.0), invalid_parameter,
+                         Message("temperature: dynatemp_range must be finite and >= 0, got -0.5"));
+    CHECK_THROWS_MATCHES(temperature(1.0, inf, 1.0), invalid_parameter,
+                         Message("temperature: dynatemp_range must be finite and >= 0, got inf"));
+    CHECK_THROWS_MATCHES(temperature(1.0, 0.5, -1.0), invalid_parameter,
+                         Message("temperature: dynatemp_exponent must be finite and >= 0, got -1"));
+    CHECK_THROWS_AS(temperature(1.0, 0.5, nan), invalid_parameter);
+    CHECK_THROWS_MATCHES(temperature(-1.0, 0.5, 1.0), invalid_parameter,
+                         Message("temperature: T must be finite and >= 0, got -1"));
+    CHECK_NOTHROW(typical(1.0));
+    CHECK_NOTHROW(top_n_sigma(-3.0));
+    CHECK_NOTHROW(temperature(0.0, 2.0, 0.0));
+    sampling_params p;
+    p.typical_p = 2.0;
+    CHECK_THROWS_MATCHES(sampler(p), invalid_parameter, Message("typical: p must be in (0, 1], got 2"));
+    p = sampling_params{};
+    p.dynatemp_range = -1.0;
+    CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
+                         Message("temperature: dynatemp_range must be finite and >= 0, got -1"));
+}
+
+TEMPLATE_TEST_CASE("the entropy filters decide alike on a whole row and on a list", "[filters][typical][top_n_sigma]",
+                   float, double)
+{
+    // min_p at 1e-300 keeps every token but turns the set into a list: the
+    // list paths (typical's moments by id, top_n_sigma's sums and exact
+    // sums from the list) must keep what the whole-row paths keep.
+    for (std::uint64_t seed = 1; seed <= 12; ++seed)
+    {
+        const auto r = seeded_row<TestType>(seed, seed % 2 ? 5000 : 700, 2.0);
+        INFO("seed " << seed);
+        const double p = 0.3 + 0.05 * double(seed);
+        const auto dense = chain{temperature{0.9}, typical{p, 2}}.final_distribution(r);
+        const auto list = chain{min_p{1e-300}, temperature{0.9}, typical{p, 2}}.final_distribution(r);
+        CHECK(dense.ids == list.ids);
+        CHECK(dense.probs == list.probs);
+        const double n = 0.5 * double(seed % 5);
+        CHECK(kept_ids(chain{top_n_sigma{n}}.final_distribution(r)) ==
+              kept_ids(chain{min_p{1e-300}, top_n_sigma{n}}.final_distribution(r)));
+    }
+    // The exact re-decision from a list: two tokens left by top_k.
+    philox4x32 rng(9, 1);
+    for (int i = 0; i < 100; ++i)
+    {
+        const auto a = TestType(normal(3.0, rng));
+        const auto b = TestType(normal(3.0, rng));
+        if (a == b)
+        {
+            continue;
+        }
+        const xt::xtensor<TestType, 1> r = {a, TestType(-100), b, TestType(-200)};
+        CHECK(kept_ids(chain{top_k{2}, top_n_sigma{2.0}}.final_distribution(r)).size() == 2);
+        CHECK(kept_ids(chain{top_k{2}, top_n_sigma{std::nextafter(2.0, 0.0)}}.final_distribution(r)).size() == 1);
+    }
+}
+
+TEST_CASE("the fused top-k pass: kept for a plain temperature, not after a dynamic one or for keep_all",
+          "[filters][dynatemp][top_k_ties]")
+{
+    const auto fused = [](auto... stages) {
+        detail::fused_top_k f;
+        (f.see(stages), ...);
+        return f.k;
+    };
+    CHECK(fused(temperature{0.8}, top_k{5}) == 5);
+    CHECK(fused(temperature{0.8, 0.0, 2.0}, top_k{5}) == 5);
+    CHECK(fused(temperature{0.8, 0.3, 1.0}, top_k{5}) == 0);
+    CHECK(fused(temperature{0.8}, top_k{5, top_k_ties::keep_all}) == 0);
+    CHECK(fused(top_n_sigma{1.0}, top_k{5}) == 0);
+    CHECK(fused(typical{0.5}, top_k{5}) == 0);
+}

@@ -63,6 +63,13 @@
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
 //   keep_in(set, who)       the tokens of a mask over the vocabulary (a
 //                           processor's allow list; a constraint's mask)
+//   The entropy filters' (typical, top_n_sigma, dynamic temperature, top_k's
+//   keep-ties rule):
+//   log_weight_moments(), entropy()  Z and E[t] of the kept set; H in nats
+//   kth_logit(k)            the k-th best kept logit (selection; no change)
+//   keep_logit_at_least(x)  the tokens with logit >= x (a prefix)
+//   keep_typical(q, min_keep)  the shortest prefix of the order by distance
+//                           to the mean log weight whose mass reaches q·Z
 // and top_items(j, out) reads the j best kept tokens, in rank order.
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
@@ -184,6 +191,83 @@ namespace xsampler
             top_selector<T> select(k, out);
             select.feed(x, n, 0, watch);
             select.finish();
+        }
+    }
+
+    namespace detail
+    {
+        /// One pass over logits x[0, n) of tokens first, first + 1, ... (first
+        /// a multiple of 64): adds each weight w_i (detail/exp2.hpp, at m and
+        /// s2) to `z` and w_i t_i, t_i = exponent(x_i, m, s) (0 where w_i is
+        /// 0), to `wt`, both in the blocked order of detail/blocked_sum.hpp
+        /// (so `z` gets the bits dense_sum gives), and counts the unmasked
+        /// logits. SIMD over full blocks, scalar over the tail: the same bits.
+        template <class T>
+        void dense_moments(const T* x, std::size_t n, std::size_t first, T m, T s, T s2, blocked_sum<T>& z,
+                           blocked_sum<T>& wt, std::size_t& count)
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            constexpr std::size_t groups = lanes / width;
+            const B vm(m);
+            const B vs(s);
+            const B vs2(s2);
+            const B zero(T(0));
+            const B ninf(-std::numeric_limits<T>::infinity());
+            const bool wide = may_overflow(m);
+            const std::size_t full = n / block_size;
+            const B limit(exp_constants<T>::limit);
+            for (std::size_t b = 0; b < full; ++b)
+            {
+                const T* block = x + b * block_size;
+                const B low = block_low(block);
+                B acc_w[groups];
+                B acc_wt[groups];
+                // As dense_sum: a block whose least exponent is above exp2's
+                // limit has no masked token and no zero weight (same bits).
+                if (!wide && xsimd::all((low - vm) * vs2 > limit))
+                {
+                    for (std::size_t t = 0; t < block_size; t += lanes)
+                    {
+                        for (std::size_t g = 0; g < groups; ++g)
+                        {
+                            const B d = B::load_unaligned(block + t + g * width) - vm;
+                            const B w = exp2_core<T>(d * vs2);
+                            const B wtv = w * (d * vs);
+                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
+                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
+                        }
+                    }
+                    count += block_size;
+                }
+                else
+                {
+                    B unmasked = zero;
+                    for (std::size_t t = 0; t < block_size; t += lanes)
+                    {
+                        for (std::size_t g = 0; g < groups; ++g)
+                        {
+                            const B v = B::load_unaligned(block + t + g * width);
+                            const B w = exp2_nonpos(wide ? exponent(v, vm, vs2) : (v - vm) * vs2);
+                            const B wtv =
+                                xsimd::select(w > zero, w * (wide ? exponent(v, vm, vs) : (v - vm) * vs), zero);
+                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
+                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
+                            unmasked = unmasked + xsimd::select(v != ninf, B(T(1)), zero);
+                        }
+                    }
+                    count += std::size_t(xsimd::hadd(unmasked));  // at most 64: exact in T
+                }
+                z.add_block(first / block_size + b, combine_lanes(acc_w));
+                wt.add_block(first / block_size + b, combine_lanes(acc_wt));
+            }
+            for (std::size_t i = full * block_size; i < n; ++i)
+            {
+                const T w = weight(x[i], m, s2);
+                z.add(first + i, w);
+                wt.add(first + i, w > T(0) ? w * exponent(x[i], m, s) : T(0));
+                count += x[i] != -std::numeric_limits<T>::infinity();
+            }
         }
     }
 
@@ -781,6 +865,187 @@ namespace xsampler
             become_sparse(rank_sorted, id_sorted);
             m_max_stale = true;
             m_weights_current = false;
+        }
+
+        // --- readers and verbs of the entropy filters (typical, top_n_sigma,
+        //     dynamic temperature) and of top_k's keep-ties rule ---
+
+        /// Z and the mean log weight E[t] = (sum_i w_i t_i) / Z over the kept
+        /// set at the current scale, with t_i = (x_i - m) s (log_weight, in
+        /// nats, <= 0): the entropy is log Z - E[t]. Summed like Z (the
+        /// blocked order of detail/blocked_sum.hpp: w_i t_i in T within a
+        /// block's lanes, blocks in double), so the same bits from SIMD and
+        /// scalar code; and the number of kept tokens. One exp pass on a
+        /// dense set (Z, E[t] and the count together).
+        struct moments
+        {
+            double z;
+            double mean;
+            std::size_t n;  // the number of kept tokens (size())
+        };
+        moments log_weight_moments()
+        {
+            unfuse();
+            const T m = max_logit();
+            const T s = scale();
+            detail::blocked_sum<T> z;
+            detail::blocked_sum<T> wt;
+            if (m_dense)
+            {
+                std::size_t count = 0;
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                    detail::dense_moments(x, n, first, m, s, scale2(), z, wt, count);
+                });
+                m_size = count;
+            }
+            else
+            {
+                for_each_by_id([&](token_id id, T logit) {
+                    const T w = weight(id, logit);
+                    z.add(std::size_t(id), w);
+                    wt.add(std::size_t(id), w > T(0) ? w * detail::exponent(logit, m, s) : T(0));
+                });
+            }
+            const double total = z.total();
+            return {total, wt.total() / total, m_size};
+        }
+        /// The entropy of the kept set at the current scale, in nats.
+        double entropy()
+        {
+            const moments mo = log_weight_moments();
+            return std::log(mo.z) - mo.mean;
+        }
+
+        /// The least logit x <= m that passes `test`, a test monotone in the
+        /// logit that m passes and -inf fails (bisection over the
+        /// floating-point numbers; for thresholds a filter computes itself).
+        template <class Test>
+        static T least_passing(T m, Test test) noexcept
+        {
+            return least_logit_where(m, test);
+        }
+
+        /// The logit of the k-th best-ranked kept token (1 <= k <= size(),
+        /// else invalid_parameter), by top_items; the set is unchanged.
+        T kth_logit(std::size_t k)
+        {
+            unfuse();
+            if (k == 0 || k > size())
+            {
+                throw invalid_parameter("kth_logit: k must be in [1, " + std::to_string(size()) + "], got " +
+                                        std::to_string(k));
+            }
+            top_items(k, m_select);  // in rank order: the k-th is the last
+            return m_select.back().logit;
+        }
+
+        /// Keep the tokens whose current logit is >= x: a rank prefix that
+        /// holds the argmax (x <= max_logit() required, else
+        /// invalid_parameter and nothing changes; x == -inf keeps all). One
+        /// SIMD pass on a dense set.
+        void keep_logit_at_least(T x)
+        {
+            unfuse();
+            if (!(x <= max_logit()))
+            {
+                throw invalid_parameter("keep_logit_at_least: x must be <= the best logit " +
+                                        detail::format_value(double(max_logit())) + ", got " +
+                                        detail::format_value(double(x)));
+            }
+            if (x == -inf)
+            {
+                return;
+            }
+            if (!m_dense)
+            {
+                m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return t.logit < x; }),
+                              m_items.end());
+                become_sparse(m_rank_sorted, m_id_sorted);
+                return;
+            }
+            using B = detail::batch<T>;
+            const B low(x);
+            m_items.clear();
+            for_each_run([&](const T* v, std::size_t first, std::size_t n) {
+                detail::for_each_passing(
+                    v, n, [&](const B& b) { return b >= low; }, [&](T one) { return one >= x; },
+                    [&](std::size_t j) { m_items.push_back({v[j], token_id(first + j)}); });
+            });
+            become_sparse(false, true);
+        }
+
+        /// Locally typical sampling's set: with t_i = (x_i - m) s and c = E[t]
+        /// (log_weight_moments; -log p_i - H = c - t_i exactly, so the
+        /// distance |-log p_i - H| is |t_i - c|), order the kept tokens by
+        /// (|t_i - c| ascending, id ascending) and keep the shortest prefix of
+        /// that order whose mass reaches q·Z, and at least min_keep of it (all
+        /// of them if rounding leaves every prefix short). Not a rank prefix:
+        /// the max and argmax follow what is kept. Distances are doubles,
+        /// computed from t_i rounded to T; masses summed in double. Never a
+        /// sort of the set: on a dense set, only the tokens within a proven
+        /// distance of c (the lightest tokens' mass bounds how far the kept
+        /// interval can reach) are gathered; among them, buckets by distance
+        /// summed in id order locate the crossing, and only the crossing
+        /// bucket is refined (again by buckets, or sorted when short). Equal
+        /// to a running sum in that order but for rounding within ~1e-15 Z of
+        /// the target; deterministic across compilers and standard libraries.
+        void keep_typical(double q, std::size_t min_keep)
+        {
+            unfuse();
+            const moments mo = log_weight_moments();
+            if (mo.n <= std::max<std::size_t>(min_keep, 1))
+            {
+                return;
+            }
+            const double target = q * mo.z;
+            const double c = mo.mean;
+            const T m = max_logit();
+            const T s = scale();
+            const T s2 = scale2();
+            const auto dist = [&](T logit) { return std::fabs(double(detail::exponent(logit, m, s)) - c); };
+            auto& g = m_near;
+            if (!m_dense)
+            {
+                g.clear();
+                for_each_by_id([&](token_id id, T logit) { g.push_back({dist(logit), weight(id, logit), id, logit}); });
+                commit_nearest(target, min_keep, g.size(), -inf);
+                return;
+            }
+            // The kept interval lies within [min(t_tail, 2c), 0]: the tokens
+            // with t >= t_tail = log((1 - q) Z / V) hold more than q Z (the
+            // others hold less than V e^t_tail), and all of them lie within
+            // max(c - t_tail, -c) of c. Tried tighter first; a try holds if
+            // the farthest kept token is nearer than every token it left out.
+            const double t_tail = q < 1.0 ? std::log((1.0 - q) * mo.z / double(m_row.size)) : -double(inf);
+            const double tries[] = {std::min(t_tail + 3.0, 2.0 * c), std::min(t_tail, 2.0 * c) - 1.0, -double(inf)};
+            for (const double t_try : tries)
+            {
+                // The least T at or below t_try (so G holds every token with t >= t_try).
+                T t_low = T(t_try);
+                if (double(t_low) > t_try)
+                {
+                    t_low = std::nextafter(t_low, -inf);
+                }
+                const bool all = !(t_low > -std::numeric_limits<T>::max());
+                const T x_low = all ? -std::numeric_limits<T>::max()
+                                    : least_logit_where(m, [&](T x) { return detail::exponent(x, m, s) >= t_low; });
+                g.clear();
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                    using B = detail::batch<T>;
+                    detail::for_each_passing(
+                        x, n, [&](const B& v) { return v >= B(x_low); }, [&](T v) { return v >= x_low; },
+                        [&](std::size_t j) {
+                            const auto id = token_id(first + j);
+                            g.push_back({dist(x[j]), T(0), id, x[j]});
+                        });
+                });
+                near_weights(m, s2);
+                // Every token left out has t < t_low, so a distance >= fl(c - t_low).
+                if (commit_nearest(target, min_keep, g.size(), all ? -double(inf) : c - double(t_low)))
+                {
+                    return;
+                }
+            }
         }
 
     private:
@@ -1733,6 +1998,184 @@ namespace xsampler
             ea = rel * std::abs(a.hi) + dn * 1100.0 * detail::exp_dd_tiny;
         }
 
+        // --- keep_typical's selection ---
+
+        struct near_token
+        {
+            double d;  // distance |t - c|
+            T w;       // weight
+            token_id id;
+            T logit;
+        };
+        static bool nearer(const near_token& a, const near_token& b) noexcept
+        {
+            return a.d < b.d || (a.d == b.d && a.id < b.id);
+        }
+
+        // A scratch buffer of at least n records for recursion depth `depth`.
+        near_token* near_level(std::size_t depth, std::size_t n)
+        {
+            if (m_near_levels.size() <= depth)
+            {
+                m_near_levels.resize(depth + 1);
+            }
+            return grown(m_near_levels[depth], n);
+        }
+
+        // Appends to m_near_out the shortest prefix, by (d, id), of the
+        // records cur[0, len) (given in id order) whose mass reaches `need`,
+        // and returns true; or appends them all and returns false. Buckets
+        // by distance (64 over [dmin, dmax], a key monotone in d), their
+        // masses summed in id order, locate the crossing bucket, which is
+        // refined the same way; 256 records or fewer are sorted and walked.
+        bool nearest_prefix(const near_token* cur, std::size_t len, double need, std::size_t depth)
+        {
+            auto& out = m_near_out;
+            constexpr std::size_t buckets = 64;
+            double dmin = double(inf);
+            double dmax = 0.0;
+            for (std::size_t i = 0; i < len; ++i)
+            {
+                dmin = std::min(dmin, cur[i].d);
+                dmax = std::max(dmax, cur[i].d);
+            }
+            const double scale = double(buckets) / (dmax - dmin);
+            if (len <= 256 || depth >= 64 || !(dmax > dmin) || !std::isfinite(scale))
+            {
+                // Few, or all at one distance (already in (d, id) order), or
+                // too close to split: walk in (d, id) order.
+                near_token* buf = near_level(depth, len);
+                std::copy(cur, cur + len, buf);
+                if (dmax > dmin)
+                {
+                    std::sort(buf, buf + len, nearer);
+                }
+                double cum = 0.0;
+                for (std::size_t i = 0; i < len; ++i)
+                {
+                    out.push_back(buf[i]);
+                    cum += double(buf[i].w);
+                    if (cum >= need)
+                    {
+                        return true;
+                    }
+                }
+                return false;
+            }
+            const auto key = [&](double d) { return std::min(std::size_t((d - dmin) * scale), buckets - 1); };
+            double mass[buckets] = {};
+            for (std::size_t i = 0; i < len; ++i)
+            {
+                mass[key(cur[i].d)] += double(cur[i].w);
+            }
+            double cum = 0.0;
+            std::size_t pushed = 0;  // the buckets below this one are in `out`
+            const auto push_below = [&](std::size_t b) {
+                for (std::size_t i = 0; i < len; ++i)
+                {
+                    const std::size_t k = key(cur[i].d);
+                    if (k >= pushed && k < b)
+                    {
+                        out.push_back(cur[i]);
+                    }
+                }
+                pushed = b;
+            };
+            for (std::size_t b = 0; b < buckets; ++b)
+            {
+                if (mass[b] == 0.0 || cum + mass[b] < need)
+                {
+                    cum += mass[b];
+                    continue;
+                }
+                push_below(b);
+                near_token* buf = near_level(depth, len);
+                std::size_t count = 0;
+                for (std::size_t i = 0; i < len; ++i)
+                {
+                    if (key(cur[i].d) == b)
+                    {
+                        buf[count++] = cur[i];
+                    }
+                }
+                pushed = b + 1;
+                if (nearest_prefix(buf, count, need - cum, depth + 1))
+                {
+                    return true;
+                }
+                cum += mass[b];  // rounding left it short: it is kept whole
+            }
+            push_below(buckets);
+            return false;
+        }
+
+        // The records' weights (detail::weight's bits), a vector at a time.
+        void near_weights(T m, T s2) noexcept
+        {
+            using B = detail::batch<T>;
+            auto& g = m_near;
+            alignas(64) T lane[B::size];
+            for (std::size_t i = 0; i < g.size(); i += B::size)
+            {
+                const std::size_t k = std::min(B::size, g.size() - i);
+                for (std::size_t j = 0; j < B::size; ++j)
+                {
+                    lane[j] = j < k ? g[i + j].logit : m;
+                }
+                detail::exp2_nonpos(detail::exponent(B::load_aligned(lane), B(m), B(s2))).store_aligned(lane);
+                for (std::size_t j = 0; j < k; ++j)
+                {
+                    g[i + j].w = lane[j];
+                }
+            }
+        }
+
+        // keep_typical's set among the records m_near[0, n) (in id order): the
+        // prefix, at least min_keep; committed if proven whole — `limit` is
+        // -inf when no token was left out of the records, else every token
+        // left out has a distance >= limit and the farthest kept token must be
+        // nearer. Returns whether it was committed.
+        bool commit_nearest(double target, std::size_t min_keep, std::size_t n, double limit)
+        {
+            auto& g = m_near;
+            auto& out = m_near_out;
+            const bool whole = limit == -double(inf);
+            out.clear();
+            if (!nearest_prefix(g.data(), n, target, 0) && !whole)
+            {
+                return false;  // the records hold less than the target
+            }
+            if (out.size() < min_keep)
+            {
+                if (n < min_keep && !whole)
+                {
+                    return false;
+                }
+                out.assign(g.begin(), g.begin() + std::ptrdiff_t(n));
+                const std::size_t k = std::min(min_keep, n);
+                std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), nearer);
+                out.resize(k);
+            }
+            double farthest = 0.0;
+            for (const auto& r : out)
+            {
+                farthest = std::max(farthest, r.d);
+            }
+            if (!whole && !(farthest < limit))
+            {
+                return false;
+            }
+            m_items.clear();
+            for (const auto& r : out)
+            {
+                m_items.push_back({r.logit, r.id});
+            }
+            become_sparse(false, false);
+            m_max_stale = true;
+            m_weights_current = false;  // stored relative to a max that may be gone
+            return true;
+        }
+
         // --- keep_mass on a dense set ---
 
         // The nucleus of a whole row in O(V + n log n) for a nucleus of n
@@ -2041,6 +2484,11 @@ namespace xsampler
         };
         std::vector<exact_item> m_exact;
         std::vector<double> m_octave_mass;
+        // the entropy filters' scratch (keep_typical, kth_logit), reused across calls
+        std::vector<near_token> m_near;
+        std::vector<near_token> m_near_out;
+        std::vector<std::vector<near_token>> m_near_levels;
+        std::vector<scored<T>> m_select;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <utility>
 
+#include "entropy_filters.hpp"
 #include "filters.hpp"
 #include "processors.hpp"
 #include "random.hpp"
@@ -62,6 +63,11 @@ namespace xsampler
         {
             if constexpr (std::is_same<S, top_k>::value)
             {
+                // keep_all's ties may lie outside the selection's list: not fused.
+                if (stage.ties() != top_k_ties::lowest_id)
+                {
+                    return 0;
+                }
                 const auto k = std::size_t(stage.value());
                 return k == 0 ? 0 : std::max(k, stage.min_keep());  // what its apply keeps
             }
@@ -83,7 +89,7 @@ namespace xsampler
             template <class S>
             void see(const S& stage) noexcept
             {
-                if (decided || rescales_only<S>::value)
+                if (decided || rescales_now(stage))
                 {
                     return;
                 }

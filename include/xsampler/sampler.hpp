@@ -5,14 +5,19 @@
 //
 // sampling_params
 //   One field per knob, neutral by default (temperature 1, top_k 0, top_p 1,
-//   min_p 0, min_keep 1, epsilon 0, eta 0, and every processor off: the
-//   plain softmax), the seed of the
-//   sampler's own engine, the stage order (names, like llama.cpp's sampler
-//   list; default the processors — logit_bias, penalties, dry,
-//   no_repeat_ngram, bad_words, token_mask — then temperature, top_k, top_p,
-//   min_p: Hugging Face's order, then epsilon, eta), and `custom`: user
-//   stages (stage.hpp)
-//   placed in the order by their names.
+//   min_p 0, min_keep 1, typical_p 1, top_n_sigma 0, dynatemp_range 0,
+//   epsilon 0, eta 0, xtc_probability 0, mirostat 0, and every processor
+//   off: the plain softmax), the seed of the sampler's own engine, the stage
+//   order (names, like llama.cpp's sampler list; default the processors —
+//   logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask —
+//   then temperature, top_k, top_n_sigma, typical, top_p, min_p, epsilon,
+//   eta, xtc: Hugging Face's order with the entropy filters after top_k and
+//   the probability thresholds and XTC last), and `custom`: user stages
+//   (stage.hpp) placed in the order by their names.
+//   "temperature" is llama.cpp's temp_ext: with dynatemp_range > 0 it is the
+//   dynamic temperature{T, range, exponent} (it reads the set, so a top_k
+//   after it is not fused); with range 0 the plain temperature, whose fused
+//   top-k pass is unchanged.
 // sampler{sampling_params}
 //   Built from one table of the built-in stages (detail::stage_table): each
 //   row binds a stage to its sampling_params field and says when that field
@@ -64,11 +69,14 @@ namespace xsampler
     /// The processors first (logit_bias, penalties, dry, no_repeat_ngram,
     /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
     /// before they penalise), then Hugging Face's filter order: temperature,
-    /// top_k, top_p, min_p; then epsilon, eta.
+    /// top_k, top_p, min_p, then epsilon, eta and xtc, with top_n_sigma and typical between top_k and
+    /// top_p (llama.cpp runs top_n_sigma before top_k and typical before
+    /// top_p; both read the whole set, so after top_k they cost what top_k
+    /// left).
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_p", "min_p", "epsilon", "eta", "xtc"};
+                "temperature", "top_k", "top_n_sigma", "typical", "top_p", "min_p", "epsilon", "eta", "xtc"};
     }
 
     /// The parameters of one request.
@@ -81,6 +89,13 @@ namespace xsampler
         std::size_t min_keep = 1;  ///< >= 1: every truncating filter keeps at least this many
         double epsilon = 0.0;      ///< in [0, 1); 0 disables
         double eta = 0.0;          ///< in [0, 1); 0 disables
+        // The entropy filters (entropy_filters.hpp), llama.cpp's dynamic
+        // temperature and transformers' top-k ties (filters.hpp).
+        double typical_p = 1.0;          ///< in (0, 1]; 1 disables
+        double top_n_sigma = 0.0;        ///< finite; <= 0 disables
+        double dynatemp_range = 0.0;     ///< >= 0; > 0 makes "temperature" dynamic
+        double dynatemp_exponent = 1.0;  ///< >= 0
+        bool top_k_keep_ties = false;    ///< top_k also keeps every token tied with the k-th
         // The processors (penalties.hpp, dry.hpp, processors.hpp); each neutral by default.
         double repeat_penalty = 1.0;     ///< > 0; 1 disables
         double presence_penalty = 0.0;   ///< finite; 0 disables
@@ -157,10 +172,21 @@ namespace xsampler
                                       [](const sampling_params& p) {
                                           return p.allowed_token_ids.empty() && p.banned_token_ids.empty();
                                       }},
-                stage_row<temperature>{[](const sampling_params& p) { return temperature(p.temperature); },
-                                       [](const sampling_params& p) { return p.temperature == 1.0; }},
-                stage_row<top_k>{[](const sampling_params& p) { return top_k(p.top_k, p.min_keep); },
+                // "temperature" is llama.cpp's temp_ext: dynamic when dynatemp_range > 0.
+                stage_row<temperature>{[](const sampling_params& p) {
+                                           return temperature(p.temperature, p.dynatemp_range, p.dynatemp_exponent);
+                                       },
+                                       [](const sampling_params& p) {
+                                           return p.temperature == 1.0 && p.dynatemp_range == 0.0;
+                                       }},
+                stage_row<top_k>{[](const sampling_params& p) {
+                                     return top_k(p.top_k, p.min_keep, p.top_k_keep_ties ? top_k_ties::keep_all : top_k_ties::lowest_id);
+                                 },
                                  [](const sampling_params& p) { return p.top_k == 0; }},
+                stage_row<top_n_sigma>{[](const sampling_params& p) { return top_n_sigma(p.top_n_sigma, p.min_keep); },
+                                       [](const sampling_params& p) { return p.top_n_sigma <= 0.0; }},
+                stage_row<typical>{[](const sampling_params& p) { return typical(p.typical_p, p.min_keep); },
+                                   [](const sampling_params& p) { return p.typical_p == 1.0; }},
                 stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p, p.min_keep); },
                                  [](const sampling_params& p) { return p.top_p == 1.0; }},
                 stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p, p.min_keep); },

@@ -19,7 +19,8 @@
 //   error naming it: invalid_logits("<name>: every token is masked").
 // - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
 //   keep_mass, keep_log_weight_at_least, keep_ratio_at_least,
-//   keep_probability_at_least, keep_eta, retain_if.
+//   keep_probability_at_least, keep_eta, keep_logit_at_least, keep_typical,
+//   retain_if.
 // - a random filter (xtc) is a filter that also gets u, one uniform01 drawn
 //   for this call from the engine the caller passed (sample's, or the one
 //   given to filter / final_distribution), in chain order, before the draw's
@@ -31,6 +32,9 @@
 //   static constexpr bool rescales_only;         true if the stage only
 //       divides the scale or keeps the argmax: a top_k after it may then be
 //       fused into the row's validation pass (candidates::load)
+//       (or a member `bool rescales_only() const noexcept` where that depends
+//       on the parameters: temperature is rescales_only unless its dynamic
+//       range is positive)
 //   static constexpr bool restricts_set;         true for a processor that
 //       keeps a set (keep_in, retain_if) rather than editing a few logits:
 //       a top_k after it is then not fused (the fused selection would be
@@ -200,6 +204,25 @@ namespace xsampler
         struct rescales_only<S, std::enable_if_t<S::rescales_only>> : std::true_type
         {
         };
+
+        /// Whether this stage only rescales: its rescales_only() when that
+        /// depends on its parameters (temperature's dynamic form), else the
+        /// static rescales_only.
+        template <class S>
+        auto rescales_now(const S& s, int) noexcept -> decltype(bool(s.rescales_only()))
+        {
+            return s.rescales_only();
+        }
+        template <class S>
+        bool rescales_now(const S&, long) noexcept
+        {
+            return rescales_only<S>::value;
+        }
+        template <class S>
+        bool rescales_now(const S& s) noexcept
+        {
+            return rescales_now(s, 0);
+        }
 
         // A stage's name: name() if it has one, else its static name, else "stage".
         template <class S>

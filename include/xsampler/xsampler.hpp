@@ -14,6 +14,7 @@
 #include "penalties.hpp"
 #include "dry.hpp"
 #include "filters.hpp"
+#include "entropy_filters.hpp"
 #include "xtc.hpp"
 #include "mirostat.hpp"
 #include "select.hpp"

@@ -170,6 +170,19 @@ namespace xsampler
             }
         }
 
+        /// The lane-wise least logit of a block of 64.
+        template <class T>
+        batch<T> block_low(const T* block) noexcept
+        {
+            using B = batch<T>;
+            B low = B::load_unaligned(block);
+            for (std::size_t i = B::size; i < block_size; i += B::size)
+            {
+                low = xsimd::min(low, B::load_unaligned(block + i));
+            }
+            return low;
+        }
+
         /// Adds the weights of logits x[0, n) at (m, s2), tokens first,
         /// first + 1, ... (first a multiple of 64, above every token added
         /// before), to a blocked sum: SIMD over full blocks, scalar over the
@@ -205,11 +218,7 @@ namespace xsampler
             for (std::size_t b = 0; b < full; ++b)
             {
                 const T* block = x + b * block_size;
-                B low = B::load_unaligned(block);
-                for (std::size_t i = width; i < block_size; i += width)
-                {
-                    low = xsimd::min(low, B::load_unaligned(block + i));
-                }
+                const B low = block_low(block);
                 // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2
                 // (an overflowing low - m fails the test: -inf, or NaN at s2 = 0).
                 B acc[groups];
