@@ -814,7 +814,6 @@ TEMPLATE_TEST_CASE("epsilon and eta draw from the renormalised kept set", "[filt
 
 namespace
 {
-    std::set<token_id> kept_ids(const distribution& d) { return std::set<token_id>(d.ids.begin(), d.ids.end()); }
 
     /// Row `seed` of the reference tests: integer logits (ties) when
     /// seed % 3 == 0, 30% masked when seed % 4 == 0.

@@ -192,8 +192,8 @@ namespace xsampler
             {
                 throw invalid_parameter("top_k: k must be >= 0 (0 disables it), got " + std::to_string(k));
             }
-        top_k(std::int64_t k, top_k_ties ties) : top_k(k, 1, ties) {}
         }
+        top_k(std::int64_t k, top_k_ties ties) : top_k(k, 1, ties) {}
         std::int64_t value() const noexcept { return m_k; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
         top_k_ties ties() const noexcept { return m_ties; }

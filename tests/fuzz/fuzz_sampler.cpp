@@ -30,6 +30,11 @@
 //                  processors to set (penalties, logit bias, no-repeat n-gram,
 //                  bad words, allow/deny, DRY), then their values, ids up to
 //                  2099 (past the vocabulary: an error naming it)
+//   filters        (order modes 0, 2, 3) read_filters: a byte of which of
+//                  typical, top_n_sigma, epsilon, eta, XTC, mirostat, the
+//                  dynamic temperature, min_keep and top-k's tie rule to set,
+//                  then their values (final_distribution takes a copy of the
+//                  engine sample uses, so that XTC's coin is the same)
 //
 // Every call either throws invalid_parameter or invalid_logits with a message
 // (anything else crashes), or: the sampled id is in [0, V), not masked in
@@ -173,9 +178,10 @@ namespace
         }
     }
 
-    const char* const stage_names[] = {"temperature", "top_k",     "top_p",     "min_p",           "user",
-                                       "typical",     "",          "penalties", "logit_bias",      "dry",
-                                       "bad_words",   "token_mask", "no_repeat_ngram"};
+    const char* const stage_names[] = {"temperature", "top_k",      "top_p",           "min_p",       "user",
+                                       "typical",     "",           "penalties",       "logit_bias",  "dry",
+                                       "bad_words",   "token_mask", "no_repeat_ngram", "top_n_sigma", "epsilon",
+                                       "eta",         "xtc",        "tfs"};
     constexpr std::size_t stage_name_count = sizeof(stage_names) / sizeof(stage_names[0]);
 
     /// The processors' parameters, read after the rows (so that inputs written
@@ -236,6 +242,52 @@ namespace
             {
                 t = id();
             }
+        }
+    }
+
+    /// The filters of issue 11, read after the processors: a byte of which to
+    /// set (typical, top_n_sigma, epsilon, eta, xtc, mirostat, dynamic
+    /// temperature, min_keep and top-k's tie rule), then each.
+    void read_filters(fuzz::input& in, sampling_params& p)
+    {
+        const unsigned which = in.byte();
+        if (which & 1)
+        {
+            p.typical_p = in.value<double>();
+        }
+        if (which & 2)
+        {
+            p.top_n_sigma = in.value<double>();
+        }
+        if (which & 4)
+        {
+            p.epsilon = in.value<double>();
+        }
+        if (which & 8)
+        {
+            p.eta = in.value<double>();
+        }
+        if (which & 16)
+        {
+            p.xtc_probability = in.value<double>();
+            p.xtc_threshold = in.value<double>();
+        }
+        if (which & 32)
+        {
+            p.mirostat = int(in.byte() % 4);  // 3: an error
+            p.mirostat_tau = in.value<double>();
+            p.mirostat_eta = in.value<double>();
+            p.mirostat_m = std::int64_t(std::int8_t(in.byte()));
+        }
+        if (which & 64)
+        {
+            p.dynatemp_range = in.value<double>();
+            p.dynatemp_exponent = in.value<double>();
+        }
+        if (which & 128)
+        {
+            p.min_keep = in.byte() % 6;
+            p.top_k_keep_ties = in.flag();
         }
     }
 
@@ -404,7 +456,8 @@ namespace
     round_result run_round(Sampler& s, const Row& row, const token_history& history)
     {
         round_result r;
-        r.dist_error = fuzz::documented_error([&] { r.dist = s.final_distribution(row, history); });
+        philox4x32 coin = s.engine();  // XTC's coin in final_distribution is the one sample draws
+        r.dist_error = fuzz::documented_error([&] { r.dist = s.final_distribution(row, history, coin); });
         r.sample_error = fuzz::documented_error([&] { r.token = s.sample(row, history); });
         return r;
     }
@@ -416,10 +469,11 @@ namespace
         Chain& c;
         philox4x32& rng;
         template <class E>
-        distribution final_distribution(const E& row, const token_history& h)
+        distribution final_distribution(const E& row, const token_history& h, philox4x32& coin)
         {
-            return c.final_distribution(row, h);
+            return c.final_distribution(row, h, coin);
         }
+        philox4x32& engine() noexcept { return rng; }
         template <class E>
         sampled_token sample(const E& row, const token_history& h)
         {
@@ -620,6 +674,7 @@ namespace
         if (mode != 1)
         {
             read_processors(in, p);
+            read_filters(in, p);
         }
 
         std::optional<token_history> history;
@@ -651,10 +706,14 @@ namespace
 
         case_facts facts;
         const auto listed = [&](const char* n) { return std::find(p.order.begin(), p.order.end(), n) != p.order.end(); };
-        facts.greedy = listed("temperature") && p.temperature == 0.0;
-        facts.k = listed("top_k") ? std::size_t(p.top_k) : 0;
+        facts.greedy = listed("temperature") && p.temperature == 0.0 && p.dynatemp_range == 0.0;
+        facts.k = listed("top_k") && !p.top_k_keep_ties && p.top_k > 0 && p.mirostat == 0
+                      ? std::max(std::size_t(p.top_k), std::max<std::size_t>(p.min_keep, 1))
+                      : 0;
         facts.has_user = custom && listed(custom_name.c_str());
-        facts.rank_prefix = (!facts.has_user || p.order.front() == custom_name) && !processors_set(p);
+        // typical and XTC keep sets that are not rank prefixes.
+        facts.rank_prefix = (!facts.has_user || p.order.front() == custom_name) && !processors_set(p) &&
+                            !(listed("typical") && p.typical_p != 1.0) && !(listed("xtc") && p.xtc_probability != 0.0);
 
         const unsigned form = (flags >> 3) & 3;
         std::vector<round_result> results;
