@@ -1393,11 +1393,11 @@ TEST_CASE("the entropy filters validate their parameters", "[filters][errors][ty
     CHECK_THROWS_MATCHES(typical(0.0), invalid_parameter, Message("typical: p must be in (0, 1], got 0"));
     CHECK_THROWS_MATCHES(typical(1.5), invalid_parameter, Message("typical: p must be in (0, 1], got 1.5"));
     CHECK_THROWS_MATCHES(typical(nan), invalid_parameter, Message("typical: p must be in (0, 1], got nan"));
-    CHECK_THROWS_MATCHES(typical(0.5, 0), invalid_parameter, Message("typical: min_keep must be >= 1, got 0"));
+    CHECK_NOTHROW(typical(0.5, 0));  // min_keep 0 counts as 1, as for every filter
     CHECK_THROWS_MATCHES(top_n_sigma(inf), invalid_parameter,
                          Message("top_n_sigma: n must be finite (<= 0 disables it), got inf"));
     CHECK_THROWS_AS(top_n_sigma(nan), invalid_parameter);
-    CHECK_THROWS_MATCHES(top_n_sigma(1.0, 0), invalid_parameter, Message("top_n_sigma: min_keep must be >= 1, got 0"));
+    CHECK_NOTHROW(top_n_sigma(1.0, 0));
     CHECK_THROWS_MATCHES(temperature(1.0, -0.5, 1.0), invalid_parameter,
                          Message("temperature: dynatemp_range must be finite and >= 0, got -0.5"));
     CHECK_THROWS_MATCHES(temperature(1.0, inf, 1.0), invalid_parameter,

@@ -12,7 +12,8 @@
 //   their entropy in nats, orders the kept tokens by |-log p_i - H|
 //   ascending, ties to the lower id, and keeps the shortest prefix of that
 //   order whose mass reaches P (inclusive of the token that crosses it, with
-//   the same 1e-12 slack as top_p), and never fewer than min_keep of that
+//   a 1e-12 slack, not yet an exact decision as top_p now makes), and never
+//   fewer than min_keep of that
 //   order (all of them if there are fewer). Renormalised by the draw. Not a
 //   prefix of the rank: the most probable token may be dropped, and greedy
 //   after it returns the best *kept* token. P == 1 disables it (llama.cpp:
@@ -55,23 +56,10 @@
 
 #include "candidates.hpp"
 #include "detail/expansion.hpp"
+#include "filters.hpp"
 
 namespace xsampler
 {
-    namespace detail
-    {
-        /// "<stage>: min_keep must be >= 1, got 0".
-        inline std::size_t checked_min_keep(const char* stage, std::size_t min_keep)
-        {
-            if (min_keep < 1)
-            {
-                throw invalid_parameter(std::string(stage) + ": min_keep must be >= 1, got " +
-                                        std::to_string(min_keep));
-            }
-            return min_keep;
-        }
-    }
-
     class typical
     {
     public:
@@ -81,7 +69,7 @@ namespace xsampler
         static constexpr double mass_slack = 1e-12;
 
         explicit typical(double p, std::size_t min_keep = 1)
-            : m_p(p), m_min_keep(detail::checked_min_keep(name, min_keep))
+            : m_p(p), m_min_keep(detail::min_keep_of(min_keep))
         {
             if (!(p > 0.0 && p <= 1.0))
             {
@@ -112,7 +100,7 @@ namespace xsampler
         static constexpr bool keeps_rank_prefix = true;
 
         explicit top_n_sigma(double n, std::size_t min_keep = 1)
-            : m_n(n), m_min_keep(detail::checked_min_keep(name, min_keep))
+            : m_n(n), m_min_keep(detail::min_keep_of(min_keep))
         {
             if (!std::isfinite(n))
             {

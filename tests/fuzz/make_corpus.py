@@ -66,7 +66,8 @@ def write(target, name, data):
 DEFAULT, LLAMA, U_DEFAULT, U_LLAMA, TEMP_TOPK, TOPK, TOPP_MINP = 0, 1, 2, 3, 4, 5, 6
 MINP_TEMP_TOPP, TEMP_U_TOPK, TOPK_U_TOPP = 7, 8, 9
 NAMES = {"temperature": 0, "top_k": 1, "top_p": 2, "min_p": 3, "user": 4, "typical": 5, "": 6,
-         "penalties": 7, "logit_bias": 8, "dry": 9, "bad_words": 10, "token_mask": 11, "no_repeat_ngram": 12}
+         "penalties": 7, "logit_bias": 8, "dry": 9, "bad_words": 10, "token_mask": 11, "no_repeat_ngram": 12,
+         "top_n_sigma": 13, "epsilon": 14, "eta": 15, "xtc": 16, "tfs": 17}
 
 
 def top_k(k):
@@ -120,6 +121,27 @@ def sampler_processors(pen=None, bias=(), ngram=None, bad=(), allowed=None, bann
     return out
 
 
+def sampler_filters(typical=None, top_n_sigma=None, epsilon=None, eta=None, xtc=None, mirostat=None,
+                    dynatemp=None, min_keep=None, keep_ties=False):
+    """read_filters of fuzz_sampler.cpp (after an empty read_processors): which, then each set one."""
+    which = (1 if typical else 0) | (2 if top_n_sigma else 0) | (4 if epsilon else 0) | (8 if eta else 0) | \
+        (16 if xtc else 0) | (32 if mirostat else 0) | (64 if dynatemp else 0) | (128 if min_keep is not None else 0)
+    out = u8(0) + u8(which)
+    for v in (typical, top_n_sigma, epsilon, eta):
+        if v:
+            out += v
+    if xtc:
+        out += xtc[0] + xtc[1]
+    if mirostat:
+        version, tau, eta_m, m = mirostat
+        out += u8(version) + tau + eta_m + u8(m)
+    if dynatemp:
+        out += dynatemp[0] + dynatemp[1]
+    if min_keep is not None:
+        out += u8(min_keep) + u8(1 if keep_ties else 0)
+    return out
+
+
 def order_index(i):
     return u8(1) + u8(i)
 
@@ -140,6 +162,18 @@ def sampler_seeds():
                                       bias=[(3, small(2)), (4, special("-inf"))], ngram=2, bad=[[5, 6], [9]],
                                       allowed=[1, 3, 5, 6, 7, 30], banned=[3],
                                       dry=(small(0.75), small(1.75), 2, -1, [7]))))
+    # Issue 11's filters in the default order: typical, top_n_sigma, epsilon, XTC, min_keep, top-k ties.
+    write("fuzz_sampler", "filters", sampler_case(
+        temp=frac(31), k=top_k(40), seed=8, rows=[row(300, kind=2, seed=31), row(50, kind=1, seed=32)],
+        processors=sampler_filters(typical=frac(35), top_n_sigma=small(2), epsilon=frac(1), xtc=(frac(20), frac(2)),
+                                   min_keep=3, keep_ties=True)))
+    # Mirostat 2 after a dynamic temperature, over three rows (mu moves between them); eta beside it is an error.
+    write("fuzz_sampler", "mirostat", sampler_case(
+        temp=frac(31), seed=9, rows=[row(200, kind=2, seed=41), row(200, kind=2, seed=42), row(30, kind=1, seed=43)],
+        processors=sampler_filters(mirostat=(2, small(3), small(0.25), 100), dynatemp=(small(0.5), small(1)))))
+    write("fuzz_sampler", "mirostat_v1_eta", sampler_case(
+        temp=frac(31), seed=10, rows=[row(500, kind=2, seed=44)],
+        processors=sampler_filters(mirostat=(1, small(5), small(0.125), 100), eta=frac(1))))
     # The quick start: six logits, one masked, the default order.
     six = row(6, kind=1, explicit=[(0, small(1)), (1, small(3.5)), (2, small(3)), (3, small(-2)),
                                    (4, small(0.5)), (5, special("-inf"))])
