@@ -143,8 +143,7 @@ namespace xsampler
     }
 
     /// The members chain and sampler share: the ways to run a chain, built
-    /// on Derived's run(ws, uniforms, logits, history, extra...) and
-    /// for_each_stage(f).
+    /// on Derived's for_each_stage(f), m_fused and m_ws.
     template <class Derived>
     class chain_runner
     {
@@ -177,13 +176,13 @@ namespace xsampler
         candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& history,
                                                   Extra&... extra)
         {
-            return self().run(self().m_ws, detail::uniform_source(), logits, history, extra...);
+            return run(self().m_ws, detail::uniform_source(), logits, history, extra...);
         }
         template <class E, class URBG, class... Extra, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
         candidates<detail::logit_type<E>>& filter(const xt::xexpression<E>& logits, const token_history& history,
                                                   URBG& rng, Extra&... extra)
         {
-            return self().run(self().m_ws, detail::uniform_source(rng), logits, history, extra...);
+            return run(self().m_ws, detail::uniform_source(rng), logits, history, extra...);
         }
 
         /// Draws from candidates this chain filtered (one uniform01 from
@@ -201,6 +200,22 @@ namespace xsampler
         void reset()
         {
             self().for_each_stage([](auto& stage) { detail::reset_stage(stage); });
+        }
+
+    protected:
+        /// Loads the row into ws and runs the stages (random filters take
+        /// their uniforms from `uniforms`) after `extra` processors.
+        template <class E, class... Extra>
+        candidates<detail::logit_type<E>>& run(workspace& ws, const detail::uniform_source& uniforms,
+                                               const xt::xexpression<E>& logits, const token_history& history,
+                                               Extra&... extra)
+        {
+            return detail::run_chain(
+                ws, logits, history, self().m_fused,
+                [&](auto& c) {
+                    self().for_each_stage([&](auto& stage) { detail::run_stage(stage, c, history, uniforms); });
+                },
+                extra...);
         }
 
     private:
@@ -221,19 +236,6 @@ namespace xsampler
 
     private:
         friend class chain_runner<chain>;
-
-        template <class E, class... Extra>
-        candidates<detail::logit_type<E>>& run(workspace& ws, const detail::uniform_source& uniforms,
-                                               const xt::xexpression<E>& logits, const token_history& history,
-                                               Extra&... extra)
-        {
-            return detail::run_chain(
-                ws, logits, history, m_fused,
-                [&](auto& c) {
-                    std::apply([&](auto&... stage) { (detail::run_stage(stage, c, history, uniforms), ...); }, m_stages);
-                },
-                extra...);
-        }
 
         template <class F>
         void for_each_stage(F&& f)

@@ -417,22 +417,6 @@ namespace xsampler
     private:
         friend class chain_runner<sampler>;
 
-        template <class E, class... Extra>
-        candidates<detail::logit_type<E>>& run(workspace& ws, const detail::uniform_source& uniforms,
-                                               const xt::xexpression<E>& logits, const token_history& history,
-                                               Extra&... extra)
-        {
-            return detail::run_chain(
-                ws, logits, history, m_fused,
-                [&](auto& c) {
-                    for (auto& slot : m_stages)
-                    {
-                        std::visit([&](auto& stage) { detail::run_stage(stage, c, history, uniforms); }, slot);
-                    }
-                },
-                extra...);
-        }
-
         template <class F>
         void for_each_stage(F&& f)
         {
