@@ -1058,6 +1058,8 @@ TEST_CASE("xsampler dist over the word model: words in the listing and the pictu
     CHECK(run("sample --corpus " + corpus + " --prompt 'sat' --seed 3 -n 2").out == "0\n0\n");
     check_error("dist --corpus " + corpus + " --prompt 'the' --logits " + path("svg_row.npy"), "give the row once");
     check_error("dist --corpus " + corpus + " --prompt 'the' --row 1", "--row requires --logits");
+}
+
 // --- epsilon, eta, min_keep (branch exact) ---
 
 TEST_CASE("xsampler's --epsilon, --eta and --min-keep give the library's filters", "[cli][exact]")
