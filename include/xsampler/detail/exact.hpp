@@ -101,6 +101,23 @@ namespace xsampler
                    double(n) * flush_error<T>();
         }
 
+        /// z_error where sum W |t| (exact weights, t base 2) over the row is
+        /// known to be at most a, rather than Z log2 n.
+        template <class T>
+        double z_error_given(double z, double a, std::size_t n) noexcept
+        {
+            return 1.1 * (3.0 * a * unit<T>() + (12.0 * unit<T>() + (double(n) + 5000.0) * unit<double>()) * 1.01 * z) +
+                   double(n) * flush_error<T>();
+        }
+        /// prefix_error where sum W |t| over the prefix is known to be at
+        /// most a, rather than |t| c.
+        template <class T>
+        double prefix_error_given(double c, double a, std::size_t n) noexcept
+        {
+            return 1.1 * (1.05 * (3.0 * a + 5.0 * c) * unit<T>() + (8.0 * unit<T>() + (double(n) + 5000.0) * unit<double>()) * c) +
+                   double(n) * flush_error<T>();
+        }
+
         // --- double-double: hi + lo, |lo| <= ulp(hi) / 2 ---
 
         struct dd
