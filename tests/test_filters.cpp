@@ -596,6 +596,40 @@ TEMPLATE_TEST_CASE("top_p decides exactly on rows k/100 with P the exact mass of
     CHECK(tiers.residual == 0);
 }
 
+TEST_CASE("top_p on large float rows: P at fractions of the crossing token's weight", "[filters][exact]")
+{
+    // Rows like the benchmark's (N(0, 3.75^2), 50k and 128k tokens), P put
+    // a fraction phi of the way through the weight of token j of the rank
+    // (long double): exactly j tokens. Mid fractions are decided by the
+    // float path's bound (sum W|t| from the buckets and the rest's entropy),
+    // fractions near 0 or 1 by tier 2.
+    for (const std::size_t vocab : {std::size_t(50257), std::size_t(128256)})
+    {
+        const auto r = test_helpers::random_row<float>(vocab, 777 + vocab, 3.75);
+        test_helpers::reference base(r);
+        long double z;
+        const auto w = base.weights(z);
+        REQUIRE(std::is_sorted(w.rbegin(), w.rend()));
+        std::vector<long double> cum(w.size() + 1, 0.0L);
+        for (std::size_t i = 0; i < w.size(); ++i)
+        {
+            cum[i + 1] = cum[i] + w[i];
+        }
+        std::size_t tier1 = 0;
+        for (const double target : {0.5, 0.9, 0.95, 0.99})
+        {
+            const std::size_t j = std::size_t(std::lower_bound(cum.begin(), cum.end(), (long double)target * z) - cum.begin());
+            for (const long double phi : {0.001L, 0.1L, 0.3L, 0.5L, 0.7L, 0.9L, 0.999L})
+            {
+                const double p = double((cum[j - 1] + phi * w[j - 1]) / z);
+                const auto tiers = counted([&] { CHECK(chain{top_p{p}}.final_distribution(r).ids.size() == j); });
+                tier1 += tiers.tier2 == 0;
+            }
+        }
+        CHECK(tier1 > 0);
+    }
+}
+
 TEMPLATE_TEST_CASE("top_p on a tied row with P·N integral: decided by counting", "[filters][exact]", float, double)
 {
     // Every weight is 1: C_k = k, Z = N, and C_k = P·Z exactly when k = P·N

@@ -1409,6 +1409,18 @@ namespace xsampler
                    before + detail::prefix_error<T>(before, t, n) + slack < q * (z - ez);
         }
 
+        // mass_certified with sum W|t| over the prefix (with its last token)
+        // at most a_c and over the row at most a_z, rather than |t| C_n and Z
+        // log2 n: on real rows both are a few times smaller.
+        static bool mass_certified_given(double before, double after, double a_c, double a_z, std::size_t n, double q,
+                                         double z) noexcept
+        {
+            const double ez = detail::z_error_given<T>(z, a_z, n);
+            const double slack = 4.0 * detail::unit<double>() * (after + q * z);
+            return after - detail::prefix_error_given<T>(after, a_c, n) - slack >= q * (z + ez) &&
+                   before + detail::prefix_error_given<T>(before, a_c, n) + slack < q * (z - ez);
+        }
+
         // keep_mass where the fast path could not decide: the kept set as a
         // list, the weights again in double (tier 2), then in double-double
         // (tier 3) where double cannot decide either; the exact all-tied case
@@ -1810,12 +1822,14 @@ namespace xsampler
         // Two sums over a dense row and its current weights (m_weights), 64
         // tokens at a time: vec(x, w, acc_a, acc_b) adds a block's vectors
         // into two T accumulators whose lanes then go into sa and sb in
-        // double (so each lane sums at most 64 terms in T); one(x, w) takes
-        // the tail of a run, adding into sa and sb itself.
+        // double (so each lane sums at most 64 terms in T), one double per
+        // lane until the end (no chain of additions through one double);
+        // one(x, w) takes the tail of a run, adding into sa and sb itself.
         template <class Vec, class One>
         void sum_by_block(Vec&& vec, One&& one, double& sa, double& sb)
         {
             using B = detail::batch<T>;
+            alignas(64) double da[B::size] = {}, db[B::size] = {};
             for_each_run([&](const T* x, std::size_t first, std::size_t len) {
                 const T* w = m_weights.data() + first;
                 std::size_t i = 0;
@@ -1831,8 +1845,8 @@ namespace xsampler
                     acc_b.store_aligned(lb);
                     for (std::size_t k = 0; k < B::size; ++k)
                     {
-                        sa += double(la[k]);
-                        sb += double(lb[k]);
+                        da[k] += double(la[k]);
+                        db[k] += double(lb[k]);
                     }
                 }
                 for (; i < len; ++i)
@@ -1840,6 +1854,11 @@ namespace xsampler
                     one(x[i], w[i]);
                 }
             });
+            for (std::size_t k = 0; k < B::size; ++k)
+            {
+                sa += da[k];
+                sb += db[k];
+            }
         }
 
         // Z and A = sum of W_j d_j over the kept set at tiers 1 to 3, each
@@ -2302,12 +2321,33 @@ namespace xsampler
             }
             mass.resize(buckets);
 
+            // Bounds on sum W|t| for mass_certified_given: bucket b's tokens
+            // have |t| <= |t_low| - (b - 1) / 4 (a quarter octave of slack
+            // for the key's rounding), and the rest R, of exact mass at most
+            // r_up, at most R log2(n / R) (the entropy of W / R is at most
+            // log2 n, |t| = -log2 W; increasing in R up to n / e); R's float
+            // mass is z - g within z's lane roundings (8u z) and g's. The
+            // factors 1.001 cover W against w and |t| against its rounding.
+            const auto t_most = [&](std::size_t b) { return std::max(0.0, -double(t_low) - (double(b) - 1.0) / 4.0); };
+            double g = 0.0, a_g = 0.0;
+            for (std::size_t b = 0; b < buckets; ++b)
+            {
+                g += mass[b];
+                a_g += mass[b] * t_most(b);
+            }
+            const double dn = double(n);
+            const double r_up = 1.001 * std::max(0.0, z - g) + 17.0 * detail::unit<T>() * z + dn * detail::flush_error<T>();
+            const double a_r = r_up < dn / 2.72 ? r_up * std::log2(dn / r_up) : dn * detail::log2e / 2.71;
+            const double a_z = 1.001 * (a_g + a_r);
+
             double cum = 0.0;
+            double a_heavy = 0.0;  // sum w |t| bound over the heavier buckets
             for (std::size_t b = buckets; b-- > 0;)
             {
                 if (mass[b] == 0.0 || cum + mass[b] < target)
                 {
                     cum += mass[b];
+                    a_heavy += mass[b] * t_most(b);
                     continue;
                 }
                 // The crossing bucket: everything heavier, in id order, from
@@ -2346,14 +2386,17 @@ namespace xsampler
                     become_sparse(false, true);
                     return 1;
                 };
+                const double cum_heavy = cum;
                 for (std::size_t i = 0; i < here; ++i)
                 {
                     const double before = cum;
                     cum += double(w[border[i].id]);
                     if (cum >= target)
                     {
+                        // This bucket's tokens so far have |t| at most this one's (ranked).
                         const double t = double(detail::exponent(border[i].logit, m, s2));
-                        if (mass_certified(before, cum, t, n, q, z))
+                        const double a_c = 1.001 * (a_heavy + (cum - cum_heavy) * std::abs(t));
+                        if (mass_certified(before, cum, t, n, q, z) || mass_certified_given(before, cum, a_c, a_z, n, q, z))
                         {
                             return commit(heavier + i + 1);
                         }
@@ -2363,14 +2406,16 @@ namespace xsampler
                         return kept == 0 ? -1 : commit(kept);
                     }
                 }
+                a_heavy += (cum - cum_heavy) * t_most(b);  // rounding left it short: on to the next bucket
             }
             return 0;
         }
 
         // Tier 2 of the dense keep_mass, on G = the tokens with x >= x_low
         // (t >= t_low): their weights in double; the rest R summed from the
-        // float weights, with the bound u (3 sum w|t| + 13 sum w) + ... of
-        // detail/exact.hpp computed over R itself. Returns the exact count if
+        // float weights in one pass, with the bound u (3 sum W|t| + 5 sum W)
+        // + ... of detail/exact.hpp, sum W|t| bounded by R's entropy (no
+        // exponents in the pass). Returns the exact count if
         // these bounds certify a crossing in the bucket given (`out` holds
         // the heavier tokens, `border` this bucket's, ranked), else 0.
         std::size_t nucleus_in_double(const scored<T>* out, std::size_t heavier, const scored<T>* border,
@@ -2382,57 +2427,63 @@ namespace xsampler
             const double s2d = m_scale * detail::log2e;
             const auto w2 = [&](T x) { return detail::exp2_nonpos(detail::exponent(double(x), md, s2d)); };
             // G's weights in double vectors, 64 at a time; the heavier
-            // buckets' share (key above this bucket's) on the way.
+            // buckets' share (key above this bucket's) on the way, as the
+            // weights times 0 or 1 (exact), in vector sums (no chain of
+            // scalar additions).
             using D = detail::batch<double>;
-            alignas(64) double xd[64], wd[64];
-            double zg[4] = {0.0, 0.0, 0.0, 0.0};
-            double heavy = 0.0;
+            alignas(64) double xd[64], wd[64], hd[64];
+            D zacc(0.0), hacc(0.0);
             for (std::size_t i = 0; i < count; i += 64)
             {
                 const std::size_t k = std::min<std::size_t>(64, count - i);
                 for (std::size_t j = 0; j < 64; ++j)
                 {
                     xd[j] = j < k ? double(logit(ids[i + j])) : md;
+                    hd[j] = j < k && keys[i + j] > bucket ? 1.0 : 0.0;
                 }
                 for (std::size_t j = 0; j < 64; j += D::size)
                 {
                     detail::exp2_nonpos(detail::exponent(D::load_aligned(xd + j), D(md), D(s2d))).store_aligned(wd + j);
                 }
-                for (std::size_t j = 0; j < k; ++j)
+                std::fill(wd + k, wd + 64, 0.0);
+                for (std::size_t j = 0; j < 64; j += D::size)
                 {
-                    zg[j % 4] += wd[j];
-                    heavy += keys[i + j] > bucket ? wd[j] : 0.0;
+                    const D w = D::load_aligned(wd + j);
+                    zacc += w;
+                    hacc += w * D::load_aligned(hd + j);
                 }
+            }
+            alignas(64) double lz[D::size], lh[D::size];
+            zacc.store_aligned(lz);
+            hacc.store_aligned(lh);
+            double z_g = 0.0, heavy = 0.0;
+            for (std::size_t j = 0; j < D::size; ++j)
+            {
+                z_g += lz[j];
+                heavy += lh[j];
             }
             (void)out;
             // R: every unmasked token below x_low, from its float weight.
             using B = detail::batch<T>;
-            const T m = m_max;
-            const T s2 = scale2();
-            const B vm(m), vs(s2), vlow(x_low), zero(T(0));
-            double r = 0.0, rt = 0.0;
-            sum_by_block(
-                [&](const B& vx, const B& w, B& acc_w, B& acc_t) {
-                    const B vw = xsimd::select(vx < vlow, w, zero);
-                    acc_w += vw;
-                    acc_t += xsimd::select(vw > zero, vw * xsimd::abs(detail::exponent(vx, vm, vs)), zero);
-                },
-                [&](T x, T w) {
-                    if (x < x_low && w > T(0))
-                    {
-                        r += double(w);
-                        rt += double(w) * std::abs(double(detail::exponent(x, m, s2)));
-                    }
-                },
-                r, rt);
+            const B vlow(x_low), zero(T(0));
+            double r = 0.0, unused = 0.0;
+            sum_by_block([&](const B& vx, const B& w, B& acc_w, B&) { acc_w += xsimd::select(vx < vlow, w, zero); },
+                         [&](T x, T w) { r += x < x_low ? double(w) : 0.0; }, r, unused);
             const double ut = detail::unit<T>();
             const double ud = detail::unit<double>();
             const double dn = double(m_row.size);
-            // R: each weight within (3|t| + 5) u, its |t| summed in T (+ 4u),
-            // lanes of at most 64 terms in T, the rest in double.
-            const double er = 1.1 * (ut * (3.0 * rt * (1.0 + 68.0 * ut) + 5.0 * r) + 64.0 * ut * r + (dn + 64.0) * ud * r) +
+            // R's exact mass is below r_up (its weights within 405u, the
+            // flushed ones within the flush bound), and sum W |t| over R is
+            // at most R log2(n / R) (the entropy of W / R is at most log2 n;
+            // |t| = -log2 W), which increases with R up to n / e. So R is
+            // within u (3 R log2(n / R) + 5 R) (+ the rounding of |t|) of the
+            // exact (the factor 1 + 68u covers |t| against -log2 W and
+            // log2's rounding), plus its lanes of at most 64 terms in T, the
+            // rest in double.
+            const double r_up = 1.001 * r + dn * detail::flush_error<T>();
+            const double rt = r_up < dn / 2.72 ? r_up * std::log2(dn / r_up) : dn * detail::log2e / 2.71;
+            const double er = 1.1 * (ut * (3.0 * rt * (1.0 + 68.0 * ut) + 5.0 * r_up) + 64.0 * ut * r + (dn + 64.0) * ud * r) +
                               dn * detail::flush_error<T>();
-            const double z_g = (zg[0] + zg[1]) + (zg[2] + zg[3]);
             const double rel_g = 1.06 * ((3.0 * (std::abs(double(t_low)) + 1.0) + 5.0) * ud + (double(count) + 8.0) * ud);
             const double z2 = z_g + r;
             const double ez2 = rel_g * z_g + er + 2.0 * ud * z2;

@@ -20,7 +20,10 @@
 //   bits, at most log2 n; Z >= 1 as the max weight is 1), so a Z computed from
 //   tier-1 weights is within (3 log2 n + 5) u Z of the exact one, plus its
 //   summation error (z_error); a prefix of the rank has |t| <= |t_n| for every
-//   member, so its mass is within (3 |t_n| + 5) u of its exact mass.
+//   member, so its mass is within (3 |t_n| + 5) u of its exact mass. Where a
+//   caller knows a smaller bound a on sum W |t| (top-p's buckets; a set R's
+//   entropy: sum_R W |t| <= R log2(n / R)), z_error_given and
+//   prefix_error_given use it instead.
 // - Tier 2: the same in double (the library's double exp2; u = 2^-53), sums in
 //   double-double (error <= 2u_d + 2 n u_d^2 relative).
 // - Tier 3: double-double: d_i exact up to 2^-104 |d_i| (two_sum, fma), e^d by
@@ -98,6 +101,23 @@ namespace xsampler
         double prefix_error(double c, double t, std::size_t n) noexcept
         {
             return 1.05 * (weight_error<T>(t) + 8.0 * unit<T>() + (double(n) + 5000.0) * unit<double>()) * c +
+                   double(n) * flush_error<T>();
+        }
+
+        /// z_error where sum W |t| (exact weights, t base 2) over the row is
+        /// known to be at most a, rather than Z log2 n.
+        template <class T>
+        double z_error_given(double z, double a, std::size_t n) noexcept
+        {
+            return 1.1 * (3.0 * a * unit<T>() + (12.0 * unit<T>() + (double(n) + 5000.0) * unit<double>()) * 1.01 * z) +
+                   double(n) * flush_error<T>();
+        }
+        /// prefix_error where sum W |t| over the prefix is known to be at
+        /// most a, rather than |t| c.
+        template <class T>
+        double prefix_error_given(double c, double a, std::size_t n) noexcept
+        {
+            return 1.1 * (1.05 * (3.0 * a + 5.0 * c) * unit<T>() + (8.0 * unit<T>() + (double(n) + 5000.0) * unit<double>()) * c) +
                    double(n) * flush_error<T>();
         }
 
