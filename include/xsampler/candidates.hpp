@@ -956,22 +956,7 @@ namespace xsampler
             {
                 return;
             }
-            if (!m_dense)
-            {
-                m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return t.logit < x; }),
-                              m_items.end());
-                become_sparse(m_rank_sorted, m_id_sorted);
-                return;
-            }
-            using B = detail::batch<T>;
-            const B low(x);
-            m_items.clear();
-            for_each_run([&](const T* v, std::size_t first, std::size_t n) {
-                detail::for_each_passing(
-                    v, n, [&](const B& b) { return b >= low; }, [&](T one) { return one >= x; },
-                    [&](std::size_t j) { m_items.push_back({v[j], token_id(first + j)}); });
-            });
-            become_sparse(false, true);
+            keep_where_monotone([x](T v) { return v >= x; }, x, 1);  // x <= the max: the argmax passes
         }
 
         /// Locally typical sampling's set: with t_i = (x_i - m) s and c = E[t]
