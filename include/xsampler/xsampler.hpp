@@ -5,6 +5,7 @@
 
 #include "version.hpp"
 #include "types.hpp"
+#include "vocabulary.hpp"
 #include "random.hpp"
 #include "row.hpp"
 #include "candidates.hpp"
