@@ -19,7 +19,14 @@
 //                   in `tokens`);
 //     stop_sequence the generated tokens end with one of
 //                   options.stop_sequences (which may complete across
-//                   several steps; the sequence is kept in `tokens`);
+//                   several steps; the sequence is kept in `tokens`), or
+//                   the generated text (options.vocab decodes it) contains
+//                   one of options.stop_strings, which may be split across
+//                   tokens or end inside one; `stop_at` is the byte offset in
+//                   the generated text where the stop string starts (the
+//                   text before it is what an OpenAI-style API returns);
+//                   stop strings without a vocabulary, or an empty one:
+//                   invalid_parameter;
 //     max_tokens    options.max_tokens tokens were generated without either:
 //                   the output is truncated — check for it.
 //   min_tokens: until that many tokens have been generated the min_tokens
@@ -54,6 +61,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include "processors.hpp"
+#include "vocabulary.hpp"
 #include "sampler.hpp"
 #include "softmax.hpp"
 
@@ -84,6 +92,8 @@ namespace xsampler
         std::vector<token_id> eos;
         bool ignore_eos = false;  ///< llama.cpp's --ignore-eos: the eos ids are masked at every step
         std::vector<std::vector<token_id>> stop_sequences;
+        std::vector<std::string> stop_strings;  ///< text that ends the loop (needs vocab)
+        const vocabulary* vocab = nullptr;      ///< decodes the tokens for stop_strings
         bool model_logprobs = false;   ///< report each token's raw-softmax log-probability
         bool entropy = false;          ///< report the raw softmax's entropy at each step
         std::size_t top_logprobs = 0;  ///< report the n most probable tokens at each step
@@ -97,6 +107,7 @@ namespace xsampler
         std::vector<double> entropies;                       ///< of the raw softmax at each step, nats, when asked for
         std::vector<std::vector<sampled_token>> top_logprobs;  ///< per step, when asked for
         stop_reason reason = stop_reason::max_tokens;
+        std::size_t stop_at = std::string::npos;  ///< where a matched stop string starts in the generated text
     };
 
     namespace detail
@@ -119,6 +130,20 @@ namespace xsampler
                 throw invalid_parameter("generate: a stop sequence is empty");
             }
         }
+        std::size_t longest_stop = 0;
+        for (const auto& text : options.stop_strings)
+        {
+            if (text.empty())
+            {
+                throw invalid_parameter("generate: a stop string is empty");
+            }
+            longest_stop = std::max(longest_stop, text.size());
+        }
+        if (longest_stop > 0 && options.vocab == nullptr)
+        {
+            throw invalid_parameter("generate: stop strings need a vocabulary (options.vocab)");
+        }
+        std::string text;  // the generated text, when stop strings are checked
         const min_tokens suppress(options.ignore_eos ? std::numeric_limits<std::size_t>::max() : options.min_tokens,
                                   options.eos);
         generation out;
@@ -163,6 +188,16 @@ namespace xsampler
                 out.tokens.push_back(t.id);
                 out.logprobs.push_back(t.logprob);
                 history.push_back(t.id);
+                if (longest_stop > 0)
+                {
+                    if (std::size_t(t.id) >= options.vocab->size())
+                    {
+                        throw invalid_parameter("generate: token " + std::to_string(t.id) +
+                                                " is outside the stop strings' vocabulary of " +
+                                                std::to_string(options.vocab->size()));
+                    }
+                    text += options.vocab->bytes(t.id);
+                }
             }
             catch (const invalid_logits& e)
             {
@@ -180,6 +215,26 @@ namespace xsampler
             for (const auto& seq : options.stop_sequences)
             {
                 if (detail::ends_with(out.tokens, seq))
+                {
+                    out.reason = stop_reason::stop_sequence;
+                    return out;
+                }
+            }
+            if (longest_stop > 0)
+            {
+                // Only a match that ends in the new token's bytes is new: search from
+                // longest_stop - 1 bytes before them. The earliest match wins.
+                const std::size_t added = options.vocab->bytes(out.tokens.back()).size();
+                const std::size_t from = text.size() - std::min(text.size(), added + longest_stop - 1);
+                for (const auto& stop : options.stop_strings)
+                {
+                    const std::size_t at = text.find(stop, from);
+                    if (at != std::string::npos)
+                    {
+                        out.stop_at = std::min(out.stop_at, at);
+                    }
+                }
+                if (out.stop_at != std::string::npos)
                 {
                     out.reason = stop_reason::stop_sequence;
                     return out;

@@ -168,6 +168,18 @@ namespace xsampler
                 insert(id);
             }
         }
+        /// The set whose bit i of words[i / 64] is set for each member i.
+        explicit token_set(std::vector<std::uint64_t> words) : m_words(std::move(words))
+        {
+            for (std::size_t w = 0; w < m_words.size(); ++w)
+            {
+                if (m_words[w] != 0)
+                {
+                    m_size += std::size_t(__builtin_popcountll(m_words[w]));
+                    m_largest = token_id(w * 64 + 63 - std::size_t(__builtin_clzll(m_words[w])));
+                }
+            }
+        }
         void insert(token_id id)
         {
             const auto w = std::size_t(id) / 64;

@@ -23,6 +23,8 @@
 #include "sampler.hpp"
 #include "batch.hpp"
 #include "generate.hpp"
+#include "grammar.hpp"
+#include "constraint.hpp"
 #include "beam_search.hpp"
 #include "vote.hpp"
 

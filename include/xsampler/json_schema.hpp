@@ -1,0 +1,471 @@
+// xsampler/json_schema.hpp — a JSON-schema subset as a constraint. (xsampler, BSD-3-Clause)
+//
+// json_schema_constraint(index, schema[, options]) compiles a JSON Schema
+// (text or nlohmann::json; this header needs nlohmann-json, the rest of the
+// library does not) into a grammar (grammar.hpp) whose texts are exactly
+// compact-or-lightly-spaced JSON values that validate against it:
+//   type          "object", "array", "string", "number", "integer",
+//                 "boolean", "null", or a list of them; without type, every
+//                 type, each with the keywords that apply to it
+//   properties    the keys an object may have; only these are generated
+//                 (additionalProperties other than false is then unused:
+//                 the texts are valid, a subset of the valid texts); at most
+//                 64 properties an object
+//   required      keys that must appear (a required key not in properties
+//                 gets any value)
+//   additionalProperties  false: no key but the properties; a schema or
+//                 true: without properties, any keys with such values
+//   items         one schema for every item (not the list form)
+//   minItems, maxItems, minLength, maxLength (code points), pattern (a
+//                 regex.hpp regular expression matched anywhere in the
+//                 string, as JSON Schema does; its characters are then
+//                 unescaped; not together with minLength/maxLength)
+//   enum, const   the value is one of these (with `type`, those of that type)
+//   title, description, default, examples, $schema, $id, $comment: ignored
+// Any other keyword is invalid_parameter naming it and where it is
+// ("json_schema: unsupported keyword 'oneOf' at /properties/a"); so is a
+// schema that nothing validates (false, an empty enum), an object nested
+// deeper than options.max_depth, a bad value ("minItems must be a
+// non-negative integer"). The compile costs the schema's size (regex DFAs
+// for patterns): well under a millisecond for a demo-sized schema.
+#ifndef XSAMPLER_JSON_SCHEMA_HPP
+#define XSAMPLER_JSON_SCHEMA_HPP
+
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "constraint.hpp"
+
+namespace xsampler
+{
+    namespace detail
+    {
+        class schema_compiler
+        {
+        public:
+            schema_compiler(grammar& g, std::size_t max_depth) : m_g(g), m_max_depth(max_depth) {}
+
+            std::uint32_t compile(const nlohmann::json& s, const std::string& where, std::size_t depth)
+            {
+                if (s.is_boolean())
+                {
+                    if (!s.get<bool>())
+                    {
+                        fail("the schema false validates nothing", where);
+                    }
+                    return m_g.any_value();
+                }
+                if (!s.is_object())
+                {
+                    fail("a schema must be an object or a boolean, got " + std::string(s.type_name()), where);
+                }
+                static const std::set<std::string> known = {
+                    "type",     "properties", "required",  "additionalProperties", "items",   "enum",
+                    "const",    "minItems",   "maxItems",  "minLength",            "maxLength", "pattern",
+                    "title",    "description", "default",  "examples",             "$schema", "$id",
+                    "$comment"};
+                for (const auto& kv : s.items())
+                {
+                    if (known.count(kv.key()) == 0)
+                    {
+                        fail("unsupported keyword '" + kv.key() + "'", where);
+                    }
+                }
+                if (s.contains("enum") || s.contains("const"))
+                {
+                    return values(s, where);
+                }
+                std::vector<std::string> types;
+                if (s.contains("type"))
+                {
+                    const auto& t = s["type"];
+                    if (t.is_string())
+                    {
+                        types.push_back(t.get<std::string>());
+                    }
+                    else if (t.is_array() && !t.empty())
+                    {
+                        for (const auto& x : t)
+                        {
+                            if (!x.is_string())
+                            {
+                                fail("type: a list of type names expected", where);
+                            }
+                            types.push_back(x.get<std::string>());
+                        }
+                    }
+                    else
+                    {
+                        fail("type: a type name or a non-empty list of them expected", where);
+                    }
+                }
+                else
+                {
+                    types = {"object", "array", "string", "number", "boolean", "null"};
+                }
+                const bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
+                std::vector<std::uint32_t> options;
+                std::vector<std::string> literals;
+                for (const auto& t : types)
+                {
+                    if (t == "object")
+                    {
+                        options.push_back(object(s, where, depth));
+                    }
+                    else if (t == "array")
+                    {
+                        options.push_back(array(s, where, depth));
+                    }
+                    else if (t == "string")
+                    {
+                        options.push_back(string(s, where));
+                    }
+                    else if (t == "number" || t == "integer")
+                    {
+                        if (t == "integer" && has_number)
+                        {
+                            continue;  // every integer is a number
+                        }
+                        grammar::node n;
+                        n.what = t == "number" ? grammar::kind::number : grammar::kind::integer;
+                        options.push_back(m_g.add(std::move(n)));
+                    }
+                    else if (t == "boolean")
+                    {
+                        literals.push_back("true");
+                        literals.push_back("false");
+                    }
+                    else if (t == "null")
+                    {
+                        literals.push_back("null");
+                    }
+                    else
+                    {
+                        fail("unknown type '" + t + "'", where);
+                    }
+                }
+                if (!literals.empty())
+                {
+                    grammar::node n;
+                    n.what = grammar::kind::literals;
+                    n.trie = m_g.add_trie(literals);
+                    options.push_back(m_g.add(std::move(n)));
+                }
+                if (options.size() == 1)
+                {
+                    return options[0];
+                }
+                grammar::node u;
+                u.what = grammar::kind::one_of;
+                u.options = std::move(options);
+                return m_g.add(std::move(u));
+            }
+
+        private:
+            [[noreturn]] static void fail(const std::string& what, const std::string& where)
+            {
+                throw invalid_parameter("json_schema: " + what + " at " + (where.empty() ? "/" : where));
+            }
+
+            static std::size_t count(const nlohmann::json& s, const char* key, std::size_t otherwise,
+                                     const std::string& where)
+            {
+                if (!s.contains(key))
+                {
+                    return otherwise;
+                }
+                const auto& v = s[key];
+                if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
+                {
+                    fail(std::string(key) + " must be a non-negative integer, got " + v.dump(), where);
+                }
+                return v.get<std::size_t>();
+            }
+
+            static bool has_type(const nlohmann::json& v, const std::string& t)
+            {
+                if (t == "object") return v.is_object();
+                if (t == "array") return v.is_array();
+                if (t == "string") return v.is_string();
+                if (t == "number") return v.is_number();
+                if (t == "integer") return v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
+                if (t == "boolean") return v.is_boolean();
+                if (t == "null") return v.is_null();
+                return false;
+            }
+
+            std::uint32_t values(const nlohmann::json& s, const std::string& where)
+            {
+                for (const auto& kv : s.items())
+                {
+                    const std::string& k = kv.key();
+                    if (k != "enum" && k != "const" && k != "type" && k != "title" && k != "description" &&
+                        k != "default" && k != "examples" && k != "$schema" && k != "$id" && k != "$comment")
+                    {
+                        fail("'" + k + "' together with enum or const is not supported", where);
+                    }
+                }
+                std::vector<nlohmann::json> candidates;
+                if (s.contains("const"))
+                {
+                    candidates.push_back(s["const"]);
+                }
+                if (s.contains("enum"))
+                {
+                    if (!s["enum"].is_array())
+                    {
+                        fail("enum must be a list", where);
+                    }
+                    for (const auto& v : s["enum"])
+                    {
+                        if (!s.contains("const") || v == s["const"])
+                        {
+                            candidates.push_back(v);
+                        }
+                    }
+                    if (s.contains("const"))
+                    {
+                        candidates.erase(candidates.begin());  // const counts only if enum has it
+                    }
+                }
+                std::vector<std::string> texts;
+                for (const auto& v : candidates)
+                {
+                    bool typed = !s.contains("type");
+                    if (!typed)
+                    {
+                        const auto& t = s["type"];
+                        if (t.is_string())
+                        {
+                            typed = has_type(v, t.get<std::string>());
+                        }
+                        else if (t.is_array())
+                        {
+                            for (const auto& x : t)
+                            {
+                                typed = typed || (x.is_string() && has_type(v, x.get<std::string>()));
+                            }
+                        }
+                    }
+                    if (typed)
+                    {
+                        const std::string text = v.dump();
+                        if (std::find(texts.begin(), texts.end(), text) == texts.end())
+                        {
+                            texts.push_back(text);
+                        }
+                    }
+                }
+                if (texts.empty())
+                {
+                    fail("enum/const: no value left (of the type given)", where);
+                }
+                grammar::node n;
+                n.what = grammar::kind::literals;
+                n.trie = m_g.add_trie(texts);
+                return m_g.add(std::move(n));
+            }
+
+            std::uint32_t object(const nlohmann::json& s, const std::string& where, std::size_t depth)
+            {
+                if (depth + 1 > m_max_depth)
+                {
+                    fail("objects and arrays nested deeper than " + std::to_string(m_max_depth), where);
+                }
+                grammar::node n;
+                n.what = grammar::kind::object;
+                std::vector<std::string> required;
+                if (s.contains("required"))
+                {
+                    if (!s["required"].is_array())
+                    {
+                        fail("required must be a list of names", where);
+                    }
+                    for (const auto& r : s["required"])
+                    {
+                        if (!r.is_string())
+                        {
+                            fail("required must be a list of names", where);
+                        }
+                        required.push_back(r.get<std::string>());
+                    }
+                }
+                const bool closed = s.contains("additionalProperties") && s["additionalProperties"].is_boolean() &&
+                                    !s["additionalProperties"].get<bool>();
+                if (s.contains("additionalProperties") && !s["additionalProperties"].is_boolean() &&
+                    !s["additionalProperties"].is_object())
+                {
+                    fail("additionalProperties must be a boolean or a schema", where);
+                }
+                if (s.contains("properties"))
+                {
+                    if (!s["properties"].is_object())
+                    {
+                        fail("properties must be an object", where);
+                    }
+                    for (const auto& kv : s["properties"].items())
+                    {
+                        grammar::property p;
+                        p.name = nlohmann::json(kv.key()).dump();
+                        p.value = compile(kv.value(), where + "/properties/" + kv.key(), depth + 1);
+                        p.required = std::find(required.begin(), required.end(), kv.key()) != required.end();
+                        n.properties.push_back(std::move(p));
+                    }
+                }
+                for (const auto& r : required)
+                {
+                    const std::string name = nlohmann::json(r).dump();
+                    const bool listed = std::any_of(n.properties.begin(), n.properties.end(),
+                                                    [&](const grammar::property& p) { return p.name == name; });
+                    if (!listed)
+                    {
+                        if (closed)
+                        {
+                            fail("required '" + r + "' is not in properties and additionalProperties is false", where);
+                        }
+                        grammar::property p;
+                        p.name = name;
+                        p.value = s.contains("additionalProperties") && s["additionalProperties"].is_object()
+                                      ? compile(s["additionalProperties"], where + "/additionalProperties", depth + 1)
+                                      : m_g.any_value();
+                        p.required = true;
+                        n.properties.push_back(std::move(p));
+                    }
+                }
+                if (n.properties.size() > 64)
+                {
+                    fail("more than 64 properties in one object", where);
+                }
+                if (n.properties.empty() && !closed)
+                {
+                    n.additional = s.contains("additionalProperties") && s["additionalProperties"].is_object()
+                                       ? std::int64_t(compile(s["additionalProperties"], where + "/additionalProperties",
+                                                              depth + 1))
+                                       : std::int64_t(m_g.any_value());
+                }
+                std::vector<std::string> names;
+                for (const auto& p : n.properties)
+                {
+                    names.push_back(p.name);
+                }
+                n.keys = m_g.add_trie(names);
+                return m_g.add(std::move(n));
+            }
+
+            std::uint32_t array(const nlohmann::json& s, const std::string& where, std::size_t depth)
+            {
+                if (depth + 1 > m_max_depth)
+                {
+                    fail("objects and arrays nested deeper than " + std::to_string(m_max_depth), where);
+                }
+                grammar::node n;
+                n.what = grammar::kind::array;
+                n.min_items = count(s, "minItems", 0, where);
+                n.max_items = count(s, "maxItems", ~std::size_t(0), where);
+                if (n.min_items > n.max_items)
+                {
+                    fail("minItems " + std::to_string(n.min_items) + " > maxItems " + std::to_string(n.max_items), where);
+                }
+                if (s.contains("items"))
+                {
+                    if (s["items"].is_array())
+                    {
+                        fail("items as a list (tuple validation) is not supported", where);
+                    }
+                    n.items = compile(s["items"], where + "/items", depth + 1);
+                }
+                else
+                {
+                    n.items = m_g.any_value();
+                }
+                return m_g.add(std::move(n));
+            }
+
+            std::uint32_t string(const nlohmann::json& s, const std::string& where)
+            {
+                grammar::node n;
+                n.what = grammar::kind::string;
+                n.min_length = count(s, "minLength", 0, where);
+                n.max_length = count(s, "maxLength", ~std::size_t(0), where);
+                if (n.min_length > n.max_length)
+                {
+                    fail("minLength " + std::to_string(n.min_length) + " > maxLength " + std::to_string(n.max_length),
+                         where);
+                }
+                if (s.contains("pattern"))
+                {
+                    if (!s["pattern"].is_string())
+                    {
+                        fail("pattern must be a string", where);
+                    }
+                    if (s.contains("minLength") || s.contains("maxLength"))
+                    {
+                        fail("pattern together with minLength or maxLength is not supported", where);
+                    }
+                    regex_options o;
+                    o.search = true;
+                    for (int b = 0; b < 0x20; ++b)
+                    {
+                        o.forbidden[std::size_t(b)] = true;
+                    }
+                    o.forbidden['"'] = o.forbidden['\\'] = true;
+                    try
+                    {
+                        m_g.dfas.push_back(compile_regex(s["pattern"].get<std::string>(), o));
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail(std::string("pattern: ") + e.what(), where);
+                    }
+                    n.pattern = std::int64_t(m_g.dfas.size() - 1);
+                }
+                return m_g.add(std::move(n));
+            }
+
+            grammar& m_g;
+            std::size_t m_max_depth;
+        };
+    }
+
+    /// The grammar of a schema (see the top of this file).
+    inline std::shared_ptr<const grammar> compile_json_schema(const nlohmann::json& schema,
+                                                              const json_options& options = {})
+    {
+        auto g = std::make_shared<grammar>();
+        g->whitespace = options.whitespace;
+        g->max_depth = options.max_depth;
+        detail::schema_compiler c(*g, options.max_depth);
+        g->root = c.compile(schema, "", 0);
+        g->finish();
+        return g;
+    }
+
+    inline std::shared_ptr<const grammar> compile_json_schema(const std::string& schema_text,
+                                                              const json_options& options = {})
+    {
+        nlohmann::json schema;
+        try
+        {
+            schema = nlohmann::json::parse(schema_text);
+        }
+        catch (const nlohmann::json::exception& e)
+        {
+            throw invalid_parameter(std::string("json_schema: the schema is not JSON: ") + e.what());
+        }
+        return compile_json_schema(schema, options);
+    }
+
+    template <class Schema>
+    constraint json_schema_constraint(std::shared_ptr<const vocabulary_index> index, const Schema& schema,
+                                      const json_options& options = {})
+    {
+        return constraint(std::move(index), compile_json_schema(schema, options), "json_schema");
+    }
+}
+
+#endif

@@ -1,0 +1,513 @@
+// constraint.hpp, grammar.hpp, json_schema.hpp and generate's stop strings:
+// every constrained generation parses and validates (nlohmann-json and an
+// independent validator written here), the mask allows exactly the tokens
+// that keep the text completable (brute force on small vocabularies), budgets
+// from the minimum upwards all complete, rollback, and errors that name the
+// problem.
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <xtensor/xtensor.hpp>
+
+#include <xsampler/json_schema.hpp>
+#include <xsampler/xsampler.hpp>
+
+using namespace xsampler;
+using Catch::Matchers::Contains;
+using json = nlohmann::json;
+
+namespace
+{
+    /// Every single byte, the tokens that span JSON's structure, some words, and eos last.
+    std::shared_ptr<const vocabulary_index> small_index()
+    {
+        static const auto index = [] {
+            std::vector<std::string> tokens;
+            for (int b = 0; b < 256; ++b)
+            {
+                tokens.emplace_back(1, char(b));
+            }
+            for (const char* t : {"{\"", "\":", "\",", "\"}", "},", "\"},", "\":\"", "\": ", ", \"", "[{", "}]", "]}",
+                                  "[\"", "\"]", "true", "false", "null", "tr", "nu", "name", "\"name\"", "age", "12",
+                                  "0.", "e+", "-1", "\\u", "\\n", "D83D", "DE00", "\\uD83D", "é", "\xE2\x82", "\xAC",
+                                  "  ", "\n  ", "abc", "red", "\"red\"", "green", "[]", "{}", "\"\"", "000", "1.5"})
+            {
+                tokens.emplace_back(t);
+            }
+            tokens.emplace_back();
+            const auto eos = token_id(tokens.size() - 1);
+            auto v = std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos});
+            return std::make_shared<const vocabulary_index>(v);
+        }();
+        return index;
+    }
+
+    std::size_t code_points(const std::string& s)
+    {
+        return std::size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+    }
+
+    /// The schema subset, checked on a parsed value: independent of the grammar.
+    bool valid(const json& v, const json& s)
+    {
+        if (s.is_boolean())
+        {
+            return s.get<bool>();
+        }
+        if (s.contains("const") && v != s["const"])
+        {
+            return false;
+        }
+        if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
+        {
+            return false;
+        }
+        if (s.contains("type"))
+        {
+            const auto is = [&v](const std::string& t) {
+                return (t == "object" && v.is_object()) || (t == "array" && v.is_array()) ||
+                       (t == "string" && v.is_string()) || (t == "number" && v.is_number()) ||
+                       (t == "integer" && v.is_number_integer()) || (t == "boolean" && v.is_boolean()) ||
+                       (t == "null" && v.is_null());
+            };
+            bool any = false;
+            if (s["type"].is_string())
+            {
+                any = is(s["type"].get<std::string>());
+            }
+            else
+            {
+                for (const auto& t : s["type"])
+                {
+                    any = any || is(t.get<std::string>());
+                }
+            }
+            if (!any)
+            {
+                return false;
+            }
+        }
+        if (v.is_object())
+        {
+            for (const auto& r : s.value("required", json::array()))
+            {
+                if (!v.contains(r.get<std::string>()))
+                {
+                    return false;
+                }
+            }
+            for (const auto& kv : v.items())
+            {
+                if (s.contains("properties") && s["properties"].contains(kv.key()))
+                {
+                    if (!valid(kv.value(), s["properties"][kv.key()]))
+                    {
+                        return false;
+                    }
+                }
+                else if (s.contains("additionalProperties") && !valid(kv.value(), s["additionalProperties"]))
+                {
+                    return false;
+                }
+            }
+        }
+        if (v.is_array())
+        {
+            if (v.size() < s.value("minItems", std::size_t(0)) || v.size() > s.value("maxItems", ~std::size_t(0)))
+            {
+                return false;
+            }
+            for (const auto& item : v)
+            {
+                if (s.contains("items") && !valid(item, s["items"]))
+                {
+                    return false;
+                }
+            }
+        }
+        if (v.is_string())
+        {
+            const std::size_t n = code_points(v.get<std::string>());
+            if (n < s.value("minLength", std::size_t(0)) || n > s.value("maxLength", ~std::size_t(0)))
+            {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    /// A made-up model: logits from a hash of the step and the last token,
+    /// favouring a few tokens, so that runs differ by seed and end sometimes.
+    struct hash_model
+    {
+        std::size_t vocab;
+        std::uint64_t seed;
+        xt::xtensor<float, 1> row;
+
+        xt::xtensor<float, 1>& operator()(token_span prefix)
+        {
+            row.resize({vocab});
+            philox4x32 rng(seed, prefix.size() * 7919 + (prefix.empty() ? 0 : std::size_t(prefix[prefix.size() - 1])));
+            for (auto& x : row)
+            {
+                x = float(normal(2.0, rng));
+            }
+            return row;
+        }
+    };
+
+    const std::vector<std::string> schemas = {
+        R"({"type":"object","properties":{"name":{"type":"string","maxLength":8},"age":{"type":"integer"},
+            "tags":{"type":"array","items":{"type":"string","maxLength":4},"maxItems":3},"ok":{"type":"boolean"}},
+            "required":["name","age"],"additionalProperties":false})",
+        R"({"type":"array","items":{"type":"object","properties":{"x":{"type":"number"},"y":{"type":["number","null"]}},
+            "required":["x"]},"minItems":1,"maxItems":4})",
+        R"({"type":"object","properties":{"color":{"enum":["red","green",12,null]},"v":{"const":"abc"},
+            "n":{"type":"object","properties":{"deep":{"type":"array","items":{"type":"integer"},"minItems":2}},
+            "required":["deep"]}},"required":["color","n"]})",
+        R"({"type":"string","minLength":2,"maxLength":6})",
+        R"({"type":"object","additionalProperties":{"type":"boolean"}})",
+        R"({"type":"object","additionalProperties":false})",
+        R"({})",
+    };
+
+    constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }
+
+    /// A copy of c advanced by t, or false if c does not allow it.
+    bool advanced(const constraint& c, token_id t, constraint& out)
+    {
+        out = c;
+        try
+        {
+            out.advance(t);
+            return true;
+        }
+        catch (const invalid_parameter&)
+        {
+            return false;
+        }
+    }
+}
+
+TEST_CASE("constraint: the mask allows exactly the tokens after which the text can be completed", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    const token_id eos = v.eos()[0];
+    std::mt19937 pick(7);
+    for (const auto& text : schemas)
+    {
+        const json schema = json::parse(text);
+        constraint c = make(text);
+        for (int run = 0; run < 6; ++run)
+        {
+            c.reset();
+            for (int step = 0; step < 40 && !c.ended(); ++step)
+            {
+                const token_set mask = c.mask();
+                std::vector<token_id> allowed;
+                for (token_id t = 0; t < token_id(v.size()); ++t)
+                {
+                    constraint after = c;
+                    const bool can = advanced(c, t, after);
+                    // allowed <=> the bytes continue the text (or eos on a complete text) ...
+                    REQUIRE(mask.contains(t) == can);
+                    if (!can)
+                    {
+                        continue;
+                    }
+                    allowed.push_back(t);
+                    // ... and then the text is completable: its completion parses and validates
+                    const std::string full = after.text() + after.completion();
+                    INFO(text << "\n" << full);
+                    const json value = json::parse(full);  // throws if not JSON
+                    REQUIRE(valid(value, schema));
+                    if (t == eos)
+                    {
+                        REQUIRE(after.completion().empty());
+                    }
+                }
+                REQUIRE(mask.contains(eos) == c.complete());
+                REQUIRE(!allowed.empty());
+                // go on mostly along random tokens, later along the completion
+                token_id t = allowed[pick() % allowed.size()];
+                if (step > 25)
+                {
+                    const std::string rest = c.completion();
+                    t = rest.empty() ? eos : v.find(rest.substr(0, 1));
+                }
+                c.advance(t);
+            }
+        }
+    }
+}
+
+TEST_CASE("constraint: the completion is a path the machine follows byte by byte", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    std::mt19937 pick(11);
+    for (const auto& text : schemas)
+    {
+        constraint c = make(text);
+        for (int run = 0; run < 20; ++run)
+        {
+            c.reset();
+            const std::size_t walk = pick() % 30;
+            for (std::size_t step = 0; step < walk && !c.complete(); ++step)
+            {
+                const token_set& m = c.mask();
+                std::vector<token_id> allowed;
+                for (token_id t = 0; t < token_id(v.size()); ++t)
+                {
+                    if (m.contains(t) && !v.special(t))
+                    {
+                        allowed.push_back(t);
+                    }
+                }
+                c.advance(allowed[pick() % allowed.size()]);
+            }
+            // each byte of the completion leaves the rest of it as the completion
+            std::string rest = c.completion();
+            while (!rest.empty())
+            {
+                c.advance(v.find(rest.substr(0, 1)));
+                rest.erase(0, 1);
+                REQUIRE(c.completion() == rest);
+            }
+            REQUIRE(c.complete());
+        }
+    }
+}
+
+TEST_CASE("constraint: thousands of seeded generations parse and validate", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    std::size_t runs = 0, eos_ends = 0;
+    for (std::size_t k = 0; k < schemas.size(); ++k)
+    {
+        const json schema = json::parse(schemas[k]);
+        const constraint proto = make(schemas[k]);
+        const std::size_t least = proto.shortest_completion();
+        for (std::uint64_t seed = 0; seed < 300; ++seed)
+        {
+            constraint c = proto;
+            generate_options o;
+            o.eos = v.eos();
+            const bool budgeted = seed % 2 == 0;
+            o.max_tokens = budgeted ? least + seed % 24 : 48;
+            if (budgeted)
+            {
+                c.set_budget(o.max_tokens);
+            }
+            chain ch{std::move(c), temperature{1.0}};
+            hash_model model{v.size(), seed, {}};
+            philox4x32 rng(seed);
+            const generation g = generate(model, {}, ch, o, rng);
+            ++runs;
+            const std::string text = v.decode(g.tokens);
+            INFO(schemas[k] << "\nseed " << seed << ": " << text);
+            if (g.reason == stop_reason::eos)
+            {
+                ++eos_ends;
+                const json value = json::parse(text);
+                REQUIRE(valid(value, schema));
+            }
+            else
+            {
+                REQUIRE(!budgeted);  // a budget always ends with eos
+            }
+        }
+    }
+    CHECK(runs == 300 * schemas.size());
+    CHECK(eos_ends >= runs / 2);
+}
+
+TEST_CASE("constraint: budgets from the minimum upwards all complete", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    for (const auto& text : schemas)
+    {
+        const json schema = json::parse(text);
+        const constraint proto = make(text);
+        const std::size_t least = proto.shortest_completion();
+        for (std::size_t budget = least; budget < least + 12; ++budget)
+        {
+            for (std::uint64_t seed = 0; seed < 8; ++seed)
+            {
+                constraint c = proto;
+                c.set_budget(budget);
+                generate_options o;
+                o.eos = v.eos();
+                o.max_tokens = budget;
+                chain ch{std::move(c)};
+                hash_model model{v.size(), seed + 100, {}};
+                philox4x32 rng(seed);
+                const generation g = generate(model, {}, ch, o, rng);
+                INFO(text << " budget " << budget << ": " << v.decode(g.tokens));
+                REQUIRE(g.reason == stop_reason::eos);
+                REQUIRE(g.tokens.size() <= budget);
+                REQUIRE(valid(json::parse(v.decode(g.tokens)), schema));
+            }
+        }
+        // one less than the minimum: said before generating
+        constraint c = proto;
+        if (least > 1)
+        {
+            REQUIRE_THROWS_WITH(c.set_budget(least - 1), Contains("no completion fits in " + std::to_string(least - 1)));
+        }
+    }
+}
+
+TEST_CASE("constraint: the shortest completion counts tokens of the vocabulary", "[constraint]")
+{
+    // {"age":0,"name":""} in the fewest tokens: {" age ": 0 , "name" : "" } and eos
+    constraint c = make(schemas[0]);
+    CHECK(c.completion() == R"({"age":0,"name":""})");
+    CHECK(c.shortest_completion() == 10);
+}
+
+TEST_CASE("constraint: rollback, and a rewound history", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    constraint c = make(schemas[0]);
+    const std::vector<std::string> pieces = {"{\"", "name", "\":\"", "abc", "\",", "\"", "age", "\":", "12"};
+    std::vector<token_id> ids;
+    for (const auto& p : pieces)
+    {
+        ids.push_back(v.find(p));
+        REQUIRE(ids.back() >= 0);
+    }
+    std::vector<token_set> masks;
+    for (const token_id t : ids)
+    {
+        masks.push_back(c.mask());
+        c.advance(t);
+    }
+    c.rollback(4);
+    CHECK(c.text() == "{\"name\":\"abc\",");
+    CHECK(c.mask().words() == masks[5].words());
+    CHECK_THROWS_WITH(c.rollback(6), Contains("rollback of 6 tokens, only 5 read"));
+    // the processor follows the history, forwards and back
+    xt::xtensor<float, 1> row = xt::zeros<float>({v.size()});
+    chain ch{make(schemas[0])};
+    const std::vector<token_id> draft(ids.begin(), ids.begin() + 7);
+    const auto d1 = ch.final_distribution(row, token_history(draft, 0));
+    const std::vector<token_id> shorter(ids.begin(), ids.begin() + 3);
+    const auto d2 = ch.final_distribution(row, token_history(shorter, 0));
+    constraint fresh = make(schemas[0]);
+    for (std::size_t i = 0; i < 3; ++i)
+    {
+        fresh.advance(ids[i]);
+    }
+    CHECK(d2.ids.size() == fresh.mask().size());
+    CHECK(d1.ids.size() != d2.ids.size());
+}
+
+TEST_CASE("constraint: errors name the problem and leave the constraint usable", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    constraint c = make(schemas[0]);
+    CHECK_THROWS_WITH(c.advance(v.find("}")), Contains("does not continue the text"));
+    CHECK_THROWS_WITH(c.advance(v.eos()[0]), Contains("eos (token"));
+    CHECK_THROWS_WITH(c.advance(-1), Contains("token id -1 is outside the vocabulary"));
+    c.advance(v.find("{\""));
+    CHECK(c.text() == "{\"");
+    xt::xtensor<float, 1> small = xt::zeros<float>({10});
+    chain ch{make(schemas[0])};
+    CHECK_THROWS_WITH(ch.final_distribution(small, token_history()), Contains("fewer than the vocabulary"));
+    // a history token the constraint does not allow
+    xt::xtensor<float, 1> row = xt::zeros<float>({v.size()});
+    const std::vector<token_id> bad = {v.find("]")};
+    CHECK_THROWS_WITH(ch.final_distribution(row, token_history(bad, 0)), Contains("does not continue the text"));
+    CHECK(ch.final_distribution(row, token_history()).ids.size() == 2);  // '{' and '{"' start the object
+}
+
+TEST_CASE("json_schema: unsupported keywords and bad values are errors that name them", "[constraint]")
+{
+    const auto fails = [](const std::string& schema, const std::string& message) {
+        INFO(schema);
+        CHECK_THROWS_WITH(make(schema), Contains(message));
+    };
+    fails(R"({"type":"object","oneOf":[]})", "unsupported keyword 'oneOf' at /");
+    fails(R"({"properties":{"a":{"type":"number","minimum":3}}})", "unsupported keyword 'minimum' at /properties/a");
+    fails(R"({"type":"array","items":[{"type":"string"}]})", "items as a list");
+    fails(R"({"type":"array","minItems":3,"maxItems":2})", "minItems 3 > maxItems 2");
+    fails(R"({"type":"string","maxLength":-1})", "maxLength must be a non-negative integer");
+    fails(R"({"type":"strin"})", "unknown type 'strin'");
+    fails(R"({"enum":[1,2],"type":"string"})", "no value left");
+    fails(R"({"type":"object","required":["a"],"additionalProperties":false})", "required 'a' is not in properties");
+    fails(R"(false)", "the schema false validates nothing");
+    fails(R"({"type":)", "the schema is not JSON");
+    fails(R"({"enum":[1],"maxLength":3})", "'maxLength' together with enum or const");
+    fails(R"({"type":"string","pattern":"a","maxLength":3})", "pattern together with minLength or maxLength");
+}
+
+TEST_CASE("json: any JSON value, and whitespace bounded", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    constraint c = json_constraint(index);
+    for (const char* piece : {"[{", "\"", "a", "\":", " ", " ", "nu", "l", "l", "}]"})
+    {
+        c.advance(v.find(piece));
+    }
+    CHECK(c.complete());
+    CHECK(json::parse(c.text()) == json::parse(R"([{"a":null}])"));
+    constraint d = json_constraint(index);
+    d.advance(v.find("["));
+    d.advance(v.find(" "));
+    d.advance(v.find(" "));
+    CHECK_FALSE(d.mask().contains(v.find(" ")));  // two bytes of whitespace in a gap at most
+}
+
+TEST_CASE("generate: stop strings, split across tokens", "[constraint][generate]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    // a model that spells "xxENDyy" one byte at a time, then "abc"
+    const std::string script = "xxENDyy";
+    std::vector<token_id> spelled;
+    for (const char ch : script)
+    {
+        spelled.push_back(v.find(std::string(1, ch)));
+    }
+    auto model = [&](token_span prefix) {
+        xt::xtensor<float, 1> r = xt::zeros<float>({v.size()});
+        r(std::size_t(prefix.size() < spelled.size() ? spelled[prefix.size()] : v.find("abc"))) = 50.0f;
+        return r;
+    };
+    chain greedy_chain{temperature{0.0}};
+    philox4x32 rng(1);
+    generate_options o;
+    o.stop_strings = {"END"};
+    o.vocab = &v;
+    o.max_tokens = 20;
+    const generation g = generate(model, {}, greedy_chain, o, rng);
+    CHECK(g.reason == stop_reason::stop_sequence);
+    CHECK(g.tokens.size() == 5);  // x x E N D
+    CHECK(g.stop_at == 2);
+    // a stop string inside one token's bytes
+    o.stop_strings = {"Dyy"};
+    const generation h = generate(model, {}, greedy_chain, o, rng);
+    CHECK(h.tokens.size() == 7);
+    CHECK(h.stop_at == 4);
+    o.stop_strings = {"ca"};  // spans "abc" + "abc"
+    const generation k = generate(model, {}, greedy_chain, o, rng);
+    CHECK(k.tokens.size() == 9);
+    CHECK(k.stop_at == 9);
+    o.vocab = nullptr;
+    CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("stop strings need a vocabulary"));
+    o.vocab = &v;
+    o.stop_strings = {""};
+    CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("a stop string is empty"));
+}
