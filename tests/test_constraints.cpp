@@ -194,6 +194,88 @@ namespace
     }
 }
 
+namespace
+{
+    /// A processor that keeps a set: keep_in, as a constraint applies its mask.
+    struct keep_set
+    {
+        const token_set* allowed;
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            c.keep_in(*allowed, "keep_set");
+        }
+    };
+    /// The same set as edits: every other token masked one by one.
+    struct mask_rest
+    {
+        const token_set* allowed;
+        template <class T>
+        void apply(candidates<T>& c, const token_history&) const
+        {
+            for (token_id id = 0; id < token_id(c.vocab()); ++id)
+            {
+                if (!allowed->contains(id))
+                {
+                    c.mask(id);
+                }
+            }
+        }
+    };
+    /// A filter: nothing after it is fused.
+    struct no_op
+    {
+        template <class T>
+        void apply(candidates<T>&) const
+        {
+        }
+    };
+}
+
+TEMPLATE_TEST_CASE("keep_in on a fused top-k decides what the masked row decides", "[constraint][candidates]", float,
+                   double)
+{
+    philox4x32 rng(5);
+    for (const double density : {0.002, 0.05, 0.5, 0.97, 1.0})
+    {
+        for (std::uint64_t seed = 0; seed < 12; ++seed)
+        {
+            const std::size_t vocab = 3000;
+            xt::xtensor<TestType, 1> row = xt::empty<TestType>({vocab});
+            for (auto& x : row)
+            {
+                x = TestType(std::round(normal(3.0, rng) * (seed % 3 == 0 ? 1.0 : 16.0)) / 4);  // ties too
+            }
+            std::vector<token_id> ids;
+            for (token_id i = 0; i < token_id(vocab); ++i)
+            {
+                if (uniform01(rng) < density || i == token_id(seed))
+                {
+                    ids.push_back(i);
+                }
+            }
+            const token_set allowed(ids, "test");
+            const std::size_t k = 1 + seed * 7 % 60;
+            const logit_bias lower({{token_id(seed * 31 % vocab), -3.0}, {token_id(seed * 17 % vocab), -50.0}});
+            chain fused{keep_set{&allowed}, lower, top_k{k}, top_p{0.9}};
+            chain plain{mask_rest{&allowed}, no_op{}, lower, top_k{k}, top_p{0.9}};
+            const auto a = fused.final_distribution(row);
+            const auto b = plain.final_distribution(row);
+            INFO("density " << density << " seed " << seed << " k " << k);
+            REQUIRE(a.ids == b.ids);
+            REQUIRE(a.probs == b.probs);
+            // a dense mask keeps the selection pending (the fast path is taken)
+            candidates<TestType> c;
+            c.load(row, k);
+            c.keep_in(allowed, "test");
+            if (density == 1.0)
+            {
+                REQUIRE(c.top_k_pending());
+            }
+        }
+    }
+}
+
 TEST_CASE("constraint: the mask allows exactly the tokens after which the text can be completed", "[constraint]")
 {
     const auto index = small_index();

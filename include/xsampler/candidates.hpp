@@ -823,48 +823,24 @@ namespace xsampler
         /// Keep the kept tokens that are in `allowed` (a mask over the
         /// vocabulary, types.hpp): read word by word, O(V/64 + kept) on a
         /// dense set, O(kept) on a sparse one; never a pass over the row.
-        /// Throws invalid_logits("<who>: every token is masked") if none is
-        /// left, and the set is as it was.
+        /// While a fused top-k is pending it stays pending on L ∩ allowed,
+        /// in O(|L|), when that is exact: when L holds every unmasked token,
+        /// or when L ∩ allowed keeps k members that no edit lowered (every
+        /// allowed token outside L ranks after those). `allowed` must then
+        /// outlive the pending state (the step): a later unfuse applies it
+        /// to the dense set. Throws invalid_logits("<who>: every token is
+        /// masked") if none is left, and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
         {
+            if (m_pending_top_k != 0 && pending_keep_in(allowed))
+            {
+                return;
+            }
             unfuse();
-            const auto& words = allowed.words();
-            scored<T>* out = grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
-            std::size_t count = 0;
-            if (m_dense)
-            {
-                const std::size_t n_words = std::min(words.size(), (m_row.size + 63) / 64);
-                for (std::size_t w = 0; w < n_words; ++w)
-                {
-                    detail::for_each_bit(words[w], w * 64, [&](std::size_t i) {
-                        const T x = i < m_row.size ? logit(token_id(i)) : -inf;
-                        if (x != -inf)
-                        {
-                            out[count++] = {x, token_id(i)};
-                        }
-                    });
-                }
-            }
-            else
-            {
-                for (const auto& item : m_items)
-                {
-                    if (allowed.contains(item.id))
-                    {
-                        out[count++] = item;
-                    }
-                }
-            }
-            if (count == 0)
+            if (retain_allowed(allowed) == 0)
             {
                 throw invalid_logits(who + ": every token is masked");
             }
-            const bool rank_sorted = !m_dense && m_rank_sorted;
-            const bool id_sorted = m_dense || m_id_sorted;
-            m_items.assign(out, out + count);
-            become_sparse(rank_sorted, id_sorted);
-            m_max_stale = true;
-            m_weights_current = false;
         }
 
         // --- readers and verbs of the entropy filters (typical, top_n_sigma,
@@ -1079,10 +1055,11 @@ namespace xsampler
                 m_items[at].logit = x;  // a masked item stays, dropped by keep_top
                 m_lowered += at < m_listed && x < old;
             }
-            else if (x > old)
+            else if (x > old && (m_pending_mask == nullptr || m_pending_mask->contains(token_id(i))))
             {
-                // Outside L, raised: it may have risen into the top k (one
-                // lowered stays below every unlowered member of L).
+                // Outside L, raised (and not masked by a pending keep_in): it may
+                // have risen into the top k (one lowered stays below every
+                // unlowered member of L).
                 m_listed_bits[i / 64] |= std::uint64_t(1) << (i % 64);
                 m_listed_at[i] = std::uint32_t(m_items.size());
                 m_items.push_back({x, token_id(i)});
@@ -1134,17 +1111,114 @@ namespace xsampler
             }
             m_pending_top_k = 0;
             m_lowered = 0;
+            m_pending_mask = nullptr;
+        }
+
+        /// Keeps the kept tokens in `allowed` (keep_in); returns how many are
+        /// left, and leaves the set as it was when none is.
+        std::size_t retain_allowed(const token_set& allowed)
+        {
+            const auto& words = allowed.words();
+            scored<T>* out = grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
+            std::size_t count = 0;
+            if (m_dense)
+            {
+                const std::size_t n_words = std::min(words.size(), (m_row.size + 63) / 64);
+                for (std::size_t w = 0; w < n_words; ++w)
+                {
+                    detail::for_each_bit(words[w], w * 64, [&](std::size_t i) {
+                        const T x = i < m_row.size ? logit(token_id(i)) : -inf;
+                        if (x != -inf)
+                        {
+                            out[count++] = {x, token_id(i)};
+                        }
+                    });
+                }
+            }
+            else
+            {
+                for (const auto& item : m_items)
+                {
+                    if (allowed.contains(item.id))
+                    {
+                        out[count++] = item;
+                    }
+                }
+            }
+            if (count == 0)
+            {
+                return 0;
+            }
+            const bool rank_sorted = !m_dense && m_rank_sorted;
+            const bool id_sorted = m_dense || m_id_sorted;
+            m_items.assign(out, out + count);
+            become_sparse(rank_sorted, id_sorted);
+            m_max_stale = true;
+            m_weights_current = false;
+            return count;
+        }
+
+        /// keep_in on a pending fused top-k: L becomes L ∩ allowed when the
+        /// edited, masked row's top k still lies in it (see keep_in); false
+        /// (nothing changed) otherwise.
+        bool pending_keep_in(const token_set& allowed)
+        {
+            if (m_pending_mask != nullptr)
+            {
+                return false;  // one mask at a time: a second one unfuses
+            }
+            const std::size_t k = m_pending_top_k;
+            const bool every_token = m_margin == std::numeric_limits<std::size_t>::max();
+            std::size_t in_list = 0;
+            for (std::size_t j = 0; j < m_listed; ++j)
+            {
+                in_list += allowed.contains(m_items[j].id);
+            }
+            if (in_list == 0 || (!every_token && in_list < k + m_lowered))
+            {
+                return false;
+            }
+            if (m_indexed)  // positions change: indexed again at the next edit
+            {
+                for (const auto& item : m_items)
+                {
+                    m_listed_bits[std::size_t(item.id) / 64] = 0;
+                }
+                m_indexed = false;
+            }
+            std::size_t kept = 0;
+            for (std::size_t j = 0; j < m_items.size(); ++j)
+            {
+                if (allowed.contains(m_items[j].id))
+                {
+                    m_items[kept++] = m_items[j];
+                }
+            }
+            m_items.resize(kept);
+            m_listed = in_list;
+            if (!every_token)
+            {
+                m_margin = in_list - k;
+            }
+            m_pending_mask = &allowed;
+            m_size = m_items.size();
+            m_max_stale = true;
+            m_weights_current = false;
+            return true;
         }
 
         /// A pending fused top-k becomes the dense set of the edited row, as
         /// if the row had been loaded unfused and then edited: the patches
-        /// and the max bookkeeping are already a dense set's.
+        /// and the max bookkeeping are already a dense set's; a pending
+        /// keep_in's mask is then applied (an empty result is left for
+        /// require_some to report).
         void unfuse() noexcept
         {
             if (m_pending_top_k == 0)
             {
                 return;
             }
+            const token_set* mask = m_pending_mask;
             end_pending();
             m_items.clear();
             m_dense = true;
@@ -1153,6 +1227,12 @@ namespace xsampler
             m_bits_valid = false;
             m_rank_sorted = false;
             m_id_sorted = false;
+            if (mask != nullptr && retain_allowed(*mask) == 0)
+            {
+                m_items.clear();
+                become_sparse(true, true);
+                m_max_stale = true;
+            }
         }
 
         /// Validation and the selection of the top k + margin in one pass
@@ -2536,6 +2616,7 @@ namespace xsampler
         std::size_t m_listed = 0;         // L = m_items[0, m_listed); edited tokens follow
         std::size_t m_lowered = 0;        // edits that lowered a member of L
         bool m_indexed = false;           // m_listed_bits / m_listed_at hold the list
+        const token_set* m_pending_mask = nullptr;  // a keep_in applied to L only (the step's mask)
         std::vector<std::uint64_t> m_listed_bits;  // per id: in the pending list (all clear otherwise)
         std::vector<std::uint32_t> m_listed_at;    // per listed id: its position in m_items
         std::size_t m_size = 0;

@@ -240,7 +240,9 @@ namespace xsampler
     class constraint
     {
     public:
-        static constexpr bool restricts_set = true;
+        // Not restricts_set: keep_in keeps a fused top-k pending when that is
+        // exact (candidates.hpp), so a chain's top_k after a constraint still
+        // runs in the row's validation pass.
 
         /// What a constraint's masks cost, for the benchmarks and tests.
         struct counters
