@@ -1,0 +1,186 @@
+// xsampler_bench, constraints: over the real vocabularies (GPT-2's 50,257
+// tokens and Llama 3's 128,256, read from the npm packages' data that
+// scripts/install-deps installs).
+//
+//   BM_schema_compile            the demo's schema (examples/person.schema.json)
+//                                to a grammar
+//   BM_constraint_mask/V         replays one constrained text of the schema
+//                                (a fixed random walk, ended by eos) step by
+//                                step: mask() then advance(); time per text.
+//                                Counters: steps, and the median and worst
+//                                mask() of a warm replay and of the first
+//                                (cold) replay, in µs
+//   BM_sampler_constraint_string/V, BM_sampler_constraint_structure/V
+//                                the run-time default chain (top_k 40, top_p
+//                                0.95, min_p 0.05, T 0.8) with the schema
+//                                constraint first, its state inside a string
+//                                (nearly every token allowed) or after '{'
+//                                (a few): compare with BM_sampler_chain/V
+//                                and BM_floor/V of the same run; the
+//                                difference is what applying the mask costs
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <xtensor/xadapt.hpp>
+
+#include <xsampler/json_schema.hpp>
+#include <xsampler/tokenizer.hpp>
+#include <xsampler/xsampler.hpp>
+
+namespace
+{
+    std::string demo_schema()
+    {
+        std::ifstream in(XSAMPLER_DEMO_SCHEMA);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+
+    std::shared_ptr<const xsampler::vocabulary_index> index_of(std::int64_t vocab)
+    {
+        static std::shared_ptr<const xsampler::vocabulary_index> gpt2, llama3;
+        auto& slot = vocab == 128256 ? llama3 : gpt2;
+        if (!slot)
+        {
+            auto v = std::make_shared<const xsampler::vocabulary>(
+                vocab == 128256 ? xsampler::load_llama3_vocabulary(XSAMPLER_LLAMA3_DIR)
+                                : xsampler::load_gpt2_vocabulary(XSAMPLER_GPT2_DIR));
+            slot = std::make_shared<const xsampler::vocabulary_index>(v);
+        }
+        return slot;
+    }
+
+    xsampler::constraint schema_constraint(std::int64_t vocab)
+    {
+        return xsampler::json_schema_constraint(index_of(vocab), demo_schema());
+    }
+
+    /// One text of the schema: random allowed tokens, then the completion's, then eos.
+    std::vector<xsampler::token_id> trajectory(std::int64_t vocab)
+    {
+        auto c = schema_constraint(vocab);
+        const auto& v = c.vocab();
+        xsampler::philox4x32 rng(12);
+        std::vector<xsampler::token_id> ids;
+        while (!c.ended())
+        {
+            xsampler::token_id t;
+            if (ids.size() < 40)
+            {
+                const auto& m = c.mask();
+                std::vector<xsampler::token_id> allowed;
+                for (std::size_t w = 0; w < m.words().size(); ++w)
+                {
+                    for (std::size_t b = 0; b < 64; ++b)
+                    {
+                        if (m.words()[w] >> b & 1)
+                        {
+                            allowed.push_back(xsampler::token_id(w * 64 + b));
+                        }
+                    }
+                }
+                t = allowed[std::size_t(xsampler::uniform01(rng) * double(allowed.size()))];
+            }
+            else
+            {
+                const std::string rest = c.completion();
+                t = rest.empty() ? v.eos()[0] : v.find(rest.substr(0, 1));
+            }
+            c.advance(t);
+            ids.push_back(t);
+        }
+        return ids;
+    }
+
+    double median(std::vector<double> x)
+    {
+        std::sort(x.begin(), x.end());
+        return x.empty() ? 0.0 : x[x.size() / 2];
+    }
+
+    void BM_schema_compile(benchmark::State& state)
+    {
+        const std::string text = demo_schema();
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(xsampler::compile_json_schema(text));
+        }
+    }
+
+    void BM_constraint_mask(benchmark::State& state)
+    {
+        const auto ids = trajectory(state.range(0));
+        auto c = schema_constraint(state.range(0));
+        using clock = std::chrono::steady_clock;
+        const auto replay = [&](std::vector<double>& times) {
+            c.reset();
+            for (const auto id : ids)
+            {
+                const auto t0 = clock::now();
+                benchmark::DoNotOptimize(c.mask().size());
+                times.push_back(std::chrono::duration<double, std::micro>(clock::now() - t0).count());
+                c.advance(id);
+            }
+        };
+        std::vector<double> cold, warm;
+        replay(cold);  // the first replay fills the cache
+        for (auto _ : state)
+        {
+            replay(warm);
+        }
+        state.counters["steps"] = double(ids.size());
+        state.counters["cold_median_us"] = median(cold);
+        state.counters["cold_worst_us"] = *std::max_element(cold.begin(), cold.end());
+        state.counters["warm_median_us"] = median(warm);
+        state.counters["warm_worst_us"] = *std::max_element(warm.begin(), warm.end());
+    }
+
+    /// The default chain with the constraint first, its state after `prefix`.
+    void run_constrained(benchmark::State& state, const std::string& prefix)
+    {
+        const std::int64_t vocab = state.range(0);
+        auto c = schema_constraint(vocab);
+        const auto& v = c.vocab();
+        std::vector<xsampler::token_id> history;
+        for (const char ch : prefix)
+        {
+            history.push_back(v.find(std::string(1, ch)));
+        }
+        xsampler::sampling_params p;
+        p.top_k = 40;
+        p.top_p = 0.95;
+        p.min_p = 0.05;
+        p.temperature = 0.8;
+        p.custom.emplace_back("constraint", std::move(c));
+        p.order = xsampler::parse_stage_order("constraint;top_k;top_p;min_p;temperature");
+        xsampler::sampler s(std::move(p));
+        std::vector<float> row(static_cast<std::size_t>(vocab), 0.0f);
+        xsampler::philox4x32 gen(20261129, std::uint64_t(vocab));
+        for (auto& x : row)
+        {
+            x = float(xsampler::normal(3.0, gen));
+        }
+        const auto view = xt::adapt(row.data(), row.size(), xt::no_ownership(), std::vector<std::size_t>{row.size()});
+        const xsampler::token_history h(history, 0);
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(s.sample(view, h, rng));
+        }
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * vocab);
+    }
+    void BM_sampler_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a"); }
+    void BM_sampler_constraint_structure(benchmark::State& state) { run_constrained(state, "{"); }
+}
+
+BENCHMARK(BM_schema_compile)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_constraint_mask)->Arg(50257)->Arg(128256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_sampler_constraint_string)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_constraint_structure)->Arg(50257)->Arg(128256);
