@@ -71,10 +71,18 @@ namespace xsampler
             };
 
             literal_trie() : m_nodes(1) {}
+            /// The longest string a trie takes (its nodes are finished recursively).
+            static constexpr std::size_t max_length = 4096;
+
             explicit literal_trie(const std::vector<std::string>& strings) : m_nodes(1)
             {
                 for (std::size_t i = 0; i < strings.size(); ++i)
                 {
+                    if (strings[i].size() > max_length)
+                    {
+                        throw invalid_parameter("grammar: a value or key of " + std::to_string(strings[i].size()) +
+                                                " bytes, longer than " + std::to_string(max_length));
+                    }
                     std::uint32_t at = 0;
                     for (const char ch : strings[i])
                     {
@@ -211,6 +219,10 @@ namespace xsampler
             std::vector<bool> starts;  // first bytes (256)
         };
 
+        /// The longest shortest value a grammar may have: every completion
+        /// is built from these, and a budget spells one per step.
+        static constexpr std::size_t max_shortest = 65536;
+
         std::vector<node> nodes;
         std::vector<detail::literal_trie> tries;
         std::vector<byte_dfa> dfas;
@@ -263,6 +275,10 @@ namespace xsampler
         /// one_of's options start differently. Call once all nodes are added.
         void finish()
         {
+            if (whitespace > 255)
+            {
+                throw invalid_parameter("grammar: whitespace must be <= 255, got " + std::to_string(whitespace));
+            }
             for (auto& n : nodes)
             {
                 n.shortest.clear();
@@ -314,6 +330,10 @@ namespace xsampler
                 if (n.min_items > 0)
                 {
                     const std::string item = shortest_of(n.items, mark);
+                    if (n.min_items > max_shortest / (item.size() + 1))
+                    {
+                        too_long();
+                    }
                     for (std::size_t k = 0; k < n.min_items; ++k)
                     {
                         s += (k == 0 ? "" : ",") + item;
@@ -330,6 +350,10 @@ namespace xsampler
                 }
                 else
                 {
+                    if (n.min_length > max_shortest)
+                    {
+                        too_long();
+                    }
                     s = "\"" + std::string(n.min_length, 'a') + "\"";
                 }
                 starts['"'] = true;
@@ -392,10 +416,20 @@ namespace xsampler
                 s = dfa_completion(dfas[n.dfa], dfas[n.dfa].start());
                 break;
             }
+            if (s.size() > max_shortest)
+            {
+                too_long();
+            }
             nodes[i].shortest = std::move(s);
             nodes[i].starts = std::move(starts);
             mark[i] = 2;
             return nodes[i].shortest;
+        }
+
+        [[noreturn]] static void too_long()
+        {
+            throw invalid_parameter("grammar: the shortest value is longer than " + std::to_string(max_shortest) +
+                                    " bytes (minLength, minItems)");
         }
 
     public:
