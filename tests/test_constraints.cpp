@@ -532,6 +532,10 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"type":)", "the schema is not JSON");
     fails(R"({"enum":[1],"maxLength":3})", "'maxLength' together with enum or const");
     fails(R"({"type":"string","pattern":"a","maxLength":3})", "pattern together with minLength or maxLength");
+    fails(R"({"type":"string","minLength":1000000})", "the shortest value is longer than 65536 bytes");
+    fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
+    fails(R"({"enum":[")" + std::string(5000, 'x') + R"("]})", "longer than 4096");
+    CHECK_THROWS_WITH(json_constraint(small_index(), json_options{300, 32}), Contains("whitespace must be <= 255"));
 }
 
 TEST_CASE("json: any JSON value, and whitespace bounded", "[constraint]")
