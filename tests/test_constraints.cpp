@@ -5,6 +5,8 @@
 // from the minimum upwards all complete, rollback, and errors that name the
 // problem.
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,6 +17,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include <xsampler/json_schema.hpp>
+#include <xsampler/tokenizer.hpp>
 #include <xsampler/xsampler.hpp>
 
 using namespace xsampler;
@@ -596,4 +599,107 @@ TEST_CASE("generate: stop strings, split across tokens", "[constraint][generate]
     o.vocab = &v;
     o.stop_strings = {""};
     CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("a stop string is empty"));
+}
+
+namespace
+{
+    std::shared_ptr<const vocabulary_index> gpt2_index()
+    {
+        static const auto index = std::make_shared<const vocabulary_index>(
+            std::make_shared<const vocabulary>(load_gpt2_vocabulary(XSAMPLER_GPT2_DIR)));
+        return index;
+    }
+
+    /// A cheap model over a real vocabulary: a fixed random row, rotated by
+    /// an amount that depends on the step and the last token.
+    struct rotating_model
+    {
+        std::vector<float> base;
+        std::uint64_t seed;
+        xt::xtensor<float, 1> row;
+
+        rotating_model(std::size_t vocab, std::uint64_t s) : base(vocab), seed(s)
+        {
+            philox4x32 rng(s, 3);
+            for (auto& x : base)
+            {
+                x = float(normal(3.0, rng));
+            }
+        }
+        xt::xtensor<float, 1>& operator()(token_span prefix)
+        {
+            const std::size_t n = base.size();
+            const std::size_t shift =
+                (prefix.size() * 7919 + (prefix.empty() ? 0 : std::size_t(prefix[prefix.size() - 1])) * 104729) % n;
+            row.resize({n});
+            std::copy(base.begin() + std::ptrdiff_t(shift), base.end(), row.begin());
+            std::copy(base.begin(), base.begin() + std::ptrdiff_t(shift), row.begin() + std::ptrdiff_t(n - shift));
+            return row;
+        }
+    };
+
+    std::string read_file(const std::string& path)
+    {
+        std::ifstream in(path);
+        std::stringstream s;
+        s << in.rdbuf();
+        return s.str();
+    }
+}
+
+TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse and validate", "[constraint][gpt2]")
+{
+    const auto index = gpt2_index();
+    const auto& v = index->vocab();
+    const std::string text = read_file(XSAMPLER_DEMO_SCHEMA);
+    const json schema = json::parse(text);
+    const constraint proto = json_schema_constraint(index, text);
+    const std::size_t least = proto.shortest_completion();
+    CHECK(least <= 16);  // {" name ":" ", " age ": 0 , " member ": true } eos, in GPT-2's tokens
+    std::size_t eos_ends = 0;
+    for (std::uint64_t seed = 0; seed < 100; ++seed)
+    {
+        constraint c = proto;
+        generate_options o;
+        o.eos = v.eos();
+        const bool budgeted = seed % 2 == 0;
+        o.max_tokens = budgeted ? least + seed % 40 : 64;
+        if (budgeted)
+        {
+            c.set_budget(o.max_tokens);
+        }
+        chain ch{std::move(c), top_k{40}, top_p{0.95}, temperature{0.9}};
+        rotating_model model(v.size(), seed);
+        philox4x32 rng(seed);
+        const generation g = generate(model, {}, ch, o, rng);
+        const std::string out = v.decode(g.tokens);
+        INFO("seed " << seed << ": " << out);
+        if (g.reason == stop_reason::eos)
+        {
+            ++eos_ends;
+            REQUIRE(valid(json::parse(out), schema));
+        }
+        else
+        {
+            REQUIRE(!budgeted);
+        }
+    }
+    CHECK(eos_ends >= 50);
+    // any JSON value
+    const constraint any = json_constraint(index);
+    for (std::uint64_t seed = 0; seed < 60; ++seed)
+    {
+        constraint c = any;
+        c.set_budget(24);
+        generate_options o;
+        o.eos = v.eos();
+        o.max_tokens = 24;
+        chain ch{std::move(c), temperature{1.0}};
+        rotating_model model(v.size(), seed + 1000);
+        philox4x32 rng(seed);
+        const generation g = generate(model, {}, ch, o, rng);
+        INFO("seed " << seed << ": " << v.decode(g.tokens));
+        REQUIRE(g.reason == stop_reason::eos);
+        CHECK_NOTHROW(json::parse(v.decode(g.tokens)));
+    }
 }

@@ -333,14 +333,14 @@ namespace xsampler
             std::string& key = m_key;
             key_of(s, key);
             auto it = m_cache->masks.find(key);
-            if (it == m_cache->masks.end())
+            if (it == m_cache->masks.end() || (m_budget != 0 && it->second.growth == unknown))
             {
-                if (m_cache->masks.size() >= max_cached)
+                if (it == m_cache->masks.end() && m_cache->masks.size() >= max_cached)
                 {
                     m_cache->masks.clear();
                 }
                 ++m_counters.walks;
-                it = m_cache->masks.emplace(key, fill(s, 0)).first;
+                it = m_cache->masks.insert_or_assign(key, fill(s, 0, m_budget != 0)).first;
             }
             else
             {
@@ -353,7 +353,7 @@ namespace xsampler
                 {
                     ++m_counters.walks;
                     ++m_counters.tight;
-                    m_tight = fill(s, left()).set;
+                    m_tight = fill(s, left(), false).set;
                     return m_tight;
                 }
             }
@@ -440,10 +440,11 @@ namespace xsampler
             detail::grammar_state s;
             bool ended = false;
         };
+        static constexpr std::size_t unknown = ~std::size_t(0);
         struct cached_mask
         {
             token_set set;
-            std::size_t growth = 0;  // max over allowed tokens of the completion's growth, in bytes
+            std::size_t growth = unknown;  // max over allowed tokens of the completion's growth, in bytes
         };
         struct cache
         {
@@ -491,20 +492,45 @@ namespace xsampler
             return n;
         }
 
+        /// fewest() of a state's completion text, or ~0 if the vocabulary
+        /// cannot spell it; remembered by text (the tokens of a tight step
+        /// mostly share a few completions).
+        std::size_t fewest_memo(const detail::grammar_state& s) const
+        {
+            std::string& c = m_text;
+            c.clear();
+            m_machine.completion(s, c);
+            const auto it = m_fewest.find(c);
+            if (it != m_fewest.end())
+            {
+                return it->second;
+            }
+            if (m_fewest.size() >= 65536)
+            {
+                m_fewest.clear();
+            }
+            const std::size_t n = m_index->fewest_tokens(c, m_dp);
+            m_fewest.emplace(c, n);
+            return n;
+        }
+
         /// Walks the trie: the allowed tokens (and eos if s is complete);
         /// with left > 0, only those after which a completion fits.
-        cached_mask fill(const detail::grammar_state& s, std::size_t left_now) const
+        /// With `growth`, also the largest growth of the completion over the
+        /// allowed tokens (else it is left unknown).
+        cached_mask fill(const detail::grammar_state& s, std::size_t left_now, bool growth_too) const
         {
             const vocabulary& v = vocab();
             std::vector<std::uint64_t> words((v.size() + 63) / 64, 0);
-            const std::size_t here = completion_length(s);
+            const bool lengths = growth_too || left_now != 0;
+            const std::size_t here = lengths ? completion_length(s) : 0;
             std::size_t growth = 0;
             m_index->walk(m_machine, s, m_stack, [&](token_id id, const detail::grammar_state& after) {
-                const std::size_t len = completion_length(after);
+                const std::size_t len = lengths ? completion_length(after) : 0;
                 if (left_now != 0 && len + 2 > left_now)
                 {
-                    const std::size_t u = m_index->fewest_tokens(canonical(after), m_dp);
-                    if (u == ~std::size_t(0) || u + 2 > left_now)
+                    const std::size_t u = fewest_memo(after);
+                    if (u == unknown || u + 2 > left_now)
                     {
                         return;
                     }
@@ -519,7 +545,7 @@ namespace xsampler
                     words[std::size_t(e) / 64] |= std::uint64_t(1) << (std::size_t(e) % 64);
                 }
             }
-            return {token_set(std::move(words)), growth};
+            return {token_set(std::move(words)), growth_too ? growth : unknown};
         }
 
         /// The cache key of s: its fields, with the counts that one token
@@ -575,6 +601,8 @@ namespace xsampler
         counters m_counters;
         mutable std::vector<detail::grammar_state> m_stack;
         mutable std::vector<std::size_t> m_dp;
+        mutable std::string m_text;
+        mutable std::unordered_map<std::string, std::size_t> m_fewest;
     };
 
     /// Options of the JSON constraints.

@@ -47,6 +47,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -226,6 +227,7 @@ namespace xsampler
         std::vector<node> nodes;
         std::vector<detail::literal_trie> tries;
         std::vector<byte_dfa> dfas;
+        std::vector<std::vector<std::string>> dfa_completions;  // per DFA, per state (finish; empty if too big)
         std::uint32_t root = 0;
         std::size_t whitespace = 2;
         std::size_t max_depth = 32;
@@ -278,6 +280,23 @@ namespace xsampler
             if (whitespace > 255)
             {
                 throw invalid_parameter("grammar: whitespace must be <= 255, got " + std::to_string(whitespace));
+            }
+            // Each DFA state's canonical completion, kept when they are small.
+            dfa_completions.assign(dfas.size(), {});
+            for (std::size_t d = 0; d < dfas.size(); ++d)
+            {
+                std::size_t total = 0;
+                for (std::size_t q = 0; q < dfas[d].size(); ++q)
+                {
+                    total += dfas[d].distance(std::int32_t(q));
+                }
+                if (total <= (std::size_t(1) << 20))
+                {
+                    for (std::size_t q = 0; q < dfas[d].size(); ++q)
+                    {
+                        dfa_completions[d].push_back(dfa_completion(dfas[d], std::int32_t(q)));
+                    }
+                }
             }
             for (auto& n : nodes)
             {
@@ -526,6 +545,22 @@ namespace xsampler
                        dfa_at == o.dfa_at && escape == o.escape && utf8_need == o.utf8_need &&
                        utf8_lo == o.utf8_lo && utf8_hi == o.utf8_hi && hex == o.hex && want_low == o.want_low &&
                        chars == o.chars && num_phase == o.num_phase && digits == o.digits;
+            }
+        };
+
+        /// Counts what a completion would append.
+        struct length_sink
+        {
+            std::size_t n = 0;
+            length_sink& operator+=(char) noexcept
+            {
+                ++n;
+                return *this;
+            }
+            length_sink& operator+=(std::string_view s) noexcept
+            {
+                n += s.size();
+                return *this;
             }
         };
 
@@ -1277,15 +1312,33 @@ namespace xsampler
                 case scalar::dfa:
                 {
                     const auto& n = g.nodes[s.node];
+                    dfa_rest(n.what == kind::string ? std::size_t(n.pattern) : std::size_t(n.dfa), s.dfa_at, out);
                     if (n.what == kind::string)
                     {
-                        out += grammar::dfa_completion(g.dfas[std::size_t(n.pattern)], s.dfa_at);
                         out += '"';
-                        return;
                     }
-                    out += grammar::dfa_completion(g.dfas[n.dfa], s.dfa_at);
                     return;
                 }
+                }
+            }
+
+            /// A DFA's canonical completion from state `at`: its bytes, or for a
+            /// length_sink its length (the DFA's distance).
+            template <class Sink>
+            void dfa_rest(std::size_t d, std::int32_t at, Sink& out) const
+            {
+                const grammar& g = *m_g;
+                if constexpr (std::is_same<Sink, length_sink>::value)
+                {
+                    out.n += g.dfas[d].distance(at);
+                }
+                else if (!g.dfa_completions[d].empty())
+                {
+                    out += g.dfa_completions[d][std::size_t(at)];
+                }
+                else
+                {
+                    out += grammar::dfa_completion(g.dfas[d], at);
                 }
             }
 
@@ -1435,21 +1488,6 @@ namespace xsampler
             std::shared_ptr<const grammar> m_g;
         };
 
-        /// Counts what a completion would append.
-        struct length_sink
-        {
-            std::size_t n = 0;
-            length_sink& operator+=(char) noexcept
-            {
-                ++n;
-                return *this;
-            }
-            length_sink& operator+=(std::string_view s) noexcept
-            {
-                n += s.size();
-                return *this;
-            }
-        };
     }
 }
 
