@@ -450,6 +450,9 @@ TEST_CASE("compile_regex: limits", "[regex]")
     CHECK_THROWS_WITH(compile_regex(std::string(300, '(') + std::string(300, ')')),
                       Catch::Contains("nested deeper than 256"));
     CHECK(compile_regex("a{1000}").size() == 1001);
+    regex_options little_work = searching();
+    little_work.max_work = 1000000;
+    CHECK_THROWS_WITH(compile_regex(".{0,1000}", little_work), Catch::Contains("max_work = 1000000"));
 }
 
 TEST_CASE("compile_regex: unsupported constructs and malformed patterns name what and where", "[regex]")

@@ -64,6 +64,10 @@
 //     minimisation (more: invalid_parameter naming the limit).
 //   max_nfa_nodes: the largest NFA the pattern may expand to ({n,m} copies
 //     its operand; more: invalid_parameter).
+//   max_work: the NFA nodes subset construction may visit in all (10^8 by
+//     default, about a second; more: invalid_parameter). A bounded repeat
+//     after an unanchored start, like .*a{0,1000}, builds a large DFA before
+//     minimisation shrinks it, and each of its states is a large NFA set.
 // Cost: O(NFA nodes + DFA states x (256 + NFA nodes)) to build, then
 // O(256 x states x log states) to minimise; 1 KiB of table per state.
 #ifndef XSAMPLER_REGEX_HPP
@@ -74,8 +78,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -90,6 +96,7 @@ namespace xsampler
         std::array<bool, 256> forbidden{};
         std::size_t max_states = 10000;
         std::size_t max_nfa_nodes = 100000;
+        std::size_t max_work = 100000000;
     };
 
     class byte_dfa;
@@ -972,13 +979,26 @@ namespace xsampler
                 {
                     return eps(-1, -1);  // matches nothing
                 }
+                // Sequences that end alike share their tails (the continuation
+                // bytes of most multi-byte ranges), so that subset construction
+                // meets one NFA node where the encodings converge.
+                std::map<std::tuple<unsigned char, unsigned char, int>, int> shared;
                 int cur = -1;
                 for (auto it = seqs.rbegin(); it != seqs.rend(); ++it)
                 {
                     int s = next;
                     for (auto b = it->rbegin(); b != it->rend(); ++b)
                     {
-                        s = node({nfa_node::byte, b->first, b->second, s, -1});
+                        const auto key = std::make_tuple(b->first, b->second, s);
+                        const auto found = shared.find(key);
+                        if (found != shared.end())
+                        {
+                            s = found->second;
+                            continue;
+                        }
+                        const int made = node({nfa_node::byte, b->first, b->second, s, -1});
+                        shared.emplace(key, made);
+                        s = made;
                     }
                     cur = cur < 0 ? s : eps(s, cur);
                 }
@@ -1213,8 +1233,10 @@ namespace xsampler
         std::vector<std::uint32_t> mark(nodes.size(), 0);
         std::uint32_t generation = 0;
         std::vector<std::int32_t> stack;
+        std::size_t work = 0;
         auto closure = [&](const std::vector<std::int32_t>& from) {
             ++generation;
+            work += from.size();
             std::vector<std::int32_t> out;
             stack.assign(from.begin(), from.end());
             while (!stack.empty())
@@ -1226,6 +1248,12 @@ namespace xsampler
                     continue;
                 }
                 mark[std::size_t(q)] = generation;
+                if (++work > options.max_work)
+                {
+                    throw invalid_parameter("regex: the pattern needs more than " + std::to_string(options.max_work) +
+                                            " steps of subset construction (max_work = " +
+                                            std::to_string(options.max_work) + ")");
+                }
                 const nfa_node& n = nodes[std::size_t(q)];
                 if (n.kind == nfa_node::eps)
                 {
