@@ -3,6 +3,7 @@
 // distances, completion bytes, minimality), its limits and its errors.
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <random>
 #include <regex>
 #include <string>
@@ -126,9 +127,47 @@ namespace
         return SIZE_MAX;  // not live
     }
 
+    /// The number of classes of equivalent states, by Moore's refinement
+    /// (brute force): a minimal DFA has one state per class.
+    std::size_t equivalence_classes(const byte_dfa& dfa)
+    {
+        const std::size_t n = dfa.size();
+        std::vector<int> cls(n);
+        for (std::size_t s = 0; s < n; ++s)
+        {
+            cls[s] = dfa.accepting(std::int32_t(s)) ? 1 : 0;
+        }
+        std::size_t count = 0;
+        for (;;)
+        {
+            std::map<std::vector<int>, int> ids;
+            std::vector<int> next_cls(n);
+            for (std::size_t s = 0; s < n; ++s)
+            {
+                std::vector<int> sig{cls[s]};
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    const std::int32_t t = dfa.next(std::int32_t(s), static_cast<unsigned char>(b));
+                    sig.push_back(t == byte_dfa::dead ? -1 : cls[std::size_t(t)]);
+                }
+                next_cls[s] = ids.emplace(sig, int(ids.size())).first->second;
+            }
+            cls = next_cls;
+            if (ids.size() == count)
+            {
+                return count;
+            }
+            count = ids.size();
+        }
+    }
+
     void check_invariants(const byte_dfa& dfa)
     {
         REQUIRE(dfa.size() >= 1);
+        if (dfa.size() <= 300)
+        {
+            REQUIRE(equivalence_classes(dfa) == dfa.size());
+        }
         for (std::int32_t s = 0; s < std::int32_t(dfa.size()); ++s)
         {
             for (unsigned b = 0; b < 256; ++b)
