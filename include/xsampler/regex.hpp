@@ -1,20 +1,1485 @@
-// TEMPORARY stub, not committed
-#pragma once
+// xsampler/regex.hpp — a regular expression compiled to a DFA over bytes. (xsampler, BSD-3-Clause)
+//
+// compile_regex(pattern, options) -> byte_dfa: the automaton a regex
+// constraint walks each token's bytes through. The DFA reads UTF-8 bytes;
+// every text it accepts is valid UTF-8 matching the pattern.
+//
+// byte_dfa
+//   States are 0 .. size()-1, start() == 0. Every state is live: an
+//   accepting state can be reached from it. next(s, b) is the state after
+//   byte b, or byte_dfa::dead (-1) when no accepted text continues that way;
+//   a dense table of 256 int32 per state. distance(s): the bytes on a
+//   shortest path from s to an accepting state (0 when s accepts).
+//   completion_byte(s), for a state that does not accept: the smallest byte b
+//   with distance(next(s, b)) == distance(s) - 1, so that following it ends in
+//   an accepting state after exactly distance(s) bytes. The DFA is minimal
+//   (Hopcroft), so equal languages give DFAs of equal size.
+//
+// Syntax (ECMAScript's, a subset; the pattern is UTF-8, a character is one
+// code point):
+//   literals        any character except the specials . \ [ ] ( ) { } * + ? | ^ $
+//                   (a lone ] or } is literal, as in ECMAScript's Annex B)
+//   escapes         \. \\ \/ \- \[ \] \( \) \{ \} \* \+ \? \| \^ \$ (any ASCII
+//                   punctuation), \n \t \r \f \v \0 \cX \xHH \uHHHH (a
+//                   surrogate pair \uD83D\uDE00 is one code point; a lone
+//                   surrogate is an error)
+//   classes         \d [0-9], \w [A-Za-z0-9_], \s (ECMAScript's white space
+//                   and line terminators: \t \n \v \f \r space U+00A0
+//                   U+1680 U+2000-U+200A U+2028 U+2029 U+202F U+205F U+3000
+//                   U+FEFF), \D \W \S their complements; . any character but
+//                   the line terminators \n \r U+2028 U+2029 (ECMAScript)
+//   brackets        [a-z0-9_], [^...]; ranges over code points (é-ü, any
+//                   plane); escapes inside, \b there is backspace; - is
+//                   literal first or last; [] matches nothing, [^] anything
+//   groups          ( ) and (?: ) (no captures are reported: only the
+//                   language matters)
+//   alternation     |
+//   quantifiers     * + ? {n} {n,} {n,m}, n and m at most 1000; a lazy
+//                   *? +? ?? {n,m}? is accepted and means the same language
+//   anchors         ^ only at the start of the pattern or of one of its
+//                   top-level alternatives, $ only at the end of one
+//   Complements (. [^...] \D \W \S) match the UTF-8 encoding of any code
+//   point outside them: <= U+10FFFF, not a surrogate, shortest form.
+// Not supported (invalid_parameter naming the construct and its byte
+// offset: "regex: lookahead (?= is not supported, at offset 3"):
+//   backreferences \1 \k<name>, lookahead (?= (?!, lookbehind (?<= (?<!,
+//   named groups (?<name> (?P<name>, inline flags (?i), word boundaries \b
+//   \B, Unicode properties \p{..} \P{..}, possessive quantifiers *+, other
+//   letter escapes (\a \e \z ...), a { that does not begin a quantifier
+//   (write \{).
+// Malformed (invalid_parameter with the offset): unbalanced parentheses, an
+//   unclosed [, a range whose ends are reversed (z-a) or a class escape, a
+//   quantifier with nothing to repeat or after another, {n,m} with m < n, a
+//   count over 1000, ^ or $ elsewhere, invalid UTF-8 in the pattern.
+//
+// regex_options
+//   search = false: the whole text must match (anchored at both ends).
+//   search = true: JSON Schema's `pattern`: the pattern may match anywhere
+//     in the text, i.e. any text may precede a top-level alternative that
+//     does not start with ^ and follow one that does not end with $.
+//   forbidden[b]: bytes no accepted text contains (for a JSON string's
+//     content: '"', '\\' and 0x00-0x1f). A pattern that can then match
+//     nothing (or matches nothing at all, like []): invalid_parameter.
+//   max_states: the largest DFA subset construction may build, before
+//     minimisation (more: invalid_parameter naming the limit).
+//   max_nfa_nodes: the largest NFA the pattern may expand to ({n,m} copies
+//     its operand; more: invalid_parameter).
+//   max_work: the NFA nodes subset construction may visit in all (10^8 by
+//     default, about a second; more: invalid_parameter). A bounded repeat
+//     after an unanchored start, like .*a{0,1000}, builds a large DFA before
+//     minimisation shrinks it, and each of its states is a large NFA set.
+// Cost: O(NFA nodes + DFA states x (256 + NFA nodes)) to build, then
+// O(256 x states x log states) to minimise; 1 KiB of table per state.
+#ifndef XSAMPLER_REGEX_HPP
+#define XSAMPLER_REGEX_HPP
+
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <map>
+#include <string>
 #include <string_view>
+#include <tuple>
+#include <unordered_map>
+#include <utility>
 #include <vector>
+
 #include "types.hpp"
-namespace xsampler {
-struct regex_options { bool search=false; std::array<bool,256> forbidden{}; std::size_t max_states=10000; };
-class byte_dfa { public:
- static constexpr std::int32_t dead=-1;
- std::int32_t start() const noexcept {return 0;}
- std::int32_t next(std::int32_t s, unsigned char b) const noexcept { return (s==0 && b=='a') ? 1 : (s==1 && b=='b') ? 2 : dead; }
- bool accepting(std::int32_t s) const noexcept {return s==2;}
- std::size_t size() const noexcept {return 3;}
- std::size_t distance(std::int32_t s) const noexcept {return 2-s;}
- unsigned char completion_byte(std::int32_t s) const { return s==0?'a':'b'; }
-};
-inline byte_dfa compile_regex(std::string_view, const regex_options& = {}) { return {}; }
+
+namespace xsampler
+{
+    struct regex_options
+    {
+        bool search = false;
+        std::array<bool, 256> forbidden{};
+        std::size_t max_states = 10000;
+        std::size_t max_nfa_nodes = 100000;
+        std::size_t max_work = 100000000;
+    };
+
+    class byte_dfa;
+    byte_dfa compile_regex(std::string_view pattern, const regex_options& options = {});
+
+    class byte_dfa
+    {
+    public:
+        static constexpr std::int32_t dead = -1;
+
+        std::int32_t start() const noexcept { return 0; }
+        std::int32_t next(std::int32_t state, unsigned char byte) const noexcept
+        {
+            return m_next[std::size_t(state) * 256 + byte];
+        }
+        bool accepting(std::int32_t state) const noexcept { return m_distance[std::size_t(state)] == 0; }
+        std::size_t size() const noexcept { return m_distance.size(); }
+        std::size_t distance(std::int32_t state) const noexcept { return m_distance[std::size_t(state)]; }
+        /// The smallest byte one step closer to an accepting state; an
+        /// accepting state (or one outside the DFA): invalid_parameter.
+        unsigned char completion_byte(std::int32_t state) const
+        {
+            if (state < 0 || std::size_t(state) >= size() || accepting(state))
+            {
+                throw invalid_parameter("byte_dfa::completion_byte: state " + std::to_string(state) +
+                                        (state < 0 || std::size_t(state) >= size() ? " is not a state of the DFA"
+                                                                                   : " is accepting"));
+            }
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t t = next(state, static_cast<unsigned char>(b));
+                if (t != dead && m_distance[std::size_t(t)] + 1 == m_distance[std::size_t(state)])
+                {
+                    return static_cast<unsigned char>(b);
+                }
+            }
+            return 0;  // unreachable: a live non-accepting state has a successor one step closer
+        }
+        /// The state after the bytes from `state`, or dead.
+        std::int32_t walk(std::int32_t state, std::string_view bytes) const noexcept
+        {
+            for (const char c : bytes)
+            {
+                if (state == dead)
+                {
+                    break;
+                }
+                state = next(state, static_cast<unsigned char>(c));
+            }
+            return state;
+        }
+        /// Whether the DFA accepts the whole text.
+        bool matches(std::string_view text) const noexcept
+        {
+            const std::int32_t s = walk(start(), text);
+            return s != dead && accepting(s);
+        }
+
+    private:
+        friend byte_dfa compile_regex(std::string_view, const regex_options&);
+        std::vector<std::int32_t> m_next;         // size() x 256
+        std::vector<std::uint32_t> m_distance;    // size()
+    };
+
+    namespace detail::regex
+    {
+        using code_point = std::uint32_t;
+        constexpr code_point max_code_point = 0x10FFFF;
+        constexpr int max_count = 1000;
+        constexpr int max_depth = 256;
+
+        /// A set of code points: sorted, disjoint, non-adjacent closed ranges.
+        using cp_set = std::vector<std::pair<code_point, code_point>>;
+
+        inline cp_set normalized(cp_set s)
+        {
+            std::sort(s.begin(), s.end());
+            cp_set out;
+            for (const auto& r : s)
+            {
+                if (!out.empty() && r.first <= out.back().second + 1)
+                {
+                    out.back().second = std::max(out.back().second, r.second);
+                }
+                else
+                {
+                    out.push_back(r);
+                }
+            }
+            return out;
+        }
+
+        /// Code points outside `s` (s normalised), in [0, U+10FFFF].
+        inline cp_set complement(const cp_set& s)
+        {
+            cp_set out;
+            code_point from = 0;
+            for (const auto& r : s)
+            {
+                if (r.first > from)
+                {
+                    out.emplace_back(from, r.first - 1);
+                }
+                from = r.second + 1;
+            }
+            if (from <= max_code_point)
+            {
+                out.emplace_back(from, max_code_point);
+            }
+            return out;
+        }
+
+        /// `s` without the surrogates D800-DFFF, which UTF-8 cannot encode.
+        inline cp_set without_surrogates(const cp_set& s)
+        {
+            cp_set out;
+            for (const auto& r : s)
+            {
+                if (r.second < 0xD800 || r.first > 0xDFFF)
+                {
+                    out.push_back(r);
+                    continue;
+                }
+                if (r.first < 0xD800)
+                {
+                    out.emplace_back(r.first, 0xD7FF);
+                }
+                if (r.second > 0xDFFF)
+                {
+                    out.emplace_back(0xE000, r.second);
+                }
+            }
+            return out;
+        }
+
+        inline cp_set digit_set() { return {{'0', '9'}}; }
+        inline cp_set word_set() { return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}}; }
+        inline cp_set space_set()
+        {
+            return {{0x09, 0x0D},     {0x20, 0x20},     {0xA0, 0xA0},     {0x1680, 0x1680}, {0x2000, 0x200A},
+                    {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
+        }
+        inline cp_set dot_set() { return complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}); }
+        inline cp_set any_set() { return {{0, max_code_point}}; }
+
+        /// One UTF-8 byte range per byte of an encoding: the product of the
+        /// ranges is a set of encodings.
+        using byte_seq = std::vector<std::pair<unsigned char, unsigned char>>;
+
+        inline int utf8_length(code_point c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
+
+        inline void utf8_encode(code_point c, unsigned char* out)
+        {
+            switch (utf8_length(c))
+            {
+            case 1: out[0] = static_cast<unsigned char>(c); break;
+            case 2:
+                out[0] = static_cast<unsigned char>(0xC0 | c >> 6);
+                out[1] = static_cast<unsigned char>(0x80 | (c & 0x3F));
+                break;
+            case 3:
+                out[0] = static_cast<unsigned char>(0xE0 | c >> 12);
+                out[1] = static_cast<unsigned char>(0x80 | (c >> 6 & 0x3F));
+                out[2] = static_cast<unsigned char>(0x80 | (c & 0x3F));
+                break;
+            default:
+                out[0] = static_cast<unsigned char>(0xF0 | c >> 18);
+                out[1] = static_cast<unsigned char>(0x80 | (c >> 12 & 0x3F));
+                out[2] = static_cast<unsigned char>(0x80 | (c >> 6 & 0x3F));
+                out[3] = static_cast<unsigned char>(0x80 | (c & 0x3F));
+            }
+        }
+
+        /// The encodings of [lo, hi] (no surrogates) as byte sequences: split
+        /// where the encoding's length changes, then until every trailing
+        /// 6-bit group spans its whole range wherever the leading part varies.
+        inline void utf8_sequences(code_point lo, code_point hi, std::vector<byte_seq>& out)
+        {
+            for (const code_point m : {code_point(0x7F), code_point(0x7FF), code_point(0xFFFF)})
+            {
+                if (lo <= m && hi > m)
+                {
+                    utf8_sequences(lo, m, out);
+                    utf8_sequences(m + 1, hi, out);
+                    return;
+                }
+            }
+            const int n = utf8_length(lo);
+            for (int i = 1; i < n; ++i)
+            {
+                const code_point m = (code_point(1) << (6 * i)) - 1;
+                if ((lo & ~m) != (hi & ~m))
+                {
+                    if ((lo & m) != 0)
+                    {
+                        utf8_sequences(lo, lo | m, out);
+                        utf8_sequences((lo | m) + 1, hi, out);
+                        return;
+                    }
+                    if ((hi & m) != m)
+                    {
+                        utf8_sequences(lo, (hi & ~m) - 1, out);
+                        utf8_sequences(hi & ~m, hi, out);
+                        return;
+                    }
+                }
+            }
+            unsigned char a[4];
+            unsigned char b[4];
+            utf8_encode(lo, a);
+            utf8_encode(hi, b);
+            byte_seq seq;
+            for (int i = 0; i < n; ++i)
+            {
+                seq.emplace_back(a[i], b[i]);
+            }
+            out.push_back(std::move(seq));
+        }
+
+        /// The parsed pattern: a tree of these, children by index.
+        struct ast_node
+        {
+            enum kind_t
+            {
+                empty,
+                set,
+                concat,
+                alt,
+                repeat
+            } kind = empty;
+            cp_set chars;            // set
+            std::vector<int> kids;   // concat, alt; repeat: one
+            int min = 0, max = 0;    // repeat; max -1: unbounded
+        };
+
+        inline std::string hex(unsigned v, int digits)
+        {
+            static const char* d = "0123456789ABCDEF";
+            std::string s(std::size_t(digits), '0');
+            for (int i = digits - 1; i >= 0; --i, v >>= 4)
+            {
+                s[std::size_t(i)] = d[v & 15];
+            }
+            return s;
+        }
+
+        class parser
+        {
+        public:
+            parser(std::string_view p) : m_p(p) {}
+
+            std::vector<ast_node> nodes;
+            /// Top-level alternatives and whether each starts with ^ / ends with $.
+            struct alternative
+            {
+                int node;
+                bool begin_anchor;
+                bool end_anchor;
+            };
+            std::vector<alternative> top;
+
+            void parse()
+            {
+                for (;;)
+                {
+                    alternative a{-1, false, false};
+                    if (peek('^'))
+                    {
+                        a.begin_anchor = true;
+                        ++m_i;
+                    }
+                    a.node = parse_concat(0, &a.end_anchor);
+                    top.push_back(a);
+                    if (at_end())
+                    {
+                        return;
+                    }
+                    if (m_p[m_i] == ')')
+                    {
+                        fail("unbalanced parenthesis: ) has no (", m_i);
+                    }
+                    ++m_i;  // '|'
+                }
+            }
+
+            [[noreturn]] void fail(const std::string& what, std::size_t at) const
+            {
+                throw invalid_parameter("regex: " + what + ", at offset " + std::to_string(at));
+            }
+
+        private:
+            std::string_view m_p;
+            std::size_t m_i = 0;
+
+            bool at_end() const { return m_i >= m_p.size(); }
+            bool peek(char c) const { return m_i < m_p.size() && m_p[m_i] == c; }
+            unsigned char byte_at(std::size_t i) const { return static_cast<unsigned char>(m_p[i]); }
+
+            int add(ast_node n)
+            {
+                nodes.push_back(std::move(n));
+                return int(nodes.size()) - 1;
+            }
+            int add_set(cp_set s)
+            {
+                ast_node n;
+                n.kind = ast_node::set;
+                n.chars = without_surrogates(normalized(std::move(s)));
+                return add(std::move(n));
+            }
+
+            int parse_alt(int depth)
+            {
+                std::vector<int> alts;
+                for (;;)
+                {
+                    alts.push_back(parse_concat(depth, nullptr));
+                    if (!peek('|'))
+                    {
+                        break;
+                    }
+                    ++m_i;
+                }
+                if (alts.size() == 1)
+                {
+                    return alts[0];
+                }
+                ast_node n;
+                n.kind = ast_node::alt;
+                n.kids = std::move(alts);
+                return add(std::move(n));
+            }
+
+            // Terms up to '|', ')' or the end. At depth 0, end_anchor is set by a
+            // final $.
+            int parse_concat(int depth, bool* end_anchor)
+            {
+                std::vector<int> terms;
+                while (!at_end() && !peek('|') && !peek(')'))
+                {
+                    if (peek('$'))
+                    {
+                        if (depth == 0 && (m_i + 1 == m_p.size() || m_p[m_i + 1] == '|'))
+                        {
+                            *end_anchor = true;
+                            ++m_i;
+                            break;
+                        }
+                        fail("$ is only supported at the end of the pattern", m_i);
+                    }
+                    terms.push_back(parse_term(depth));
+                }
+                if (!at_end() && peek(')') && depth == 0)
+                {
+                    fail("unbalanced parenthesis: ) has no (", m_i);
+                }
+                if (terms.size() == 1)
+                {
+                    return terms[0];
+                }
+                ast_node n;
+                n.kind = terms.empty() ? ast_node::empty : ast_node::concat;
+                n.kids = std::move(terms);
+                return add(std::move(n));
+            }
+
+            // A quantifier at m_i: true and its bounds, or false. `{` that does
+            // not begin {n}, {n,} or {n,m}: an error (ECMAScript's Annex B reads it
+            // as a literal; we ask for \{ to keep the two apart).
+            bool parse_quantifier(int& lo, int& hi)
+            {
+                const std::size_t at = m_i;
+                const char c = m_p[m_i];
+                if (c == '*' || c == '+' || c == '?')
+                {
+                    ++m_i;
+                    lo = c == '+' ? 1 : 0;
+                    hi = c == '?' ? 1 : -1;
+                    return true;
+                }
+                if (c != '{')
+                {
+                    return false;
+                }
+                ++m_i;
+                lo = parse_count(at);
+                if (lo < 0)
+                {
+                    fail("{ does not begin a quantifier {n}, {n,} or {n,m} (write \\{ for the character)", at);
+                }
+                hi = lo;
+                if (peek(','))
+                {
+                    ++m_i;
+                    hi = peek('}') ? -1 : parse_count(at);
+                    if (hi < 0 && !peek('}'))
+                    {
+                        fail("{ does not begin a quantifier {n}, {n,} or {n,m} (write \\{ for the character)", at);
+                    }
+                }
+                if (!peek('}'))
+                {
+                    fail("{ does not begin a quantifier {n}, {n,} or {n,m} (write \\{ for the character)", at);
+                }
+                ++m_i;
+                if (hi >= 0 && hi < lo)
+                {
+                    fail("quantifier {" + std::to_string(lo) + "," + std::to_string(hi) + "} has max < min", at);
+                }
+                return true;
+            }
+
+            // Decimal digits at m_i (-1 if none), at most max_count.
+            int parse_count(std::size_t at)
+            {
+                const std::size_t from = m_i;
+                long v = 0;
+                while (!at_end() && m_p[m_i] >= '0' && m_p[m_i] <= '9')
+                {
+                    v = std::min<long>(v * 10 + (m_p[m_i] - '0'), 1000000);
+                    ++m_i;
+                }
+                if (m_i == from)
+                {
+                    return -1;
+                }
+                if (v > max_count)
+                {
+                    fail("repeat count " + std::string(m_p.substr(from, m_i - from)) + " exceeds " +
+                             std::to_string(max_count),
+                         at);
+                }
+                return int(v);
+            }
+
+            int parse_term(int depth)
+            {
+                int atom = parse_atom(depth);
+                int lo = 0, hi = 0;
+                const std::size_t at = m_i;
+                if (!at_end() && parse_quantifier(lo, hi))
+                {
+                    if (peek('?'))
+                    {
+                        ++m_i;  // lazy: the same language
+                    }
+                    else if (peek('+'))
+                    {
+                        fail("possessive quantifier " + std::string(m_p.substr(at, m_i + 1 - at)) +
+                                 " is not supported",
+                             at);
+                    }
+                    if (!at_end() && (peek('*') || peek('+') || peek('?') || peek('{')))
+                    {
+                        fail("quantifier " + std::string(1, m_p[m_i]) + " follows another quantifier", m_i);
+                    }
+                    ast_node n;
+                    n.kind = ast_node::repeat;
+                    n.kids = {atom};
+                    n.min = lo;
+                    n.max = hi;
+                    atom = add(std::move(n));
+                }
+                return atom;
+            }
+
+            int parse_atom(int depth)
+            {
+                const std::size_t at = m_i;
+                const char c = m_p[m_i];
+                switch (c)
+                {
+                case '(': return parse_group(depth);
+                case '[': return add_set(parse_class());
+                case '.': ++m_i; return add_set(dot_set());
+                case '*':
+                case '+':
+                case '?': fail(std::string("quantifier ") + c + " has nothing to repeat", at);
+                case '{':
+                {
+                    int lo = 0, hi = 0;
+                    parse_quantifier(lo, hi);  // fails unless it is one
+                    fail("quantifier " + std::string(m_p.substr(at, m_i - at)) + " has nothing to repeat", at);
+                }
+                case '^': fail("^ is only supported at the start of the pattern", at);
+                case '\\':
+                {
+                    cp_set s;
+                    parse_escape(false, s);
+                    return add_set(std::move(s));
+                }
+                default:
+                {
+                    const code_point lit = decode_utf8();
+                    return add_set({{lit, lit}});
+                }
+                }
+            }
+
+            code_point decode_utf8()
+            {
+                const std::size_t at = m_i;
+                const unsigned char b0 = byte_at(m_i);
+                int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+                if (n == 0 || m_i + std::size_t(n) > m_p.size())
+                {
+                    fail("invalid UTF-8 byte 0x" + hex(b0, 2), at);
+                }
+                code_point c = n == 1 ? b0 : n == 2 ? (b0 & 0x1Fu) : n == 3 ? (b0 & 0x0Fu) : (b0 & 0x07u);
+                for (int k = 1; k < n; ++k)
+                {
+                    const unsigned char b = byte_at(m_i + std::size_t(k));
+                    if ((b >> 6) != 2)
+                    {
+                        fail("invalid UTF-8 byte 0x" + hex(b, 2), m_i + std::size_t(k));
+                    }
+                    c = c << 6 | (b & 0x3Fu);
+                }
+                static const code_point least[5] = {0, 0, 0x80, 0x800, 0x10000};
+                if (c < least[n] || c > max_code_point || (c >= 0xD800 && c <= 0xDFFF))
+                {
+                    fail("invalid UTF-8 sequence", at);
+                }
+                m_i += std::size_t(n);
+                return c;
+            }
+
+            int parse_group(int depth)
+            {
+                const std::size_t at = m_i;
+                if (depth + 1 > max_depth)
+                {
+                    fail("groups nested deeper than " + std::to_string(max_depth), at);
+                }
+                ++m_i;
+                if (peek('?'))
+                {
+                    const std::string_view rest = m_p.substr(m_i + 1);
+                    auto starts = [&](std::string_view s) { return rest.substr(0, s.size()) == s; };
+                    if (starts(":"))
+                    {
+                        m_i += 2;
+                    }
+                    else if (starts("="))
+                    {
+                        fail("lookahead (?= is not supported", at);
+                    }
+                    else if (starts("!"))
+                    {
+                        fail("negative lookahead (?! is not supported", at);
+                    }
+                    else if (starts("<="))
+                    {
+                        fail("lookbehind (?<= is not supported", at);
+                    }
+                    else if (starts("<!"))
+                    {
+                        fail("negative lookbehind (?<! is not supported", at);
+                    }
+                    else if (starts("<") || starts("P<"))
+                    {
+                        fail("named group (?<name> is not supported", at);
+                    }
+                    else
+                    {
+                        fail("inline flags or group modifiers (?" +
+                                 std::string(rest.substr(0, std::min<std::size_t>(rest.size(), 1))) +
+                                 " are not supported",
+                             at);
+                    }
+                }
+                const int inner = parse_alt(depth + 1);
+                if (!peek(')'))
+                {
+                    fail("unbalanced parenthesis: ( is not closed", at);
+                }
+                ++m_i;
+                return inner;
+            }
+
+            int hex_digit(std::size_t i) const
+            {
+                if (i >= m_p.size())
+                {
+                    return -1;
+                }
+                const char c = m_p[i];
+                return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                                      : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                                             : -1;
+            }
+
+            // n hex digits at m_i; consumed; failing names the escape at `at`.
+            code_point parse_hex(int n, std::size_t at, const char* name)
+            {
+                code_point v = 0;
+                for (int k = 0; k < n; ++k)
+                {
+                    const int d = hex_digit(m_i);
+                    if (d < 0)
+                    {
+                        fail(std::string("escape ") + name + " needs " + std::to_string(n) + " hex digits", at);
+                    }
+                    v = v * 16 + code_point(d);
+                    ++m_i;
+                }
+                return v;
+            }
+
+            // An escape at m_i ('\\'). Sets `s` to its characters; returns true
+            // when it is a class (\d \w \s and complements), false for one
+            // character. in_class: inside [...], where \b is backspace and \-
+            // is a hyphen.
+            bool parse_escape(bool in_class, cp_set& s)
+            {
+                const std::size_t at = m_i;
+                ++m_i;
+                if (at_end())
+                {
+                    fail("the pattern ends with a lone \\", at);
+                }
+                const char c = m_p[m_i];
+                auto one = [&](code_point v) {
+                    s = {{v, v}};
+                    return false;
+                };
+                switch (c)
+                {
+                case 'd': ++m_i; s = digit_set(); return true;
+                case 'D': ++m_i; s = complement(digit_set()); return true;
+                case 'w': ++m_i; s = word_set(); return true;
+                case 'W': ++m_i; s = complement(word_set()); return true;
+                case 's': ++m_i; s = space_set(); return true;
+                case 'S': ++m_i; s = complement(space_set()); return true;
+                case 'n': ++m_i; return one('\n');
+                case 't': ++m_i; return one('\t');
+                case 'r': ++m_i; return one('\r');
+                case 'f': ++m_i; return one('\f');
+                case 'v': ++m_i; return one('\v');
+                case '0':
+                    ++m_i;
+                    if (!at_end() && m_p[m_i] >= '0' && m_p[m_i] <= '9')
+                    {
+                        fail("octal escape \\0" + std::string(1, m_p[m_i]) + " is not supported", at);
+                    }
+                    return one(0);
+                case 'c':
+                {
+                    ++m_i;
+                    const char l = at_end() ? '\0' : m_p[m_i];
+                    if (!((l >= 'a' && l <= 'z') || (l >= 'A' && l <= 'Z')))
+                    {
+                        fail("control escape \\c needs a letter", at);
+                    }
+                    ++m_i;
+                    return one(code_point(l) % 32);
+                }
+                case 'x': ++m_i; return one(parse_hex(2, at, "\\x"));
+                case 'u':
+                {
+                    ++m_i;
+                    if (peek('{'))
+                    {
+                        fail("escape \\u{...} is not supported (write \\uHHHH or the character)", at);
+                    }
+                    code_point v = parse_hex(4, at, "\\u");
+                    if (v >= 0xD800 && v <= 0xDBFF && m_i + 1 < m_p.size() && m_p[m_i] == '\\' &&
+                        m_p[m_i + 1] == 'u')
+                    {
+                        const std::size_t save = m_i;
+                        m_i += 2;
+                        const code_point low = parse_hex(4, save, "\\u");
+                        if (low >= 0xDC00 && low <= 0xDFFF)
+                        {
+                            return one(0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00));
+                        }
+                        m_i = save;
+                    }
+                    if (v >= 0xD800 && v <= 0xDFFF)
+                    {
+                        fail("\\u" + hex(v, 4) + " is a lone surrogate (UTF-8 cannot encode it)", at);
+                    }
+                    return one(v);
+                }
+                case 'b':
+                    if (in_class)
+                    {
+                        ++m_i;
+                        return one('\b');
+                    }
+                    fail("word boundary \\b is not supported", at);
+                case 'B': fail("word boundary \\B is not supported", at);
+                case 'k': fail("named backreference \\k is not supported", at);
+                case 'p':
+                case 'P': fail(std::string("Unicode property \\") + c + " is not supported", at);
+                default: break;
+                }
+                if (c >= '1' && c <= '9')
+                {
+                    fail(std::string("backreference \\") + c + " is not supported", at);
+                }
+                if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_')
+                {
+                    fail(std::string("unknown escape \\") + c, at);
+                }
+                return one(decode_utf8());  // \. \\ \/ \- ... : the character itself
+            }
+
+            cp_set parse_class()
+            {
+                const std::size_t at = m_i;
+                ++m_i;
+                bool negated = false;
+                if (peek('^'))
+                {
+                    negated = true;
+                    ++m_i;
+                }
+                cp_set s;
+                for (;;)
+                {
+                    if (at_end())
+                    {
+                        fail("bracket [ is not closed", at);
+                    }
+                    if (peek(']'))
+                    {
+                        ++m_i;
+                        break;
+                    }
+                    const std::size_t lo_at = m_i;
+                    cp_set lo;
+                    const bool lo_class = class_atom(lo);
+                    if (peek('-') && m_i + 1 < m_p.size() && m_p[m_i + 1] != ']')
+                    {
+                        ++m_i;
+                        cp_set hi;
+                        const bool hi_class = class_atom(hi);
+                        if (lo_class || hi_class)
+                        {
+                            fail("bad range: a class escape cannot end a range", lo_at);
+                        }
+                        if (hi[0].first < lo[0].first)
+                        {
+                            fail("bad range " + std::string(m_p.substr(lo_at, m_i - lo_at)) + " (the end is below the start)",
+                                 lo_at);
+                        }
+                        s.emplace_back(lo[0].first, hi[0].first);
+                    }
+                    else
+                    {
+                        s.insert(s.end(), lo.begin(), lo.end());
+                    }
+                }
+                s = normalized(std::move(s));
+                return negated ? complement(s) : s;
+            }
+
+            // One item of a bracket class: true for a class escape.
+            bool class_atom(cp_set& s)
+            {
+                if (at_end())
+                {
+                    return false;  // the caller reports the unclosed [
+                }
+                if (peek('\\'))
+                {
+                    return parse_escape(true, s);
+                }
+                const code_point c = decode_utf8();
+                s = {{c, c}};
+                return false;
+            }
+        };
+
+        /// Thompson's NFA over bytes: a byte node moves on [lo, hi] to out; an
+        /// epsilon node to out and out2 (-1: none); the accept node ends a match.
+        struct nfa_node
+        {
+            enum kind_t : unsigned char
+            {
+                byte,
+                eps,
+                accept
+            } kind;
+            unsigned char lo = 0, hi = 0;
+            std::int32_t out = -1, out2 = -1;
+        };
+
+        class nfa_builder
+        {
+        public:
+            nfa_builder(const std::vector<ast_node>& ast, std::size_t limit) : m_ast(ast), m_limit(limit) {}
+            std::vector<nfa_node> nodes;
+
+            int node(nfa_node n)
+            {
+                if (nodes.size() >= m_limit)
+                {
+                    too_big();
+                }
+                nodes.push_back(n);
+                return int(nodes.size()) - 1;
+            }
+            int eps(int out, int out2) { return node({nfa_node::eps, 0, 0, out, out2}); }
+
+            // The start of `a` followed by `next` (built back to front).
+            int build(int a, int next)
+            {
+                if (++m_steps > 4 * m_limit)
+                {
+                    too_big();
+                }
+                const ast_node& n = m_ast[std::size_t(a)];
+                switch (n.kind)
+                {
+                case ast_node::empty: return next;
+                case ast_node::set: return build_set(n.chars, next);
+                case ast_node::concat:
+                {
+                    int cur = next;
+                    for (auto it = n.kids.rbegin(); it != n.kids.rend(); ++it)
+                    {
+                        cur = build(*it, cur);
+                    }
+                    return cur;
+                }
+                case ast_node::alt:
+                {
+                    int cur = -1;
+                    for (auto it = n.kids.rbegin(); it != n.kids.rend(); ++it)
+                    {
+                        const int s = build(*it, next);
+                        cur = cur < 0 ? s : eps(s, cur);
+                    }
+                    return cur;
+                }
+                case ast_node::repeat:
+                default:
+                {
+                    const int child = n.kids[0];
+                    int cur = next;
+                    if (n.max < 0)
+                    {
+                        cur = star(child, next);
+                    }
+                    else
+                    {
+                        for (int i = n.min; i < n.max; ++i)
+                        {
+                            const int body = build(child, cur);
+                            cur = eps(body, next);
+                        }
+                    }
+                    for (int i = 0; i < n.min; ++i)
+                    {
+                        cur = build(child, cur);
+                    }
+                    return cur;
+                }
+                }
+            }
+
+            int star(int child, int next)
+            {
+                const int s = eps(-1, next);
+                const int body = build(child, s);
+                nodes[std::size_t(s)].out = body;
+                return s;
+            }
+
+            int build_set(const cp_set& chars, int next)
+            {
+                std::vector<byte_seq> seqs;
+                for (const auto& r : chars)
+                {
+                    utf8_sequences(r.first, r.second, seqs);
+                }
+                if (seqs.empty())
+                {
+                    return eps(-1, -1);  // matches nothing
+                }
+                // Sequences that end alike share their tails (the continuation
+                // bytes of most multi-byte ranges), so that subset construction
+                // meets one NFA node where the encodings converge.
+                std::map<std::tuple<unsigned char, unsigned char, int>, int> shared;
+                int cur = -1;
+                for (auto it = seqs.rbegin(); it != seqs.rend(); ++it)
+                {
+                    int s = next;
+                    for (auto b = it->rbegin(); b != it->rend(); ++b)
+                    {
+                        const auto key = std::make_tuple(b->first, b->second, s);
+                        const auto found = shared.find(key);
+                        if (found != shared.end())
+                        {
+                            s = found->second;
+                            continue;
+                        }
+                        const int made = node({nfa_node::byte, b->first, b->second, s, -1});
+                        shared.emplace(key, made);
+                        s = made;
+                    }
+                    cur = cur < 0 ? s : eps(s, cur);
+                }
+                return cur;
+            }
+
+        private:
+            const std::vector<ast_node>& m_ast;
+            std::size_t m_limit;
+            std::size_t m_steps = 0;
+            [[noreturn]] void too_big() const
+            {
+                throw invalid_parameter("regex: the pattern expands to more than " + std::to_string(m_limit) +
+                                        " NFA nodes (max_nfa_nodes); reduce its repeat counts");
+            }
+        };
+
+        struct vector_hash
+        {
+            std::size_t operator()(const std::vector<std::int32_t>& v) const noexcept
+            {
+                std::uint64_t h = 1469598103934665603ull;
+                for (const std::int32_t x : v)
+                {
+                    h = (h ^ std::uint32_t(x)) * 1099511628211ull;
+                }
+                return std::size_t(h ^ (h >> 29));
+            }
+        };
+
+        /// Hopcroft's partition refinement over a complete DFA of n states
+        /// (table n x 256, entries in [0, n)); returns each state's block, the
+        /// blocks of equivalent states.
+        inline std::vector<std::int32_t> hopcroft(const std::vector<std::int32_t>& table, std::size_t n,
+                                                  const std::vector<bool>& accept)
+        {
+            // inverse transitions per byte, CSR: inv_start[c * (n + 1) + q] ..
+            std::vector<std::uint32_t> inv_start(256 * (n + 1), 0);
+            std::vector<std::int32_t> inv(256 * n);
+            for (std::size_t p = 0; p < n; ++p)
+            {
+                for (std::size_t c = 0; c < 256; ++c)
+                {
+                    ++inv_start[c * (n + 1) + std::size_t(table[p * 256 + c]) + 1];
+                }
+            }
+            for (std::size_t c = 0; c < 256; ++c)
+            {
+                std::uint32_t* s = &inv_start[c * (n + 1)];
+                for (std::size_t q = 0; q < n; ++q)
+                {
+                    s[q + 1] += s[q];
+                }
+            }
+            {
+                std::vector<std::uint32_t> fill(inv_start);
+                for (std::size_t p = 0; p < n; ++p)
+                {
+                    for (std::size_t c = 0; c < 256; ++c)
+                    {
+                        const std::size_t q = std::size_t(table[p * 256 + c]);
+                        inv[c * n + fill[c * (n + 1) + q]++] = std::int32_t(p);
+                    }
+                }
+            }
+            // blocks: elems[first[b] .. first[b] + count[b])
+            std::vector<std::int32_t> elems(n), where(n), block(n);
+            std::vector<std::uint32_t> first, count, marked;
+            std::size_t k = 0;
+            for (int pass = 0; pass < 2; ++pass)
+            {
+                const std::size_t from = k;
+                for (std::size_t q = 0; q < n; ++q)
+                {
+                    if (accept[q] == (pass == 0))
+                    {
+                        elems[k] = std::int32_t(q);
+                        where[q] = std::int32_t(k);
+                        block[q] = std::int32_t(first.size());
+                        ++k;
+                    }
+                }
+                if (k > from)
+                {
+                    first.push_back(std::uint32_t(from));
+                    count.push_back(std::uint32_t(k - from));
+                    marked.push_back(0);
+                }
+            }
+            std::vector<std::pair<std::uint32_t, std::uint32_t>> work;  // (block, byte)
+            std::vector<std::vector<bool>> in_work;
+            auto push = [&](std::uint32_t b, std::uint32_t c) {
+                if (!in_work[b][c])
+                {
+                    in_work[b][c] = true;
+                    work.emplace_back(b, c);
+                }
+            };
+            in_work.assign(first.size(), std::vector<bool>(256, false));
+            for (std::uint32_t b = 0; b < first.size(); ++b)
+            {
+                for (std::uint32_t c = 0; c < 256; ++c)
+                {
+                    push(b, c);
+                }
+            }
+            std::vector<std::int32_t> splitter, touched;
+            while (!work.empty())
+            {
+                const auto [b, c] = work.back();
+                work.pop_back();
+                in_work[b][c] = false;
+                splitter.assign(elems.begin() + first[b], elems.begin() + first[b] + count[b]);
+                touched.clear();
+                for (const std::int32_t q : splitter)
+                {
+                    const std::uint32_t* s = &inv_start[c * (n + 1) + std::size_t(q)];
+                    for (std::uint32_t i = s[0]; i < s[1]; ++i)
+                    {
+                        const std::int32_t p = inv[c * n + i];
+                        const std::uint32_t y = std::uint32_t(block[std::size_t(p)]);
+                        // move p to the marked front of its block
+                        const std::uint32_t pos = std::uint32_t(where[std::size_t(p)]);
+                        const std::uint32_t front = first[y] + marked[y];
+                        if (pos < front)
+                        {
+                            continue;  // already marked
+                        }
+                        if (marked[y] == 0)
+                        {
+                            touched.push_back(std::int32_t(y));
+                        }
+                        std::swap(elems[pos], elems[front]);
+                        where[std::size_t(elems[pos])] = std::int32_t(pos);
+                        where[std::size_t(elems[front])] = std::int32_t(front);
+                        ++marked[y];
+                    }
+                }
+                for (const std::int32_t yi : touched)
+                {
+                    const std::uint32_t y = std::uint32_t(yi);
+                    const std::uint32_t m = marked[y];
+                    marked[y] = 0;
+                    if (m == count[y])
+                    {
+                        continue;
+                    }
+                    // split: the marked front stays y, the rest becomes z
+                    const std::uint32_t z = std::uint32_t(first.size());
+                    first.push_back(first[y] + m);
+                    count.push_back(count[y] - m);
+                    marked.push_back(0);
+                    count[y] = m;
+                    for (std::uint32_t i = first[z]; i < first[z] + count[z]; ++i)
+                    {
+                        block[std::size_t(elems[i])] = std::int32_t(z);
+                    }
+                    in_work.emplace_back(256, false);
+                    for (std::uint32_t cc = 0; cc < 256; ++cc)
+                    {
+                        if (in_work[y][cc])
+                        {
+                            push(z, cc);
+                        }
+                        else
+                        {
+                            push(count[y] <= count[z] ? y : z, cc);
+                        }
+                    }
+                }
+            }
+            return block;
+        }
+    }
+
+    /// Compiles `pattern` (syntax: the comment at the top) to a minimal DFA
+    /// over bytes whose states are all live. Errors: invalid_parameter naming
+    /// the construct and its byte offset, or the limit exceeded.
+    inline byte_dfa compile_regex(std::string_view pattern, const regex_options& options)
+    {
+        using namespace detail::regex;
+        parser p(pattern);
+        p.parse();
+
+        // The root: each top-level alternative, with any text before it and
+        // after it in search mode unless anchored there.
+        int any = -1;
+        auto any_text = [&]() {
+            if (any < 0)
+            {
+                ast_node set;
+                set.kind = ast_node::set;
+                set.chars = without_surrogates(any_set());
+                p.nodes.push_back(set);
+                ast_node star;
+                star.kind = ast_node::repeat;
+                star.kids = {int(p.nodes.size()) - 1};
+                star.min = 0;
+                star.max = -1;
+                p.nodes.push_back(star);
+                any = int(p.nodes.size()) - 1;
+            }
+            return any;
+        };
+        ast_node root;
+        root.kind = ast_node::alt;
+        for (const auto& a : p.top)
+        {
+            ast_node seq;
+            seq.kind = ast_node::concat;
+            if (options.search && !a.begin_anchor)
+            {
+                seq.kids.push_back(any_text());
+            }
+            seq.kids.push_back(a.node);
+            if (options.search && !a.end_anchor)
+            {
+                seq.kids.push_back(any_text());
+            }
+            p.nodes.push_back(std::move(seq));
+            root.kids.push_back(int(p.nodes.size()) - 1);
+        }
+        p.nodes.push_back(std::move(root));
+
+        nfa_builder nfa(p.nodes, std::max<std::size_t>(options.max_nfa_nodes, 1));
+        const int accept = nfa.node({nfa_node::accept, 0, 0, -1, -1});
+        const int nfa_start = nfa.build(int(p.nodes.size()) - 1, accept);
+        const std::vector<nfa_node>& nodes = nfa.nodes;
+
+        // Subset construction: a DFA state is the sorted set of byte and
+        // accept nodes its epsilon closure reaches.
+        std::vector<std::uint32_t> mark(nodes.size(), 0);
+        std::uint32_t generation = 0;
+        std::vector<std::int32_t> stack;
+        std::size_t work = 0;
+        auto closure = [&](const std::vector<std::int32_t>& from) {
+            ++generation;
+            work += from.size();
+            std::vector<std::int32_t> out;
+            stack.assign(from.begin(), from.end());
+            while (!stack.empty())
+            {
+                const std::int32_t q = stack.back();
+                stack.pop_back();
+                if (q < 0 || mark[std::size_t(q)] == generation)
+                {
+                    continue;
+                }
+                mark[std::size_t(q)] = generation;
+                if (++work > options.max_work)
+                {
+                    throw invalid_parameter("regex: the pattern needs more than " + std::to_string(options.max_work) +
+                                            " steps of subset construction (max_work = " +
+                                            std::to_string(options.max_work) + ")");
+                }
+                const nfa_node& n = nodes[std::size_t(q)];
+                if (n.kind == nfa_node::eps)
+                {
+                    stack.push_back(n.out2);
+                    stack.push_back(n.out);
+                }
+                else
+                {
+                    out.push_back(q);
+                }
+            }
+            std::sort(out.begin(), out.end());
+            return out;
+        };
+        std::vector<std::vector<std::int32_t>> sets;
+        std::unordered_map<std::vector<std::int32_t>, std::int32_t, vector_hash> index;
+        std::vector<std::int32_t> table;  // subset DFA, dead = -1
+        std::vector<bool> accepts;
+        auto intern = [&](std::vector<std::int32_t> s) -> std::int32_t {
+            if (s.empty())
+            {
+                return byte_dfa::dead;
+            }
+            const auto found = index.find(s);
+            if (found != index.end())
+            {
+                return found->second;
+            }
+            if (sets.size() >= options.max_states)
+            {
+                throw invalid_parameter("regex: the pattern needs more than " + std::to_string(options.max_states) +
+                                        " DFA states (max_states = " + std::to_string(options.max_states) + ")");
+            }
+            const std::int32_t id = std::int32_t(sets.size());
+            index.emplace(s, id);
+            sets.push_back(std::move(s));
+            return id;
+        };
+        intern(closure({nfa_start}));
+        std::array<std::vector<std::int32_t>, 256> targets;
+        for (std::size_t d = 0; d < sets.size(); ++d)
+        {
+            for (auto& t : targets)
+            {
+                t.clear();
+            }
+            bool acc = false;
+            for (const std::int32_t q : sets[d])
+            {
+                const nfa_node& n = nodes[std::size_t(q)];
+                if (n.kind == nfa_node::accept)
+                {
+                    acc = true;
+                    continue;
+                }
+                for (unsigned b = n.lo; b <= n.hi; ++b)
+                {
+                    if (!options.forbidden[b])
+                    {
+                        targets[b].push_back(n.out);
+                    }
+                }
+            }
+            accepts.push_back(acc);
+            table.resize((d + 1) * 256);
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                table[d * 256 + b] = b > 0 && targets[b] == targets[b - 1] ? table[d * 256 + b - 1]
+                                                                           : intern(closure(targets[b]));
+            }
+        }
+        sets.clear();
+        index.clear();
+        const std::size_t n = accepts.size();
+
+        // Live states: those that reach an accepting one (reverse BFS).
+        std::vector<std::vector<std::int32_t>> reverse(n);
+        for (std::size_t s = 0; s < n; ++s)
+        {
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t t = table[s * 256 + b];
+                if (t >= 0 && (reverse[std::size_t(t)].empty() || reverse[std::size_t(t)].back() != std::int32_t(s)))
+                {
+                    reverse[std::size_t(t)].push_back(std::int32_t(s));
+                }
+            }
+        }
+        std::vector<bool> live(std::max<std::size_t>(n, 1), false);
+        std::deque<std::int32_t> queue;
+        for (std::size_t s = 0; s < n; ++s)
+        {
+            if (accepts[s])
+            {
+                live[s] = true;
+                queue.push_back(std::int32_t(s));
+            }
+        }
+        while (!queue.empty())
+        {
+            const std::int32_t t = queue.front();
+            queue.pop_front();
+            for (const std::int32_t s : reverse[std::size_t(t)])
+            {
+                if (!live[std::size_t(s)])
+                {
+                    live[std::size_t(s)] = true;
+                    queue.push_back(s);
+                }
+            }
+        }
+        if (n == 0 || !live[0])
+        {
+            bool any_forbidden = false;
+            for (const bool f : options.forbidden)
+            {
+                any_forbidden = any_forbidden || f;
+            }
+            throw invalid_parameter(std::string("regex: the pattern matches no text") +
+                                    (any_forbidden ? " without the forbidden bytes" : ""));
+        }
+
+        // Complete DFA over the live states plus a sink (index m) for dead.
+        std::vector<std::int32_t> live_id(n, -1);
+        std::size_t m = 0;
+        for (std::size_t s = 0; s < n; ++s)
+        {
+            if (live[s])
+            {
+                live_id[s] = std::int32_t(m++);
+            }
+        }
+        std::vector<std::int32_t> complete((m + 1) * 256, std::int32_t(m));
+        std::vector<bool> complete_accept(m + 1, false);
+        for (std::size_t s = 0; s < n; ++s)
+        {
+            if (!live[s])
+            {
+                continue;
+            }
+            const std::size_t i = std::size_t(live_id[s]);
+            complete_accept[i] = accepts[s];
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t t = table[s * 256 + b];
+                if (t >= 0 && live[std::size_t(t)])
+                {
+                    complete[i * 256 + b] = live_id[std::size_t(t)];
+                }
+            }
+        }
+        table.clear();
+        table.shrink_to_fit();
+        reverse.clear();
+        const std::vector<std::int32_t> block = hopcroft(complete, m + 1, complete_accept);
+
+        // Number the blocks breadth first from the start, bytes ascending; the
+        // sink's block is dead (the sink is alone in it: every other state is live).
+        const std::int32_t sink_block = block[m];
+        std::vector<std::int32_t> number(m + 1, -1);
+        std::vector<std::int32_t> representative;
+        queue.clear();
+        number[std::size_t(block[0])] = 0;
+        representative.push_back(0);
+        queue.push_back(0);
+        byte_dfa dfa;
+        while (!queue.empty())
+        {
+            const std::int32_t rep = queue.front();
+            queue.pop_front();
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t bt = block[std::size_t(complete[std::size_t(rep) * 256 + b])];
+                if (bt != sink_block && number[std::size_t(bt)] < 0)
+                {
+                    number[std::size_t(bt)] = std::int32_t(representative.size());
+                    representative.push_back(complete[std::size_t(rep) * 256 + b]);
+                    queue.push_back(complete[std::size_t(rep) * 256 + b]);
+                }
+            }
+        }
+        const std::size_t k = representative.size();
+        dfa.m_next.assign(k * 256, byte_dfa::dead);
+        std::vector<std::vector<std::int32_t>> rev(k);
+        for (std::size_t s = 0; s < k; ++s)
+        {
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t bt = block[std::size_t(complete[std::size_t(representative[s]) * 256 + b])];
+                if (bt != sink_block)
+                {
+                    const std::int32_t t = number[std::size_t(bt)];
+                    dfa.m_next[s * 256 + b] = t;
+                    if (rev[std::size_t(t)].empty() || rev[std::size_t(t)].back() != std::int32_t(s))
+                    {
+                        rev[std::size_t(t)].push_back(std::int32_t(s));
+                    }
+                }
+            }
+        }
+        // Distances: reverse BFS from the accepting states.
+        const std::uint32_t unset = ~std::uint32_t(0);
+        dfa.m_distance.assign(k, unset);
+        for (std::size_t s = 0; s < k; ++s)
+        {
+            if (complete_accept[std::size_t(representative[s])])
+            {
+                dfa.m_distance[s] = 0;
+                queue.push_back(std::int32_t(s));
+            }
+        }
+        while (!queue.empty())
+        {
+            const std::int32_t t = queue.front();
+            queue.pop_front();
+            for (const std::int32_t s : rev[std::size_t(t)])
+            {
+                if (dfa.m_distance[std::size_t(s)] == unset)
+                {
+                    dfa.m_distance[std::size_t(s)] = dfa.m_distance[std::size_t(t)] + 1;
+                    queue.push_back(s);
+                }
+            }
+        }
+        return dfa;
+    }
 }
+
+#endif

@@ -304,7 +304,33 @@ def npy_seeds():
     write("fuzz_npy", "empty", npy("<f8", [0], b""))
 
 
+# --- fuzz_regex ---
+def regex_case(pattern, search=False, json=False):
+    """The flags byte (bit 0 search, bit 1 a JSON string's forbidden bytes), then the pattern's UTF-8."""
+    return u8(int(search) | int(json) << 1) + pattern.encode("utf-8")
+
+
+def regex_seeds():
+    write("fuzz_regex", "date", regex_case(r"\d{4}-\d{2}-\d{2}"))
+    write("fuzz_regex", "email_search", regex_case(r"^[a-zA-Z0-9._%+-]+@[a-zA-Z0-9.-]+\.[a-zA-Z]{2,}$", search=True))
+    write("fuzz_regex", "phone", regex_case(r"\(?\d{3}\)?[-. ]?\d{3}[-. ]?\d{4}"))
+    write("fuzz_regex", "json_number", regex_case(r"-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?"))
+    write("fuzz_regex", "alternation_search", regex_case(r"^a|b$|(?:cat|dog)+", search=True))
+    write("fuzz_regex", "bounded_repeats", regex_case(r"(a|b){2,5}c{3}d{1,}e?"))
+    write("fuzz_regex", "classes", regex_case(r"[^\d\s][\w.\-]*\S\D\W[\]\\]"))
+    write("fuzz_regex", "unicode", regex_case("[é-ü]+.€\\u20AC\\uD83D\\uDE00[^a]😀{2}"))
+    write("fuzz_regex", "escapes", regex_case(r"\.\*\+\?\|\(\)\[\]\{\}\^\$\\\/\-\n\t\r\f\v\0\x41\cJ"))
+    write("fuzz_regex", "json_string", regex_case(r"[^x]{0,8}\t?", json=True))
+    write("fuzz_regex", "lazy_nested", regex_case(r"((a*)*b+?(c|)??)*"))
+    write("fuzz_regex", "lookahead", regex_case(r"a(?=b)"))
+    write("fuzz_regex", "backreference", regex_case(r"(a)\1"))
+    write("fuzz_regex", "blowup", regex_case(r"(a|b)*a(a|b){12}"))
+    write("fuzz_regex", "bad_range", regex_case(r"[z-a]{3,2}"))
+    write("fuzz_regex", "empty", regex_case("", search=True))
+
+
 if __name__ == "__main__":
     sampler_seeds()
     decode_seeds()
     npy_seeds()
+    regex_seeds()
