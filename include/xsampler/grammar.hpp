@@ -797,9 +797,8 @@ namespace xsampler
                     }
                     const int digit = s.escape - 2;  // 0..3
                     s.hex = std::uint16_t(s.hex << 4 | v);
-                    if (digit == 1)  // the first two digits decide surrogates
+                    if (digit == 1)  // the first two digits decide surrogates (a high one waits for its pair)
                     {
-                        const bool high = s.hex >= 0xD8 && s.hex <= 0xDB;
                         const bool low = s.hex >= 0xDC && s.hex <= 0xDF;
                         if (s.want_low ? !low : low)
                         {

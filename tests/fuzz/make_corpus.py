@@ -329,8 +329,34 @@ def regex_seeds():
     write("fuzz_regex", "empty", regex_case("", search=True))
 
 
+# --- fuzz_constraint ---
+def constraint_case(text, regex=False, budget=None, seed=1):
+    """The mode byte (bit 0 a regex, bit 1 a budget, bits 2-4 its slack), the walk's seed, then the text."""
+    mode = int(regex) | (0 if budget is None else 2 | (budget & 7) << 2)
+    return u8(mode) + u8(seed) + text.encode("utf-8")
+
+
+def constraint_seeds():
+    with open(os.path.join(HERE, "..", "..", "examples", "person.schema.json"), encoding="utf-8") as f:
+        person = f.read()
+    write("fuzz_constraint", "person", constraint_case(person))
+    write("fuzz_constraint", "person_budget", constraint_case(person, budget=0, seed=5))
+    write("fuzz_constraint", "any", constraint_case("{}", seed=2))
+    write("fuzz_constraint", "array", constraint_case(
+        '{"type":"array","items":{"type":"object","properties":{"x":{"type":"number"},'
+        '"y":{"type":["integer","null"]}},"required":["x"]},"minItems":1,"maxItems":3}', budget=3))
+    write("fuzz_constraint", "enum", constraint_case('{"enum":["red",12,null,{"a":[1]}],"type":["string","number"]}'))
+    write("fuzz_constraint", "strings", constraint_case(
+        '{"type":"object","additionalProperties":{"type":"string","minLength":2,"maxLength":3}}', seed=7))
+    write("fuzz_constraint", "pattern", constraint_case('{"type":"string","pattern":"^[a-c]+@x\\.(com|org)$"}'))
+    write("fuzz_constraint", "unsupported", constraint_case('{"type":"object","oneOf":[]}'))
+    write("fuzz_constraint", "regex_date", constraint_case(r"\d{4}-\d{2}-\d{2}", regex=True, budget=2))
+    write("fuzz_constraint", "regex_words", constraint_case(r"(ab|abc| )+\.", regex=True, seed=9))
+
+
 if __name__ == "__main__":
     sampler_seeds()
     decode_seeds()
     npy_seeds()
     regex_seeds()
+    constraint_seeds()
