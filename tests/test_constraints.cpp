@@ -9,6 +9,7 @@
 #include <sstream>
 #include <memory>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -701,5 +702,70 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
         INFO("seed " << seed << ": " << v.decode(g.tokens));
         REQUIRE(g.reason == stop_reason::eos);
         CHECK_NOTHROW(json::parse(v.decode(g.tokens)));
+    }
+}
+
+TEST_CASE("regex: generations all match std::regex, and every allowed token can still match", "[constraint][regex]")
+{
+    const std::vector<std::string> patterns = {R"(\d{4}-\d{2}-\d{2})", R"([a-z]{1,8}@[a-z]{1,8}\.(com|org))",
+                                               R"((yes|no|maybe)!?)", R"([A-Z][a-z]+( [A-Z][a-z]+){0,2})",
+                                               R"(\(?\d{3}\)? ?\d{3}-\d{4})", R"(abc|ab( ab)*)"};
+    for (const auto& index : {small_index(), gpt2_index()})
+    {
+        const auto& v = index->vocab();
+        const bool small = v.size() < 1000;
+        for (const auto& pattern : patterns)
+        {
+            const std::regex re(pattern);
+            const constraint proto = regex_constraint(index, pattern);
+            for (std::uint64_t seed = 0; seed < (small ? 60 : 20); ++seed)
+            {
+                constraint c = proto;
+                generate_options o;
+                o.eos = v.eos();
+                o.max_tokens = proto.shortest_completion() + seed % 16;
+                c.set_budget(o.max_tokens);
+                chain ch{std::move(c), temperature{1.0}};
+                rotating_model model(v.size(), seed + 77);
+                philox4x32 rng(seed);
+                const generation g = generate(model, {}, ch, o, rng);
+                const std::string out = v.decode(g.tokens);
+                INFO(pattern << " seed " << seed << ": " << out);
+                REQUIRE(g.reason == stop_reason::eos);
+                REQUIRE(std::regex_match(out, re));
+            }
+            if (!small)
+            {
+                continue;
+            }
+            // brute force: each token allowed exactly when the constraint can advance by it,
+            // and then the text plus its completion matches
+            constraint c = proto;
+            std::mt19937 pick(3);
+            while (!c.ended())
+            {
+                const token_set mask = c.mask();
+                std::vector<token_id> allowed;
+                for (token_id t = 0; t < token_id(v.size()); ++t)
+                {
+                    constraint after = c;
+                    const bool can = advanced(c, t, after);
+                    REQUIRE(mask.contains(t) == can);
+                    if (can && !after.ended())
+                    {
+                        REQUIRE(std::regex_match(after.text() + after.completion(), re));
+                        allowed.push_back(t);
+                    }
+                }
+                REQUIRE(mask.contains(v.eos()[0]) == std::regex_match(c.text(), re));
+                if (allowed.empty() || c.tokens() > 12)  // then along the completion, and eos
+                {
+                    const std::string rest = c.completion();
+                    c.advance(rest.empty() ? v.eos()[0] : v.find(rest.substr(0, 1)));
+                    continue;
+                }
+                c.advance(allowed[pick() % allowed.size()]);
+            }
+        }
     }
 }
