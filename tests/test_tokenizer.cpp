@@ -134,6 +134,7 @@ namespace
             "x² + y³ = z¹ ½ ¼",
             "ＡＢＣ１２３ ｶﾀｶﾅ",
             "नमस्ते दुनिया",
+            "ਸਤਿ ਸ੍ਰੀ ਅਕਾਲ வணக்கம் உலகம் မင်္ဂလာပါ សួស្តី ১২৩ ௧௨",
             "a\u00a0b\u3000c\u2009d",
             "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
             "    \n    \n",
@@ -251,6 +252,26 @@ TEST_CASE("gpt2_tokenizer: known ids and the round trip of any bytes", "[tokeniz
         CHECK(t.decode(ids) == text);
         CHECK(t.encode(text) == ids);  // again, from the cache
     }
+}
+
+TEST_CASE("gpt2_tokenizer: the letter and number tables are sorted and disjoint", "[tokenizer]")
+{
+    using namespace xsampler::detail::tokenizer;
+    for (const auto* table : {&letter_ranges(), &number_ranges()})
+    {
+        for (std::size_t i = 0; i < table->size(); ++i)
+        {
+            INFO("range " << i);
+            REQUIRE((*table)[i].first <= (*table)[i].last);
+            REQUIRE((i == 0 || (*table)[i - 1].last < (*table)[i].first));
+        }
+    }
+    CHECK(classify(U'\u00e9') == char_class::letter);
+    CHECK(classify(U'\u4e2d') == char_class::letter);
+    CHECK(classify(U'\u0301') == char_class::other);  // a combining mark is not a letter
+    CHECK(classify(U'\u00bd') == char_class::number);
+    CHECK(classify(U'\u3000') == char_class::space);
+    CHECK(classify(invalid_code_point) == char_class::other);
 }
 
 TEST_CASE("gpt2_tokenizer: encode() equals gpt-3-encoder's encode(), id for id", "[tokenizer]")
