@@ -63,9 +63,10 @@ namespace
         return h;
     }
 
-    // gpt-3-encoder's encode() of each text, run by node: the texts go as hex lines, the ids
-    // come back as one line of decimal ids per text.
-    std::vector<std::vector<token_id>> node_encode(const std::vector<std::string>& texts)
+    // A package's own encode() of each text, run by node: gpt-3-encoder's (`package` its index.js)
+    // or llama3-tokenizer-js's (without <|begin_of_text|> and <|end_of_text|>). The texts go as
+    // hex lines, the ids come back as one line of decimal ids per text.
+    std::vector<std::vector<token_id>> node_encode(const std::string& package, const std::vector<std::string>& texts)
     {
         std::string lines;
         for (const auto& t : texts)
@@ -74,15 +75,17 @@ namespace
         }
         const std::string in = write("texts.txt", lines);
         const std::string out = dir() + "/ids.txt";
-        const std::string script = write("encode.js",
-                                         "const gpt2 = require(process.argv[2]);\n"
-                                         "const fs = require('fs');\n"
-                                         "const texts = fs.readFileSync(process.argv[3], 'utf8').split('\\n')\n"
-                                         "    .filter((line) => line.length > 0)\n"
-                                         "    .map((line) => Buffer.from(line.slice(1), 'hex').toString('utf8'));\n"
-                                         "fs.writeFileSync(process.argv[4], texts.map((t) => gpt2.encode(t).join(' ') + '\\n').join(''));\n");
-        const std::string cmd = std::string("'") + XSAMPLER_NODE + "' '" + script + "' '" + XSAMPLER_GPT2_DIR +
-                                "/index.js' '" + in + "' '" + out + "'";
+        const std::string script =
+            write("encode.js", "const pkg = require(process.argv[2]);\n"
+                               "const tok = pkg.encode ? pkg : pkg.default;\n"
+                               "const fs = require('fs');\n"
+                               "const texts = fs.readFileSync(process.argv[3], 'utf8').split('\\n')\n"
+                               "    .filter((line) => line.length > 0)\n"
+                               "    .map((line) => Buffer.from(line.slice(1), 'hex').toString('utf8'));\n"
+                               "const ids = texts.map((t) => tok.encode(t, {bos: false, eos: false}));\n"
+                               "fs.writeFileSync(process.argv[4], ids.map((one) => one.join(' ') + '\\n').join(''));\n");
+        const std::string cmd =
+            std::string("'") + XSAMPLER_NODE + "' '" + script + "' '" + package + "' '" + in + "' '" + out + "'";
         INFO(cmd);
         REQUIRE(std::system(cmd.c_str()) == 0);
         std::vector<std::vector<token_id>> ids;
@@ -277,7 +280,7 @@ TEST_CASE("gpt2_tokenizer: the letter and number tables are sorted and disjoint"
 TEST_CASE("gpt2_tokenizer: encode() equals gpt-3-encoder's encode(), id for id", "[tokenizer]")
 {
     const auto& texts = samples();
-    const auto reference = node_encode(texts);
+    const auto reference = node_encode(std::string(XSAMPLER_GPT2_DIR) + "/index.js", texts);
     REQUIRE(reference.size() == texts.size());
     for (std::size_t i = 0; i < texts.size(); ++i)
     {
@@ -311,6 +314,15 @@ TEST_CASE("load_llama3_vocabulary: 128,000 tokens and 256 specials", "[tokenizer
     const std::vector<token_id> sentence = {128000, 2028, 374, 264, 1296, 11914, 13, 128001};
     CHECK(v.decode(sentence) == "This is a test sentence.");
     CHECK(v.bytes(198) == "\n");
+    // The package's own Llama 3 encode(): its ids decode to the text with our bytes.
+    const auto& texts = samples();
+    const auto reference = node_encode(XSAMPLER_LLAMA3_DIR, texts);
+    REQUIRE(reference.size() == texts.size());
+    for (std::size_t i = 0; i < texts.size(); ++i)
+    {
+        INFO("text " << i << ": " << texts[i]);
+        CHECK(v.decode(reference[i]) == texts[i]);
+    }
     // Every single byte is a token.
     for (int b = 0; b < 256; ++b)
     {
