@@ -9,8 +9,9 @@
 //   beam      beam_options      --max-tokens (beam) --beam-width --n-best
 //                               --length-penalty --eos
 //   the rest: what only the tool has (the logits file and row, the model's
-//   source, -n, --counts, --json, the --samplers text, dist's --svg,
-//   --svg-scale and --svg-bars).
+//   source with the GPT-2 n-gram model's --tokenizer, --tokenizer-dir and
+//   --order, -n, --counts, --json, the --samplers text, dist's --svg,
+//   --svg-scale and --svg-bars, generate's --stop text).
 //
 // Numbers are read here, not by CLI11 (which reads 010 as octal and wraps
 // -1 into an unsigned): integers are decimal and checked against a range per
