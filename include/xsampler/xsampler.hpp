@@ -6,6 +6,7 @@
 #include "version.hpp"
 #include "types.hpp"
 #include "vocabulary.hpp"
+#include "tokenizer.hpp"
 #include "random.hpp"
 #include "row.hpp"
 #include "candidates.hpp"
