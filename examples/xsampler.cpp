@@ -9,6 +9,9 @@
 //                   [--length-penalty A] [--json]
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
 //   MODEL: --transitions T.npy --bos ID | --corpus FILE --prompt TEXT [--rank R]
+//          | --corpus FILE --tokenizer gpt2 [--tokenizer-dir DIR] [--order N] [--prompt TEXT]
+//          (an n-gram model over GPT-2 ids; --eos defaults to 50256; generate --stop TEXT
+//          is parsed, and refused until the library has text stop strings)
 //   ROW:   --logits FILE.npy [--row I] | MODEL (the next-token row after its prompt)
 //
 //   MODEL may take its prompt as ids instead: --history "ID ..." (generate, beam, vote).
@@ -127,6 +130,13 @@ namespace
                 {
                     word = [&m](xsampler::token_id id) { return m.word(id); };
                 }
+                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, examples::ngram_model>)
+                {
+                    word = [&m](xsampler::token_id id) {
+                        // the token's bytes as a JSON string: a newline or a partial UTF-8 character stays on one line
+                        return nlohmann::json(m.decode({id})).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+                    };
+                }
                 f(m(xsampler::token_span(input.prompt)), history, word);
             },
             input.model);
@@ -135,6 +145,11 @@ namespace
     // Where the row came from, for the picture's heading.
     std::string source_of(const tool_options& o)
     {
+        if (!o.corpus.empty() && !o.tokenizer.empty())
+        {
+            return std::to_string(o.order) + "-gram GPT-2 model of '" + std::filesystem::path(o.corpus).filename().string() +
+                   "', the token after " + (o.history.empty() ? "\"" + o.prompt + "\"" : std::string("the --history ids"));
+        }
         if (!o.corpus.empty())
         {
             return "bigram model of '" + std::filesystem::path(o.corpus).filename().string() + "', the word after " +
@@ -222,11 +237,13 @@ int main(int argc, char** argv)
     examples::add_integer(*generate, "--min-tokens", o.generate.min_tokens, std::size_t(0), examples::limits::tokens,
                           "no eos or stop sequence before N tokens (default 0), at most 10^6");
     examples::add_stop_seq(*generate, o);
+    examples::add_stop_strings(*generate, o);
     generate->add_flag("--ignore-eos", o.generate.ignore_eos, "mask the eos ids at every step (llama.cpp's)");
     examples::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
                           std::size_t(examples::limits::token_id),
                           "report the N most probable tokens at each step, N <= the vocabulary");
     generate->callback([&o] {
+        examples::default_eos(o);
         auto s = examples::make_sampler(o);
         examples::run_generate(o, s);
     });
@@ -241,7 +258,10 @@ int main(int argc, char** argv)
     examples::add_integer(*beam, "--n-best", o.beam.n_best, std::size_t(1), examples::limits::beam_width,
                           "sequences to return, <= beam width (default 1)");
     examples::add_real(*beam, "--length-penalty", o.beam.length_penalty, "score = logprob / length^A (default 1)");
-    beam->callback([&o] { examples::run_beam(o); });
+    beam->callback([&o] {
+        examples::default_eos(o);
+        examples::run_beam(o);
+    });
 
     auto* vote = app.add_subcommand("vote", "self-consistency: N samples and their majority");
     examples::add_model_flags(*vote, o);
@@ -251,6 +271,7 @@ int main(int argc, char** argv)
     o.generate.max_tokens = 32;  // vote's default; generate requires the flag, so it never sees this one
     examples::add_max_tokens(*vote, o.generate.max_tokens, 0, "longest completion (default 32)");
     vote->callback([&o] {
+        examples::default_eos(o);
         auto s = examples::make_sampler(o);
         examples::run_vote(o, s);
     });

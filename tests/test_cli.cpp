@@ -18,6 +18,8 @@
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
+#include <xsampler/tokenizer.hpp>
+
 #include "../examples/svg_plot.hpp"
 #include "../examples/table_model.hpp"
 #include "helpers.hpp"
@@ -555,6 +557,88 @@ TEST_CASE("xsampler generate, beam and vote over the bigram word model", "[cli][
     // p(cat | the) = 2/3, p(sat | cat) = 1/2, p(. | sat) = 1: "cat sat ." has probability 1/3.
     CHECK_THAT(std::exp(b.at("hypotheses")[0].at("logprob").get<double>()), Catch::Matchers::WithinAbs(1.0 / 3.0, 1e-12));
     CHECK(run("beam --corpus " + corpus + " --prompt 'the' --eos 0 --beam-width 2 --max-tokens 3 --rank 4 --json").status == 0);
+}
+
+TEST_CASE("xsampler generate --tokenizer gpt2: an n-gram model over GPT-2 ids", "[cli][decode][tokenizer]")
+{
+    const vocabulary gpt2 = load_gpt2_vocabulary(XSAMPLER_GPT2_DIR);
+    const auto corpus = write_bytes("gpt2_corpus.txt", "The cat sat on the mat.\nThe dog sat on the log.\n\n"
+                                                       "A cat and a dog, friends.\r\nCaf\xc3\xa9 au lait, tr\xc3\xa8s bien! "
+                                                       "\xf0\x9f\x8d\xb5\n");
+    const std::string gen = "generate --corpus " + corpus + " --tokenizer gpt2 --max-tokens 40 --temp 0.7 ";
+    std::set<std::string> texts;
+    std::size_t ended = 0;
+    for (const std::string prompt : {"", " --prompt 'The dog'"})
+    {
+        for (int seed = 1; seed <= 6; ++seed)
+        {
+            const std::string args = gen + "--seed " + std::to_string(seed) + prompt;
+            const auto r = run(args + " --json");
+            INFO(args << "\nstderr: " << r.err);
+            REQUIRE(r.status == 0);
+            CHECK(run(args + " --json").out == r.out);  // reproducible for a seed
+            const auto j = nlohmann::json::parse(r.out);
+            const auto tokens = j.at("tokens").get<std::vector<token_id>>();
+            REQUIRE(!tokens.empty());
+            for (std::size_t i = 0; i < tokens.size(); ++i)
+            {
+                REQUIRE(tokens[i] >= 0);
+                REQUIRE(tokens[i] < 50257);
+                REQUIRE((tokens[i] != 50256 || i + 1 == tokens.size()));  // the eos ends the text
+            }
+            const std::string text = gpt2.decode(tokens);
+            CHECK(j.at("text") == text);
+            CHECK(j.at("model_logprobs").size() == tokens.size());
+            if (j.at("stop_reason") == "eos")
+            {
+                CHECK(tokens.back() == 50256);
+                ++ended;
+            }
+            else
+            {
+                CHECK(j.at("stop_reason") == "max_tokens");
+                CHECK(tokens.size() == 40);
+            }
+            texts.insert(text);
+            // The text output: the prompt's text and the continuation, then the count and the reason.
+            const auto plain = lines(run(args).out);
+            REQUIRE(plain.size() >= 2);
+            const std::string shown = (prompt.empty() ? "" : "The dog") + text;
+            CHECK(run(args).out.rfind(shown + "\n", 0) == 0);
+            CHECK(plain.back() == "(" + std::to_string(tokens.size()) + " tokens, stop reason: " +
+                                      j.at("stop_reason").get<std::string>() +
+                                      (j.at("stop_reason") == "max_tokens" ? " \u2014 truncated)" : ")"));
+        }
+    }
+    CHECK(ended > 0);
+    CHECK(texts.size() > 2);  // the seeds differ
+
+    // --eos replaces 50256: here '.' (13) ends the text.
+    const auto dot = nlohmann::json::parse(run(gen + "--seed 3 --eos 13 --prompt 'The cat' --json").out);
+    if (dot.at("stop_reason") == "eos")
+    {
+        CHECK(dot.at("tokens").back() == 13);
+    }
+    // Every token has a positive probability after any prefix, the never-seen ones included.
+    const auto d = run("dist --corpus " + corpus + " --tokenizer gpt2 --prompt 'The'");
+    REQUIRE(d.status == 0);
+    CHECK(lines(d.out).size() == 50257);
+    CHECK(lines(d.out)[0].rfind("3290\t", 0) == 0);  // " dog" ties with " cat" (3797); the lower id first
+
+    check_error("generate --corpus " + corpus + " --tokenizer gpt3 --seed 1 --max-tokens 3",
+                "--tokenizer: must be gpt2, got 'gpt3'");
+    check_error("generate --tokenizer gpt2 --seed 1 --max-tokens 3", "--tokenizer requires --corpus");
+    check_error(gen + "--seed 1 --tokenizer-dir " + path("no_gpt2"), "load_gpt2_vocabulary: cannot open '" + path("no_gpt2"));
+    check_error(gen + "--seed 1", "load_gpt2_vocabulary: cannot open '" + path("env_gpt2"),
+                "XSAMPLER_GPT2_DIR='" + path("env_gpt2") + "'");
+    check_error(gen + "--seed 1 --order 0", "--order: must be >= 1");
+    check_error(gen + "--seed 1 --order 17", "--order");
+    check_error(gen + "--seed 1 --rank 2", "--rank excludes --tokenizer");
+    check_error(gen + "--seed 1 --eos 50257", "--eos: token id 50257 is out of range");
+    check_error(gen + "--seed 1 --stop 'the'", "--stop: text stop strings are not supported yet");
+    check_error("generate --corpus " + corpus + " --prompt the --seed 1 --max-tokens 3", "--eos is required");
+    check_error("generate --corpus " + write_bytes("blank.txt", "\n\r\n\n") + " --tokenizer gpt2 --seed 1 --max-tokens 3",
+                "no text");
 }
 
 TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][decode][errors]")

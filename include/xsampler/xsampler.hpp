@@ -7,6 +7,7 @@
 #include "types.hpp"
 #include "vocabulary.hpp"
 #include "regex.hpp"
+#include "tokenizer.hpp"
 #include "random.hpp"
 #include "row.hpp"
 #include "candidates.hpp"
