@@ -405,3 +405,45 @@ TEST_CASE("sample_batch takes spans over raw arrays, and histories", "[batch]")
     sample_batch(logits, samplers, pool, out, spans, serial_executor{});
     check_same(out, want[1]);
 }
+
+TEST_CASE("constraint copies on two threads share their masks safely", "[batch][constraint]")
+{
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b)
+    {
+        tokens.emplace_back(1, char(b));
+    }
+    for (const char* t : {"{\"", "\":", "\",", "\"}", "[1", "true", "null"})
+    {
+        tokens.emplace_back(t);
+    }
+    tokens.emplace_back();
+    const auto eos = token_id(tokens.size() - 1);
+    auto index = std::make_shared<const vocabulary_index>(
+        std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
+    const constraint proto = json_constraint(index);
+    std::vector<std::size_t> ended(2, 0);
+    const auto run = [&](std::size_t t) {
+        for (std::uint64_t seed = 0; seed < 20; ++seed)
+        {
+            constraint c = proto;  // shares proto's masks
+            c.set_budget(12);
+            chain ch{std::move(c), temperature{1.0}};
+            const auto model = [&](token_span prefix) {
+                return test_helpers::random_row<float>(index->vocab().size(), seed * 131 + prefix.size() + t);
+            };
+            generate_options o;
+            o.eos = {eos};
+            o.max_tokens = 12;
+            philox4x32 rng(seed, t);
+            const generation g = generate(model, {}, ch, o, rng);
+            ended[t] += g.reason == stop_reason::eos;
+        }
+    };
+    std::thread a(run, 0), b(run, 1);
+    a.join();
+    b.join();
+    CHECK(ended[0] == 20);  // every run ended with eos within its budget
+    CHECK(ended[1] == 20);
+    CHECK(proto.cached() > 0);
+}

@@ -18,7 +18,9 @@
 //                 ids of the vocabulary exactly when t is complete. Masks are
 //                 cached per machine state (a state's counts beyond what one
 //                 token can change are one key): a warm step costs a hash
-//                 look-up; a cold one walks the trie once.
+//                 look-up; a cold one walks the trie once. Copies of a
+//                 constraint share the masks (behind a mutex: copies may run
+//                 on other threads); one constraint serves one sequence.
 //   advance(id)   reads the token; one the mask would not allow (a byte that
 //                 breaks the text, eos before the text is complete, a special
 //                 token that is not eos, anything after eos): invalid_parameter
@@ -54,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -332,24 +335,35 @@ namespace xsampler
             const detail::grammar_state& s = m_entries.back().s;
             std::string& key = m_key;
             key_of(s, key);
-            auto it = m_cache->masks.find(key);
-            if (it == m_cache->masks.end() || (m_budget != 0 && it->second.growth == unknown))
+            std::shared_ptr<const cached_mask> found;
             {
-                if (it == m_cache->masks.end() && m_cache->masks.size() >= max_cached)
+                const std::lock_guard<std::mutex> hold(m_cache->lock);
+                const auto it = m_cache->masks.find(key);
+                if (it != m_cache->masks.end() && (m_budget == 0 || it->second->growth != unknown))
                 {
-                    m_cache->masks.clear();
+                    found = it->second;
                 }
-                ++m_counters.walks;
-                it = m_cache->masks.insert_or_assign(key, fill(s, 0, m_budget != 0)).first;
             }
-            else
+            if (found)
             {
                 ++m_counters.hits;
             }
+            else
+            {
+                ++m_counters.walks;  // outside the lock: copies on other threads go on
+                found = std::make_shared<const cached_mask>(fill(s, 0, m_budget != 0));
+                const std::lock_guard<std::mutex> hold(m_cache->lock);
+                if (m_cache->masks.size() >= max_cached)
+                {
+                    m_cache->masks.clear();  // masks in use stay alive through their holders
+                }
+                m_cache->masks[key] = found;
+            }
+            m_current = std::move(found);
             if (m_budget != 0)
             {
                 const std::size_t here = completion_length(s);
-                if (here + it->second.growth + 2 > left())
+                if (here + m_current->growth + 2 > left())
                 {
                     ++m_counters.walks;
                     ++m_counters.tight;
@@ -357,7 +371,7 @@ namespace xsampler
                     return m_tight;
                 }
             }
-            return it->second.set;
+            return m_current->set;
         }
 
         /// Reads one token (see the top of this file).
@@ -431,7 +445,11 @@ namespace xsampler
 
         const counters& stats() const noexcept { return m_counters; }
         /// Masks kept, across the copies of this constraint.
-        std::size_t cached() const noexcept { return m_cache->masks.size(); }
+        std::size_t cached() const
+        {
+            const std::lock_guard<std::mutex> hold(m_cache->lock);
+            return m_cache->masks.size();
+        }
         static constexpr std::size_t max_cached = 4096;
 
     private:
@@ -448,7 +466,8 @@ namespace xsampler
         };
         struct cache
         {
-            std::unordered_map<std::string, cached_mask> masks;
+            std::mutex lock;
+            std::unordered_map<std::string, std::shared_ptr<const cached_mask>> masks;
         };
 
         std::size_t left() const noexcept { return m_budget > m_ids.size() ? m_budget - m_ids.size() : 0; }
@@ -596,6 +615,7 @@ namespace xsampler
         std::vector<entry> m_entries;    // the state after each token read; [0] the start
         std::vector<token_id> m_ids;
         std::size_t m_budget = 0;
+        std::shared_ptr<const cached_mask> m_current;  // the last mask() (alive while a step uses it)
         token_set m_tight;
         std::string m_key;
         counters m_counters;

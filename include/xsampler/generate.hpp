@@ -155,7 +155,7 @@ namespace xsampler
         out.top_logprobs.reserve(options.top_logprobs > 0 ? reserved : 0);
         std::vector<token_id> history;
         history.reserve(prompt.size() + reserved);
-        history = prompt;
+        history.insert(history.end(), prompt.begin(), prompt.end());
         detail::scored_lists best;  // the top-n diagnostic's scratch
         for (std::size_t step = 0; step < options.max_tokens; ++step)
         {

@@ -34,7 +34,7 @@ namespace xsampler
     public:
         vocabulary() = default;
         vocabulary(std::vector<std::string> tokens, std::vector<token_id> special)
-            : m_tokens(std::move(tokens)), m_special(m_tokens.size(), false)
+            : m_tokens(std::move(tokens)), m_special(m_tokens.size(), false), m_eos(special)
         {
             detail::check_ids(special, m_tokens.size(), "vocabulary", "special token id");
             for (const token_id id : special)
@@ -42,7 +42,6 @@ namespace xsampler
                 m_special[std::size_t(id)] = true;
                 m_tokens[std::size_t(id)].clear();
             }
-            m_eos = special;
             m_by_bytes.reserve(m_tokens.size());
             for (std::size_t id = 0; id < m_tokens.size(); ++id)
             {
