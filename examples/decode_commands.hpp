@@ -10,12 +10,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include <xsampler/json_schema.hpp>
 #include <xsampler/xsampler.hpp>
 
 #include "models.hpp"
@@ -159,15 +162,65 @@ namespace examples
         return s;
     }
 
-    inline void run_generate(const tool_options& o, xsampler::sampler& s)
+    /// generate's constraint (--grammar, --json-schema, --regex) over the n-gram model's
+    /// vocabulary, with its budget under --budget-aware; none when no flag asks for one.
+    inline std::vector<xsampler::custom_stage> constraint_of(const tool_options& o, const any_model& model,
+                                                            std::size_t max_tokens)
     {
-        // HANDOVER(--stop): hand o.stop_strings to the library's text stop strings here; until then, refused.
-        if (!o.stop_strings.empty()) throw std::invalid_argument("--stop: text stop strings are not supported yet");
+        const bool wanted = !o.grammar.empty() || !o.json_schema.empty() || !o.regex.empty();
+        if (!wanted)
+        {
+            if (o.budget_aware)
+            {
+                throw std::invalid_argument("--budget-aware needs a constraint: --grammar json, --json-schema or --regex");
+            }
+            return {};
+        }
+        const auto* m = std::get_if<ngram_model>(&model);
+        if (m == nullptr)
+        {
+            throw std::invalid_argument("a constraint needs a vocabulary: --corpus FILE --tokenizer gpt2");
+        }
+        auto index = std::make_shared<const xsampler::vocabulary_index>(
+            std::make_shared<const xsampler::vocabulary>(m->tokenizer().vocab()));
+        std::optional<xsampler::constraint> c;
+        if (!o.grammar.empty())
+        {
+            c = xsampler::json_constraint(index);
+        }
+        else if (!o.regex.empty())
+        {
+            c = xsampler::regex_constraint(index, o.regex);
+        }
+        else
+        {
+            c = xsampler::json_schema_constraint(index, read_text_file(o.json_schema, std::size_t(1) << 20, "1 MiB"));
+        }
+        if (o.budget_aware)
+        {
+            c->set_budget(max_tokens);
+        }
+        return {xsampler::custom_stage("constraint", std::move(*c))};
+    }
+
+    inline void run_generate(const tool_options& o)
+    {
         loaded input = load_model(o);  // not a structured binding: clang 14 lambdas cannot capture those
         auto& model = input.model;
         auto& prompt = input.prompt;
         xsampler::generate_options g = o.generate;
         g.model_logprobs = g.entropy = o.json;  // the text output shows neither
+        if (!o.stop_strings.empty())
+        {
+            const auto* m = std::get_if<ngram_model>(&model);
+            if (m == nullptr)
+            {
+                throw std::invalid_argument("--stop needs a vocabulary: --corpus FILE --tokenizer gpt2 (or use --stop-seq)");
+            }
+            g.stop_strings = o.stop_strings;
+            g.vocab = &m->tokenizer().vocab();
+        }
+        auto s = make_sampler(o, constraint_of(o, model, g.max_tokens));
         xsampler::philox4x32 rng(o.params.seed);
         const auto out = std::visit([&](auto& m) { return xsampler::generate(m, prompt, s, g, rng); }, model);
         if (o.json)
@@ -194,6 +247,10 @@ namespace examples
             if (!std::holds_alternative<table_model>(model))
             {
                 j["text"] = text_of(model, out.tokens);
+            }
+            if (out.stop_at != std::string::npos)
+            {
+                j["stop_at"] = out.stop_at;  // where the stop string starts in "text"
             }
             std::cout << j.dump() << '\n';
             return;

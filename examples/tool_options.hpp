@@ -79,6 +79,11 @@ namespace examples
         std::string tokenizer_dir;  // --tokenizer-dir: empty = $XSAMPLER_GPT2_DIR, else the build's
         std::size_t order = 3;      // --order
         std::vector<std::string> stop_strings;  // generate --stop TEXT (repeatable)
+        // generate's constraints (constraint.hpp), over the GPT-2 vocabulary
+        std::string grammar;      // --grammar json
+        std::string json_schema;  // --json-schema FILE
+        std::string regex;        // --regex RE
+        bool budget_aware = false;  // --budget-aware
         bool json = false;
     };
 
@@ -419,6 +424,33 @@ namespace examples
             ->type_name("TEXT");
     }
 
+    /// generate's constraints: --grammar json, --json-schema FILE, --regex RE (one of them), --budget-aware.
+    inline void add_constraint_flags(CLI::App& cmd, tool_options& o)
+    {
+        auto* g = cmd.add_option_function<std::string>(
+                         "--grammar",
+                         [&o](const std::string& text) {
+                             if (text != "json")
+                             {
+                                 throw CLI::ValidationError("--grammar", "must be json, got '" + detail::echo(text) + "'");
+                             }
+                             o.grammar = text;
+                         },
+                         "constrain the output to any JSON value (needs --tokenizer gpt2)")
+                      ->type_name("json");
+        auto* j = cmd.add_option("--json-schema", o.json_schema,
+                                 "constrain the output to JSON valid under this JSON Schema file (a subset: "
+                                 "docs/semantics.md, Constraints)")
+                      ->type_name("FILE");
+        auto* r = cmd.add_option("--regex", o.regex, "constrain the output to text the regular expression matches whole")
+                      ->type_name("RE");
+        g->excludes(j)->excludes(r);
+        j->excludes(r);
+        cmd.add_flag("--budget-aware", o.budget_aware,
+                     "with a constraint: end complete within --max-tokens, eos included (an error before "
+                     "generating if no completion fits)");
+    }
+
     inline void add_stop_seq(CLI::App& cmd, tool_options& o)
     {
         cmd.add_option_function<std::vector<std::string>>(
@@ -492,7 +524,8 @@ namespace examples
     // The sampler of the parameters (it validates every one of them). A --samplers list (llama.cpp's,
     // which names penalties and dry but not the other processors) gets the processors it leaves out
     // first, in the default order: llama.cpp applies its logit bias before the list too.
-    inline xsampler::sampler make_sampler(const tool_options& o)
+    /// `first`: stages placed before the rest of the order (generate's constraint).
+    inline xsampler::sampler make_sampler(const tool_options& o, std::vector<xsampler::custom_stage> first = {})
     {
         xsampler::sampling_params p = o.params;
         if (!o.samplers.empty())
@@ -507,6 +540,11 @@ namespace examples
                 }
             }
             p.order.insert(p.order.end(), listed.begin(), listed.end());
+        }
+        for (auto it = first.rbegin(); it != first.rend(); ++it)
+        {
+            p.order.insert(p.order.begin(), it->name());
+            p.custom.push_back(std::move(*it));
         }
         return xsampler::sampler(p);
     }

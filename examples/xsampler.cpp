@@ -238,14 +238,15 @@ int main(int argc, char** argv)
                           "no eos or stop sequence before N tokens (default 0), at most 10^6");
     examples::add_stop_seq(*generate, o);
     examples::add_stop_strings(*generate, o);
+    examples::add_constraint_flags(*generate, o);
     generate->add_flag("--ignore-eos", o.generate.ignore_eos, "mask the eos ids at every step (llama.cpp's)");
     examples::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
                           std::size_t(examples::limits::token_id),
                           "report the N most probable tokens at each step, N <= the vocabulary");
     generate->callback([&o] {
         examples::default_eos(o);
-        auto s = examples::make_sampler(o);
-        examples::run_generate(o, s);
+        examples::make_sampler(o);  // the parameters are checked before the model is read
+        examples::run_generate(o);
     });
 
     auto* beam = app.add_subcommand("beam", "beam search: the best sequences with their probabilities");

@@ -635,10 +635,102 @@ TEST_CASE("xsampler generate --tokenizer gpt2: an n-gram model over GPT-2 ids", 
     check_error(gen + "--seed 1 --order 17", "--order");
     check_error(gen + "--seed 1 --rank 2", "--rank excludes --tokenizer");
     check_error(gen + "--seed 1 --eos 50257", "--eos: token id 50257 is out of range");
-    check_error(gen + "--seed 1 --stop 'the'", "--stop: text stop strings are not supported yet");
     check_error("generate --corpus " + corpus + " --prompt the --seed 1 --max-tokens 3", "--eos is required");
     check_error("generate --corpus " + write_bytes("blank.txt", "\n\r\n\n") + " --tokenizer gpt2 --seed 1 --max-tokens 3",
                 "no text");
+}
+
+TEST_CASE("xsampler generate: --json-schema, --grammar, --regex, --budget-aware and --stop", "[cli][decode][constraint]")
+{
+    const vocabulary gpt2 = load_gpt2_vocabulary(XSAMPLER_GPT2_DIR);
+    const auto corpus = write_bytes("people.txt", "{\"name\": \"Ada\", \"age\": 36, \"ok\": true}\n"
+                                                  "{\"age\": 41, \"name\": \"Alan Turing\"}\n"
+                                                  "{\"ok\": false, \"tags\": [\"math\", \"chess\"], \"name\": \"Grace\"}\n");
+    const std::string schema_text =
+        R"({"type":"object","properties":{"name":{"type":"string","maxLength":12},"age":{"type":"integer"},)"
+        R"("ok":{"type":"boolean"},"tags":{"type":"array","items":{"type":"string"},"maxItems":2}},)"
+        R"("required":["name","age"],"additionalProperties":false})";
+    const auto schema = write_bytes("person.json", schema_text);
+    const nlohmann::json parsed_schema = nlohmann::json::parse(schema_text);
+    const std::string gen = "generate --corpus " + corpus + " --tokenizer gpt2 --temp 0.9 ";
+    std::size_t complete = 0;
+    for (int seed = 1; seed <= 8; ++seed)
+    {
+        const std::string args = gen + "--max-tokens 48 --json-schema " + schema + " --seed " + std::to_string(seed);
+        const auto r = run(args + " --json");
+        INFO(args << "\nstderr: " << r.err);
+        REQUIRE(r.status == 0);
+        const auto j = nlohmann::json::parse(r.out);
+        const std::string text = j.at("text");
+        const auto ids = j.at("tokens").get<std::vector<token_id>>();
+        CHECK(text == gpt2.decode(ids));
+        if (j.at("stop_reason") == "eos")
+        {
+            ++complete;
+            const auto value = nlohmann::json::parse(text);
+            CHECK(value.contains("name"));
+            CHECK(value.at("age").is_number_integer());
+            for (const auto& kv : value.items())
+            {
+                CHECK(parsed_schema.at("properties").contains(kv.key()));
+            }
+        }
+        // budget-aware: always complete within the budget
+        const auto b = nlohmann::json::parse(run(args + " --budget-aware --json").out);
+        CHECK(b.at("stop_reason") == "eos");
+        CHECK(b.at("tokens").size() <= 48);
+        CHECK_NOTHROW(nlohmann::json::parse(b.at("text").get<std::string>()));
+    }
+    CHECK(complete > 0);
+    // the tightest budget that fits completes; one less is an error before generating
+    const auto tight = run(gen + "--seed 2 --json-schema " + schema + " --max-tokens 64 --budget-aware --json");
+    REQUIRE(tight.status == 0);
+    std::size_t least = 0;
+    for (std::size_t n = 4; n < 40 && least == 0; ++n)
+    {
+        const auto r = run(gen + "--seed 2 --json-schema " + schema + " --budget-aware --json --max-tokens " +
+                           std::to_string(n));
+        if (r.status == 0)
+        {
+            least = n;
+            const auto j = nlohmann::json::parse(r.out);
+            CHECK(j.at("stop_reason") == "eos");
+            CHECK(j.at("tokens").size() <= n);
+            CHECK_NOTHROW(nlohmann::json::parse(j.at("text").get<std::string>()));
+        }
+        else
+        {
+            CHECK_THAT(r.err, Catch::Matchers::Contains("no completion fits in " + std::to_string(n) + " tokens"));
+        }
+    }
+    CHECK(least > 4);
+    // any JSON value; a regular expression
+    for (int seed = 1; seed <= 4; ++seed)
+    {
+        const auto j = nlohmann::json::parse(
+            run(gen + "--grammar json --budget-aware --max-tokens 30 --json --seed " + std::to_string(seed)).out);
+        CHECK(j.at("stop_reason") == "eos");
+        CHECK_NOTHROW(nlohmann::json::parse(j.at("text").get<std::string>()));
+        const auto re = nlohmann::json::parse(
+            run(gen + "--regex '[A-Z][a-z]+( [A-Z][a-z]+)?' --budget-aware --max-tokens 12 --json --seed " +
+                std::to_string(seed)).out);
+        CHECK(re.at("stop_reason") == "eos");
+        CHECK(std::regex_match(re.at("text").get<std::string>(), std::regex("[A-Z][a-z]+( [A-Z][a-z]+)?")));
+    }
+    // --stop: the text before it is what an API returns; stop_at says where it starts
+    const auto stopped = nlohmann::json::parse(run(gen + "--max-tokens 60 --seed 1 --stop '\"' --json").out);
+    CHECK(stopped.at("stop_reason") == "stop_sequence");
+    CHECK(stopped.at("text").get<std::string>().substr(stopped.at("stop_at").get<std::size_t>(), 1) == "\"");
+    check_error(gen + "--seed 1 --max-tokens 9 --json-schema " + write_bytes("bad.json", R"({"type":"object","oneOf":[]})"),
+                "json_schema: unsupported keyword 'oneOf' at /");
+    check_error(gen + "--seed 1 --max-tokens 9 --grammar yaml", "--grammar: must be json, got 'yaml'");
+    check_error(gen + "--seed 1 --max-tokens 9 --grammar json --regex a", "--grammar excludes --regex");
+    check_error(gen + "--seed 1 --max-tokens 9 --budget-aware", "--budget-aware needs a constraint");
+    check_error(gen + "--seed 1 --max-tokens 9 --regex 'a(?=b)'", "regex: lookahead (?= is not supported, at offset 1");
+    check_error("generate --corpus " + corpus + " --prompt name --eos 0 --seed 1 --max-tokens 3 --grammar json",
+                "a constraint needs a vocabulary");
+    check_error("generate --corpus " + corpus + " --prompt name --eos 0 --seed 1 --max-tokens 3 --stop x",
+                "--stop needs a vocabulary");
 }
 
 TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][decode][errors]")
