@@ -189,6 +189,25 @@ namespace
     constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }
 
     /// A copy of c advanced by t, or false if c does not allow it.
+    /// One generation from a copy of `proto` (its masks shared), first in a
+    /// chain with `stages`; with `budgeted`, under the budget max_tokens.
+    template <class Model, class... Stages>
+    generation constrained_run(const constraint& proto, std::size_t max_tokens, bool budgeted, Model& model,
+                               std::uint64_t seed, Stages... stages)
+    {
+        constraint c = proto;
+        if (budgeted)
+        {
+            c.set_budget(max_tokens);
+        }
+        generate_options o;
+        o.eos.assign(proto.vocab().eos().begin(), proto.vocab().eos().end());
+        o.max_tokens = max_tokens;
+        chain ch{std::move(c), stages...};
+        philox4x32 rng(seed);
+        return generate(model, {}, ch, o, rng);
+    }
+
     bool advanced(const constraint& c, token_id t, constraint& out)
     {
         constraint copy = c;
@@ -390,19 +409,10 @@ TEST_CASE("constraint: thousands of seeded generations parse and validate", "[co
         const std::size_t least = proto.shortest_completion();
         for (std::uint64_t seed = 0; seed < 300; ++seed)
         {
-            constraint c = proto;
-            generate_options o;
-            o.eos.assign(v.eos().begin(), v.eos().end());
             const bool budgeted = seed % 2 == 0;
-            o.max_tokens = budgeted ? least + seed % 24 : 48;
-            if (budgeted)
-            {
-                c.set_budget(o.max_tokens);
-            }
-            chain ch{std::move(c), temperature{1.0}};
             hash_model model{v.size(), seed, {}};
-            philox4x32 rng(seed);
-            const generation g = generate(model, {}, ch, o, rng);
+            const generation g =
+                constrained_run(proto, budgeted ? least + seed % 24 : 48, budgeted, model, seed, temperature{1.0});
             ++runs;
             const std::string text = v.decode(g.tokens);
             INFO(schemas[k] << "\nseed " << seed << ": " << text);
@@ -435,15 +445,8 @@ TEST_CASE("constraint: budgets from the minimum upwards all complete", "[constra
         {
             for (std::uint64_t seed = 0; seed < 8; ++seed)
             {
-                constraint c = proto;
-                c.set_budget(budget);
-                generate_options o;
-                o.eos.assign(v.eos().begin(), v.eos().end());
-                o.max_tokens = budget;
-                chain ch{std::move(c)};
                 hash_model model{v.size(), seed + 100, {}};
-                philox4x32 rng(seed);
-                const generation g = generate(model, {}, ch, o, rng);
+                const generation g = constrained_run(proto, budget, true, model, seed);
                 INFO(text << " budget " << budget << ": " << v.decode(g.tokens));
                 REQUIRE(g.reason == stop_reason::eos);
                 REQUIRE(g.tokens.size() <= budget);
@@ -667,19 +670,10 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
     std::size_t eos_ends = 0;
     for (std::uint64_t seed = 0; seed < 100; ++seed)
     {
-        constraint c = proto;
-        generate_options o;
-        o.eos.assign(v.eos().begin(), v.eos().end());
         const bool budgeted = seed % 2 == 0;
-        o.max_tokens = budgeted ? least + seed % 40 : 64;
-        if (budgeted)
-        {
-            c.set_budget(o.max_tokens);
-        }
-        chain ch{std::move(c), top_k{40}, top_p{0.95}, temperature{0.9}};
         rotating_model model(v.size(), seed);
-        philox4x32 rng(seed);
-        const generation g = generate(model, {}, ch, o, rng);
+        const generation g = constrained_run(proto, budgeted ? least + seed % 40 : 64, budgeted, model, seed, top_k{40},
+                                             top_p{0.95}, temperature{0.9});
         const std::string out = v.decode(g.tokens);
         INFO("seed " << seed << ": " << out);
         if (g.reason == stop_reason::eos)
@@ -697,15 +691,8 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
     const constraint any = json_constraint(index);
     for (std::uint64_t seed = 0; seed < 60; ++seed)
     {
-        constraint c = any;
-        c.set_budget(24);
-        generate_options o;
-        o.eos.assign(v.eos().begin(), v.eos().end());
-        o.max_tokens = 24;
-        chain ch{std::move(c), temperature{1.0}};
         rotating_model model(v.size(), seed + 1000);
-        philox4x32 rng(seed);
-        const generation g = generate(model, {}, ch, o, rng);
+        const generation g = constrained_run(any, 24, true, model, seed, temperature{1.0});
         INFO("seed " << seed << ": " << v.decode(g.tokens));
         REQUIRE(g.reason == stop_reason::eos);
         CHECK_NOTHROW(json::parse(v.decode(g.tokens)));
@@ -727,15 +714,9 @@ TEST_CASE("regex: generations all match std::regex, and every allowed token can 
             const constraint proto = regex_constraint(index, pattern);
             for (std::uint64_t seed = 0; seed < (small ? 60 : 20); ++seed)
             {
-                constraint c = proto;
-                generate_options o;
-                o.eos.assign(v.eos().begin(), v.eos().end());
-                o.max_tokens = proto.shortest_completion() + seed % 16;
-                c.set_budget(o.max_tokens);
-                chain ch{std::move(c), temperature{1.0}};
                 rotating_model model(v.size(), seed + 77);
-                philox4x32 rng(seed);
-                const generation g = generate(model, {}, ch, o, rng);
+                const generation g =
+                    constrained_run(proto, proto.shortest_completion() + seed % 16, true, model, seed, temperature{1.0});
                 const std::string out = v.decode(g.tokens);
                 INFO(pattern << " seed " << seed << ": " << out);
                 REQUIRE(g.reason == stop_reason::eos);

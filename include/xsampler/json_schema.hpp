@@ -172,6 +172,14 @@ namespace xsampler
                 throw invalid_parameter("json_schema: " + what + " at " + (where.empty() ? "/" : where));
             }
 
+            void check_depth(std::size_t depth, const std::string& where) const
+            {
+                if (depth + 1 > m_max_depth)
+                {
+                    fail("objects and arrays nested deeper than " + std::to_string(m_max_depth), where);
+                }
+            }
+
             static std::size_t count(const nlohmann::json& s, const char* key, std::size_t otherwise,
                                      const std::string& where)
             {
@@ -273,10 +281,7 @@ namespace xsampler
 
             std::uint32_t object(const nlohmann::json& s, const std::string& where, std::size_t depth)
             {
-                if (depth + 1 > m_max_depth)
-                {
-                    fail("objects and arrays nested deeper than " + std::to_string(m_max_depth), where);
-                }
+                check_depth(depth, where);
                 grammar::node n;
                 n.what = grammar::kind::object;
                 std::vector<std::string> required;
@@ -359,10 +364,7 @@ namespace xsampler
 
             std::uint32_t array(const nlohmann::json& s, const std::string& where, std::size_t depth)
             {
-                if (depth + 1 > m_max_depth)
-                {
-                    fail("objects and arrays nested deeper than " + std::to_string(m_max_depth), where);
-                }
+                check_depth(depth, where);
                 grammar::node n;
                 n.what = grammar::kind::array;
                 n.min_items = count(s, "minItems", 0, where);
