@@ -252,7 +252,7 @@ namespace examples
             {
                 j["stop_at"] = out.stop_at;  // where the stop string starts in "text"
             }
-            std::cout << j.dump() << '\n';
+            std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';  // token bytes may split a character
             return;
         }
         if (std::holds_alternative<ngram_model>(model))

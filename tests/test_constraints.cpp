@@ -294,6 +294,23 @@ TEMPLATE_TEST_CASE("keep_in on a fused top-k decides what the masked row decides
             INFO("density " << density << " seed " << seed << " k " << k);
             REQUIRE(a.ids == b.ids);
             REQUIRE(a.probs == b.probs);
+            // a processor before (a patched row) and a raised token the mask drops after:
+            // neither the max nor the draw may see it
+            token_id outside = 0;
+            while (allowed.contains(outside) && outside + 1 < token_id(vocab))
+            {
+                ++outside;
+            }
+            const logit_bias pre({{token_id(seed * 7 % vocab), -1.0}});
+            const logit_bias raise({{outside, 50.0}});
+            chain fused2{pre, keep_set{&allowed}, raise, top_k{std::int64_t(k)}, temperature{0.0}};
+            chain plain2{pre, mask_rest{&allowed}, no_op{}, raise, top_k{std::int64_t(k)}, temperature{0.0}};
+            REQUIRE(fused2.final_distribution(row).ids == plain2.final_distribution(row).ids);
+            chain fused3{pre, keep_set{&allowed}, raise, top_k{std::int64_t(k)}, top_p{0.9}};
+            chain plain3{pre, mask_rest{&allowed}, no_op{}, raise, top_k{std::int64_t(k)}, top_p{0.9}};
+            const auto c3 = fused3.final_distribution(row);
+            REQUIRE(c3.ids == plain3.final_distribution(row).ids);
+            REQUIRE(c3.probs == plain3.final_distribution(row).probs);
             // a dense mask keeps the selection pending (the fast path is taken)
             candidates<TestType> c;
             c.load(row, k);
@@ -550,6 +567,30 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
     fails(R"({"enum":[")" + std::string(5000, 'x') + R"("]})", "longer than 4096");
     CHECK_THROWS_WITH(json_constraint(small_index(), json_options{300, 32}), Contains("whitespace must be <= 255"));
+    // required names served by additionalProperties compile it once: 30 levels stay linear
+    std::string nested = R"({"type":"integer"})", wide = nested;
+    for (int level = 0; level < 30; ++level)
+    {
+        nested = R"({"type":"object","required":["a"],"properties":{"b":{"type":"null"}},"additionalProperties":)" +
+                 nested + "}";
+        wide = R"({"type":"object","required":["a","b","c"],"additionalProperties":)" + wide + "}";
+    }
+    const auto deep = compile_json_schema(nested);
+    CHECK(deep->nodes.size() < 200);
+    CHECK_THROWS_WITH(compile_json_schema(wide), Contains("the shortest value is longer than 65536 bytes"));
+    // a hand-built object with more than 64 properties
+    grammar g;
+    grammar::node o;
+    o.what = grammar::kind::object;
+    std::vector<std::string> names;
+    for (int i = 0; i < 65; ++i)
+    {
+        names.push_back("\"k" + std::to_string(i) + "\"");
+        o.properties.push_back({names.back(), g.any_value(), false});
+    }
+    o.keys = g.add_trie(names);
+    g.root = g.add(o);
+    CHECK_THROWS_WITH(g.finish(), Contains("more than 64"));
 }
 
 TEST_CASE("json: any JSON value, and whitespace bounded", "[constraint]")
@@ -610,6 +651,16 @@ TEST_CASE("generate: stop strings, split across tokens", "[constraint][generate]
     o.vocab = &v;
     o.stop_strings = {""};
     CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("a stop string is empty"));
+    // a short stop string inside text written before min_tokens allowed stopping is not new
+    o.stop_strings = {"x", "zzzzzzz"};
+    o.min_tokens = 2;
+    const generation m = generate(model, {}, greedy_chain, o, rng);
+    CHECK(m.reason == stop_reason::max_tokens);
+    // a budget needs every byte to be a token
+    auto words_only = std::make_shared<const vocabulary_index>(std::make_shared<const vocabulary>(
+        std::vector<std::string>{"{", "}", "\"", "a", ":", ""}, std::vector<token_id>{5}));
+    constraint j = json_constraint(words_only);
+    CHECK_THROWS_WITH(j.set_budget(10), Contains("a budget needs every single byte to be a token"));
 }
 
 namespace

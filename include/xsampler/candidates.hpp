@@ -1047,6 +1047,15 @@ namespace xsampler
         /// max follows as on a dense set; the list follows the edit.
         void pending_edit(std::size_t i, T x)
         {
+            if (m_pending_mask != nullptr && !m_pending_mask->contains(token_id(i)))
+            {
+                // Masked by a pending keep_in: not in the set, so neither the max nor
+                // the list may see it; the patch only matters if the set unfuses
+                // (which applies the mask again).
+                patch(i) = x;
+                m_weights_current = false;
+                return;
+            }
             const T old = edit_row(i, x);
             index_pending();
             if (m_listed_bits[i / 64] >> (i % 64) & 1)

@@ -311,6 +311,13 @@ namespace xsampler
         {
             if (max_tokens != 0)
             {
+                if (!m_index->all_bytes())
+                {
+                    // The budget's checks count a completion's bytes as an upper bound
+                    // on its tokens: true only when every byte is a token.
+                    throw invalid_parameter(m_name + ": a budget needs every single byte to be a token of the "
+                                                     "vocabulary (byte fallback); this one lacks some");
+                }
                 const detail::grammar_state s = m_machine.start();
                 const std::size_t need = fewest(s) + 1;
                 if (need > max_tokens)

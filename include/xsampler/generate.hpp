@@ -222,13 +222,13 @@ namespace xsampler
             }
             if (longest_stop > 0)
             {
-                // Only a match that ends in the new token's bytes is new: search from
-                // longest_stop - 1 bytes before them. The earliest match wins.
+                // Only a match that ends in the new token's bytes is new: each stop
+                // string is searched from its length - 1 bytes before them. The
+                // earliest match wins.
                 const std::size_t added = options.vocab->bytes(out.tokens.back()).size();
-                const std::size_t from = text.size() - std::min(text.size(), added + longest_stop - 1);
                 for (const auto& stop : options.stop_strings)
                 {
-                    const std::size_t at = text.find(stop, from);
+                    const std::size_t at = text.find(stop, text.size() - std::min(text.size(), added + stop.size() - 1));
                     if (at != std::string::npos)
                     {
                         out.stop_at = std::min(out.stop_at, at);

@@ -300,6 +300,11 @@ namespace xsampler
             }
             for (auto& n : nodes)
             {
+                if (n.properties.size() > 64)
+                {
+                    throw invalid_parameter("grammar: an object with " + std::to_string(n.properties.size()) +
+                                            " properties, more than 64");
+                }
                 n.shortest.clear();
                 n.starts.assign(256, false);
             }

@@ -108,6 +108,8 @@ namespace xsampler
                 {
                     types = {"object", "array", "string", "number", "boolean", "null"};
                 }
+                std::sort(types.begin(), types.end());
+                types.erase(std::unique(types.begin(), types.end()), types.end());
                 const bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
                 std::vector<std::uint32_t> options;
                 std::vector<std::string> literals;
@@ -322,6 +324,18 @@ namespace xsampler
                         n.properties.push_back(std::move(p));
                     }
                 }
+                // additionalProperties' node, compiled once for every key it serves
+                std::int64_t extra = -1;
+                const auto additional = [&]() {
+                    if (extra < 0)
+                    {
+                        extra = s.contains("additionalProperties") && s["additionalProperties"].is_object()
+                                    ? std::int64_t(compile(s["additionalProperties"], where + "/additionalProperties",
+                                                           depth + 1))
+                                    : std::int64_t(m_g.any_value());
+                    }
+                    return std::uint32_t(extra);
+                };
                 for (const auto& r : required)
                 {
                     const std::string name = nlohmann::json(r).dump();
@@ -335,9 +349,7 @@ namespace xsampler
                         }
                         grammar::property p;
                         p.name = name;
-                        p.value = s.contains("additionalProperties") && s["additionalProperties"].is_object()
-                                      ? compile(s["additionalProperties"], where + "/additionalProperties", depth + 1)
-                                      : m_g.any_value();
+                        p.value = additional();
                         p.required = true;
                         n.properties.push_back(std::move(p));
                     }
@@ -348,10 +360,7 @@ namespace xsampler
                 }
                 if (n.properties.empty() && !closed)
                 {
-                    n.additional = s.contains("additionalProperties") && s["additionalProperties"].is_object()
-                                       ? std::int64_t(compile(s["additionalProperties"], where + "/additionalProperties",
-                                                              depth + 1))
-                                       : std::int64_t(m_g.any_value());
+                    n.additional = std::int64_t(additional());
                 }
                 std::vector<std::string> names;
                 for (const auto& p : n.properties)
