@@ -1085,6 +1085,15 @@ TEMPLATE_TEST_CASE("typical: not a rank prefix, min_keep, P = 1, masked tokens",
     // Temperature so far is part of the distribution: at T = 0.25, {.4,
     // .2 x3} becomes {.8, .05 x3} (H 0.64): .8 is nearest and alone reaches .5.
     CHECK(kept_ids(chain{temperature{0.25}, typical{0.5}}.final_distribution(l)) == std::set<token_id>{0});
+    // A temperature so small that the other tokens' exponents underflow to -inf
+    // (weight 0, an infinite distance from H = 0), on a row long enough to be
+    // bucketed (found by fuzz_sampler: the bucket key of an infinite distance):
+    // the best token alone holds the mass.
+    const auto wide = test_helpers::random_row<TestType>(1000, 3);
+    CHECK(chain{temperature{1e-39}, typical{0.9}}.final_distribution(wide).ids ==
+          std::vector<token_id>{greedy(wide)});
+    CHECK(chain{top_k{600}, temperature{1e-39}, typical{0.9}}.final_distribution(wide).ids ==
+          std::vector<token_id>{greedy(wide)});
 }
 
 TEMPLATE_TEST_CASE("typical equals the plain sort-based reference on random rows", "[filters][typical][reference]",

@@ -2125,12 +2125,24 @@ namespace xsampler
         {
             auto& out = m_near_out;
             constexpr std::size_t buckets = 64;
+            // A token whose exponent underflowed to -inf (weight 0) is infinitely
+            // far: dmax is the largest finite distance, and the infinite ones
+            // go to the last bucket (or last in the walk).
             double dmin = double(inf);
             double dmax = 0.0;
+            bool infinite = false;
             for (std::size_t i = 0; i < len; ++i)
             {
-                dmin = std::min(dmin, cur[i].d);
-                dmax = std::max(dmax, cur[i].d);
+                const double d = cur[i].d;
+                dmin = std::min(dmin, d);
+                if (d < double(inf))
+                {
+                    dmax = std::max(dmax, d);
+                }
+                else
+                {
+                    infinite = true;
+                }
             }
             const double scale = double(buckets) / (dmax - dmin);
             if (len <= 256 || depth >= 64 || !(dmax > dmin) || !std::isfinite(scale))
@@ -2139,7 +2151,7 @@ namespace xsampler
                 // too close to split: walk in (d, id) order.
                 near_token* buf = near_level(depth, len);
                 std::copy(cur, cur + len, buf);
-                if (dmax > dmin)
+                if (dmax > dmin || infinite)
                 {
                     std::sort(buf, buf + len, nearer);
                 }
@@ -2155,7 +2167,9 @@ namespace xsampler
                 }
                 return false;
             }
-            const auto key = [&](double d) { return std::min(std::size_t((d - dmin) * scale), buckets - 1); };
+            const auto key = [&](double d) {
+                return d >= dmax ? buckets - 1 : std::min(std::size_t((d - dmin) * scale), buckets - 1);
+            };
             double mass[buckets] = {};
             for (std::size_t i = 0; i < len; ++i)
             {
