@@ -142,6 +142,10 @@ namespace
         }
         if (v.is_string())
         {
+            if (s.contains("pattern") && !std::regex_search(v.get<std::string>(), std::regex(s["pattern"].get<std::string>())))
+            {
+                return false;
+            }
             const std::size_t n = code_points(v.get<std::string>());
             if (n < s.value("minLength", std::size_t(0)) || n > s.value("maxLength", ~std::size_t(0)))
             {
@@ -184,6 +188,7 @@ namespace
         R"({"type":"object","additionalProperties":{"type":"boolean"}})",
         R"({"type":"object","additionalProperties":false})",
         R"({})",
+        R"({"type":"string","pattern":"^[a-c]{1,3}@x\\.(com|org)$"})",
     };
 
     constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }

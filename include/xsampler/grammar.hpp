@@ -664,8 +664,10 @@ namespace xsampler
                 }
                 case scalar::dfa:
                 {
+                    // a pattern string ends at its closing quote; a whole-text regex
+                    // whenever its DFA accepts
                     const auto& n = g.nodes[s.node];
-                    return g.dfas[n.what == kind::regex ? n.dfa : std::size_t(n.pattern)].accepting(s.dfa_at);
+                    return n.what == kind::regex && g.dfas[n.dfa].accepting(s.dfa_at);
                 }
                 }
                 return false;
