@@ -285,15 +285,7 @@ namespace xsampler
         bool can_complete() const { return ended() || m_budget == 0 || shortest_completion() <= left(); }
 
         /// The canonical completion's text from here (no eos).
-        std::string completion() const
-        {
-            std::string out;
-            if (!ended())
-            {
-                m_machine.completion(m_entries.back().s, out);
-            }
-            return out;
-        }
+        std::string completion() const { return ended() ? std::string() : canonical(m_entries.back().s); }
         /// Tokens to complete from here, eos included (0 after eos).
         std::size_t shortest_completion() const
         {
@@ -506,20 +498,20 @@ namespace xsampler
             m_machine.completion(s, out);
             return out;
         }
-        /// The fewest tokens that spell s's canonical completion.
+        /// The fewest tokens that spell s's canonical completion; one the
+        /// vocabulary cannot spell is invalid_parameter.
         std::size_t fewest(const detail::grammar_state& s) const
         {
-            const std::string c = canonical(s);
-            const std::size_t n = m_index->fewest_tokens(c, m_dp);
-            if (n == ~std::size_t(0))
+            const std::size_t n = fewest_memo(s);
+            if (n == unknown)
             {
-                throw invalid_parameter(m_name + ": the vocabulary cannot spell the completion \"" + c + "\"");
+                throw invalid_parameter(m_name + ": the vocabulary cannot spell the completion \"" + canonical(s) + "\"");
             }
             return n;
         }
 
-        /// fewest() of a state's completion text, or ~0 if the vocabulary
-        /// cannot spell it; remembered by text (the tokens of a tight step
+        /// The fewest tokens that spell s's canonical completion, or ~0 if the
+        /// vocabulary cannot; remembered by text (the tokens of a tight step
         /// mostly share a few completions).
         std::size_t fewest_memo(const detail::grammar_state& s) const
         {

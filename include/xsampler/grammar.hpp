@@ -528,29 +528,6 @@ namespace xsampler
             // number
             std::uint8_t num_phase = 0;  // 0 after '-', 1 int "0", 2 int digits, 3 after '.', 4 frac, 5 after e, 6 after sign, 7 exp
             std::uint8_t digits = 0;
-
-            bool operator==(const grammar_state& o) const noexcept
-            {
-                if (frames.size() != o.frames.size())
-                {
-                    return false;
-                }
-                for (std::size_t i = 0; i < frames.size(); ++i)
-                {
-                    const auto& a = frames[i];
-                    const auto& b = o.frames[i];
-                    if (a.node != b.node || a.at != b.at || a.property != b.property || a.used != b.used ||
-                        a.count != b.count)
-                    {
-                        return false;
-                    }
-                }
-                return started == o.started && done == o.done && spaces == o.spaces && reading == o.reading &&
-                       is_key == o.is_key && node == o.node && trie_at == o.trie_at && depth == o.depth &&
-                       dfa_at == o.dfa_at && escape == o.escape && utf8_need == o.utf8_need &&
-                       utf8_lo == o.utf8_lo && utf8_hi == o.utf8_hi && hex == o.hex && want_low == o.want_low &&
-                       chars == o.chars && num_phase == o.num_phase && digits == o.digits;
-            }
         };
 
         /// Counts what a completion would append.
@@ -600,7 +577,7 @@ namespace xsampler
                 {
                     return true;
                 }
-                return s.frames.empty() && s.started && scalar_accepting(s) && implicit_end(s);
+                return s.frames.empty() && s.started && scalar_accepting(s);
             }
 
             bool step(state& s, unsigned char b) const
@@ -672,9 +649,6 @@ namespace xsampler
                 }
                 return false;
             }
-            /// Whether an accepting scalar can be ended by what follows (a
-            /// number, a literal); a top-level regex ends only with the text.
-            bool implicit_end(const state& s) const noexcept { return s.reading != scalar::string; }
 
             std::uint32_t literal_trie_of(const state& s) const noexcept
             {
