@@ -227,6 +227,28 @@ namespace
         out = std::move(copy);
         return true;
     }
+
+    /// Brute force over the whole vocabulary: each token is in c's mask
+    /// exactly when c can advance by it; check(t, after) runs for each allowed
+    /// token (eos included) on a copy advanced by it. Returns the allowed tokens.
+    template <class Check>
+    std::vector<token_id> allowed_by_brute_force(constraint& c, Check&& check)
+    {
+        const token_set mask = c.mask();
+        std::vector<token_id> allowed;
+        for (token_id t = 0; t < token_id(c.vocab().size()); ++t)
+        {
+            constraint after = c;
+            const bool can = advanced(c, t, after);
+            REQUIRE(mask.contains(t) == can);
+            if (can)
+            {
+                check(t, after);
+                allowed.push_back(t);
+            }
+        }
+        return allowed;
+    }
 }
 
 namespace
@@ -343,20 +365,9 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
             c.reset();
             for (int step = 0; step < 40 && !c.ended(); ++step)
             {
-                const token_set mask = c.mask();
-                std::vector<token_id> allowed;
-                for (token_id t = 0; t < token_id(v.size()); ++t)
-                {
-                    constraint after = c;
-                    const bool can = advanced(c, t, after);
-                    // allowed <=> the bytes continue the text (or eos on a complete text) ...
-                    REQUIRE(mask.contains(t) == can);
-                    if (!can)
-                    {
-                        continue;
-                    }
-                    allowed.push_back(t);
-                    // ... and then the text is completable: its completion parses and validates
+                // allowed <=> the bytes continue the text (or eos on a complete text),
+                // and then the text is completable: its completion parses and validates
+                const auto allowed = allowed_by_brute_force(c, [&](token_id t, const constraint& after) {
                     const std::string full = after.text() + after.completion();
                     INFO(text << "\n" << full);
                     const json value = json::parse(full);  // throws if not JSON
@@ -365,8 +376,8 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
                     {
                         REQUIRE(after.completion().empty());
                     }
-                }
-                REQUIRE(mask.contains(eos) == c.complete());
+                });
+                REQUIRE(std::count(allowed.begin(), allowed.end(), eos) == c.complete());
                 REQUIRE(!allowed.empty());
                 // go on mostly along random tokens, later along the completion
                 token_id t = allowed[pick() % allowed.size()];
@@ -788,20 +799,15 @@ TEST_CASE("regex: generations all match std::regex, and every allowed token can 
             std::mt19937 pick(3);
             while (!c.ended())
             {
-                const token_set mask = c.mask();
-                std::vector<token_id> allowed;
-                for (token_id t = 0; t < token_id(v.size()); ++t)
+                auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                    REQUIRE(std::regex_match(after.text() + after.completion(), re));
+                });
+                const auto eos = std::find(allowed.begin(), allowed.end(), v.eos()[0]);
+                REQUIRE((eos != allowed.end()) == std::regex_match(c.text(), re));
+                if (eos != allowed.end())
                 {
-                    constraint after = c;
-                    const bool can = advanced(c, t, after);
-                    REQUIRE(mask.contains(t) == can);
-                    if (can && !after.ended())
-                    {
-                        REQUIRE(std::regex_match(after.text() + after.completion(), re));
-                        allowed.push_back(t);
-                    }
+                    allowed.erase(eos);
                 }
-                REQUIRE(mask.contains(v.eos()[0]) == std::regex_match(c.text(), re));
                 if (allowed.empty() || c.tokens() > 12)  // then along the completion, and eos
                 {
                     const std::string rest = c.completion();
