@@ -1,58 +1,71 @@
 // xsampler/constraint.hpp — structure as a guarantee: a token mask per step. (xsampler, BSD-3-Clause)
 //
 // A constraint is a processor (stage.hpp) that keeps only the tokens whose
-// bytes continue the text into one its language can still complete: any
-// JSON value (json_constraint), a JSON-schema subset (json_schema.hpp), a
-// regular expression (regex_constraint). Put it first in a chain or in the
-// sampler's order ("custom" slot); generate() then only ever draws text that
-// can be completed, and eos exactly when the text is complete.
+// bytes continue the text into one its grammar (grammar.hpp) can still
+// complete. Put it first in a chain or in the sampler's order ("custom"
+// slot); generate() then only ever draws text that can be completed, and
+// eos exactly when the text is complete.
 //
 // vocabulary_index(vocab)
 //   The vocabulary's tokens as a byte trie, built once (about 30 ms for
-//   GPT-2's 50,257) and shared by every constraint over it. A vocabulary in
+//   GPT-2's 50,257) and shared by every grammar over it. A vocabulary in
 //   which a token id has no bytes must mark it special (vocabulary.hpp).
-// The contract, for a constraint c over the text t read so far:
-//   mask()        the allowed next tokens: a token whose bytes take t to a
-//                 text that can still be completed (every byte of it read
-//                 through the grammar's machine, grammar.hpp), and the eos
-//                 ids of the vocabulary exactly when t is complete. Masks are
-//                 cached per machine state (a state's counts beyond what one
-//                 token can change are one key): a warm step costs a hash
-//                 look-up; a cold one walks the trie once. Copies of a
-//                 constraint share the masks (behind a mutex: copies may run
-//                 on other threads); one constraint serves one sequence.
+// compiled_grammar(index, grammar[, name, limits])
+//   The grammar compiled (matcher.hpp) for the vocabulary, and the masks it
+//   has computed: immutable to its users and thread-safe, so every request
+//   with the same grammar shares one (a second request starts warm). Masks
+//   are cached in two levels:
+//   - by position: the kernel of the current Earley set (its items' DFA
+//     states, counts clamped to what one token can change) decides most
+//     tokens alone: those whose bytes the kernel reads without finishing
+//     one of its rules (allowed), or that die before any of them could
+//     finish (not allowed). One walk of the vocabulary's trie per distinct
+//     position set, shared by every context it appears in;
+//   - by context: the few tokens that finish a kernel rule with bytes left
+//     (a string's closing quote and a comma after it) are walked through the
+//     real chart, and what they allow is cached by the position set and the
+//     items the rules return to (the chart's stack, counts clamped).
+//   Each cache keeps at most max_cached entries (then starts afresh; entries
+//   in use stay alive through their holders).
+// constraint(compiled) — one request's state: the text read so far.
+//   mask()        the allowed next tokens: a token whose bytes take the text
+//                 to one the grammar can still complete, and the eos ids of
+//                 the vocabulary exactly when the text is complete
 //   advance(id)   reads the token; one the mask would not allow (a byte that
 //                 breaks the text, eos before the text is complete, a special
 //                 token that is not eos, anything after eos): invalid_parameter
-//                 naming the token and the text, and c is as it was.
+//                 naming the token and the text, and the constraint is as it was
 //   rollback(k)   forgets the last k tokens read (a rejected speculative
-//                 draft); k > tokens(): invalid_parameter.
-//   complete()    t is a text of the language (eos is allowed now).
-//   can_complete() some completion of t fits the budget (always true without one).
+//                 draft); k > tokens(): invalid_parameter
+//   complete()    the text is a text of the language (eos is allowed now)
+//   can_complete() some completion fits the budget (always true without one)
+//   completion()  the shortest completion, least in byte order (a path)
 //   shortest_completion()  the tokens a completion takes from here, eos
 //                 included: the fewest tokens of this vocabulary that spell
-//                 the grammar's canonical completion (grammar.hpp), plus one.
+//                 the completion, plus one
+//   fork()        a copy that diverges from here (n samples, beams); copies
+//                 share the compiled grammar and its masks
 // As a processor, apply(candidates, history) first brings the state to the
 // history's generated tokens (advancing by the new ones, rolling back to the
 // common prefix if the history was rewound: a rollback is just a shorter
-// history), then keeps the mask's tokens (candidates::keep_in: one read of
-// its words). A row with fewer tokens than the vocabulary: invalid_parameter;
-// a longer row (padding) keeps none of its extra tokens.
+// history), then keeps the mask's tokens (candidates::keep_in). A row with
+// fewer tokens than the vocabulary: invalid_parameter; a longer row
+// (padding) keeps none of its extra tokens.
 //
 // Budget-aware completion (set_budget(max_tokens), generate's max_tokens):
 // with n tokens left, a token is allowed only if the text it leads to can be
-// completed, eos included, in the n - 1 tokens after it; counted along the
-// canonical completion, which the vocabulary can always spell one byte at a
-// time, so the invariant "a completion fits" holds at every step once it
-// holds at the start. Then generation ends with eos, complete and valid, on
-// any budget >= shortest_completion() from the start; a smaller budget is
-// invalid_parameter from set_budget, before anything is generated. Strings
-// and numbers end early when the budget says so.
+// completed, eos included, in the n - 1 tokens after it, counted along the
+// completion; since every single byte is a token, the completion can always
+// be followed, so the invariant "a completion fits" holds at every step
+// once it holds at the start. Then generation ends with eos, complete and
+// valid, on any budget >= shortest_completion() from the start; a smaller
+// budget is invalid_parameter from set_budget, before anything is generated.
 #ifndef XSAMPLER_CONSTRAINT_HPP
 #define XSAMPLER_CONSTRAINT_HPP
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -64,6 +77,8 @@
 
 #include "candidates.hpp"
 #include "grammar.hpp"
+#include "json_grammar.hpp"
+#include "matcher.hpp"
 #include "regex.hpp"
 #include "vocabulary.hpp"
 
@@ -86,6 +101,11 @@ namespace xsampler
             {
                 if (!v.special(token_id(id)))
                 {
+                    if (v.bytes(token_id(id)).size() > 65535)
+                    {
+                        throw invalid_parameter("vocabulary_index: token " + std::to_string(id) +
+                                                " is longer than 65535 bytes");
+                    }
                     order.push_back(token_id(id));
                 }
             }
@@ -108,16 +128,13 @@ namespace xsampler
                 }
                 for (std::size_t d = common; d < b.size(); ++d)
                 {
+                    m_parent.push_back(path.empty() ? none : path.back());
                     path.push_back(std::uint32_t(m_byte.size()));
                     m_byte.push_back(static_cast<unsigned char>(b[d]));
-                    m_depth.push_back(std::uint16_t(std::min<std::size_t>(d + 1, 65535)));
+                    m_depth.push_back(std::uint16_t(d + 1));
                     m_end.push_back(0);
                     m_first.push_back(std::uint32_t(m_ids.size()));
                     m_count.push_back(0);
-                }
-                if (b.size() > 65535)
-                {
-                    throw invalid_parameter("vocabulary_index: token " + std::to_string(id) + " is longer than 65535 bytes");
                 }
                 const std::uint32_t at = path.back();
                 if (m_count[at] == 0)
@@ -143,52 +160,40 @@ namespace xsampler
         }
 
         const vocabulary& vocab() const noexcept { return *m_vocab; }
+        std::shared_ptr<const vocabulary> shared_vocab() const noexcept { return m_vocab; }
         std::size_t nodes() const noexcept { return m_byte.size(); }
         /// The longest token, in bytes.
         std::size_t longest() const noexcept { return m_longest; }
         /// Whether every single byte is a token (then any text can be spelt).
         bool all_bytes() const noexcept { return m_all_bytes; }
 
-        /// Walks the trie from `s` through machine m: for each token whose
-        /// bytes m accepts, f(id, state after it). Subtrees m rejects are
-        /// skipped whole. `stack` is scratch (one state per depth).
-        template <class Machine, class State, class F>
-        void walk(const Machine& m, const State& s, std::vector<State>& stack, F&& f) const
+        // The trie, in preorder: node i reads byte(i) at depth(i) (1 for the
+        // root's children), its subtree is [i, end(i)), and the tokens whose
+        // bytes end there are ids [first(i), first(i) + count(i)).
+        unsigned char byte(std::uint32_t i) const noexcept { return m_byte[i]; }
+        std::size_t depth(std::uint32_t i) const noexcept { return m_depth[i]; }
+        std::uint32_t end(std::uint32_t i) const noexcept { return m_end[i]; }
+        std::uint32_t parent(std::uint32_t i) const noexcept { return m_parent[i]; }
+        template <class F>
+        void for_each_token(std::uint32_t i, F&& f) const
         {
-            if (stack.size() < m_longest + 1)
+            for (std::uint32_t k = 0; k < m_count[i]; ++k)
             {
-                stack.resize(m_longest + 1);
-            }
-            stack[0] = s;
-            const std::uint32_t n = std::uint32_t(m_byte.size());
-            for (std::uint32_t i = 0; i < n;)
-            {
-                const std::size_t d = m_depth[i];
-                State& cur = stack[d];
-                cur = stack[d - 1];
-                if (!m.step(cur, m_byte[i]))
-                {
-                    i = m_end[i];
-                    continue;
-                }
-                for (std::uint32_t k = 0; k < m_count[i]; ++k)
-                {
-                    f(m_ids[m_first[i] + k], static_cast<const State&>(cur));
-                }
-                ++i;
+                f(m_ids[m_first[i] + k]);
             }
         }
+        static constexpr std::uint32_t none = ~std::uint32_t(0);
 
         /// The fewest tokens that spell `text` (each a substring of it), or
         /// ~0 if none do.
         std::size_t fewest_tokens(std::string_view text, std::vector<std::size_t>& best) const
         {
-            const std::size_t none = ~std::size_t(0);
-            best.assign(text.size() + 1, none);
+            const std::size_t unset = ~std::size_t(0);
+            best.assign(text.size() + 1, unset);
             best[0] = 0;
             for (std::size_t i = 0; i < text.size(); ++i)
             {
-                if (best[i] == none)
+                if (best[i] == unset)
                 {
                     continue;
                 }
@@ -229,15 +234,127 @@ namespace xsampler
         }
 
         std::shared_ptr<const vocabulary> m_vocab;
-        std::vector<unsigned char> m_byte;   // the node's byte
-        std::vector<std::uint16_t> m_depth;  // 1 for the root's children
-        std::vector<std::uint32_t> m_end;    // the index after the node's subtree
-        std::vector<std::uint32_t> m_first;  // its tokens: m_ids[first, first + count)
+        std::vector<unsigned char> m_byte;
+        std::vector<std::uint16_t> m_depth;
+        std::vector<std::uint32_t> m_end;
+        std::vector<std::uint32_t> m_parent;
+        std::vector<std::uint32_t> m_first;
         std::vector<std::uint32_t> m_count;
         std::vector<token_id> m_ids;
         std::array<std::int32_t, 256> m_root{};
         std::size_t m_longest = 0;
         bool m_all_bytes = false;
+    };
+
+    /// A grammar compiled for a vocabulary, with the masks computed so far
+    /// (see the top of this file).
+    class compiled_grammar
+    {
+    public:
+        /// What its masks cost, for the benchmarks and tests (across all users).
+        struct counters
+        {
+            std::size_t position_hits = 0, position_walks = 0;  // first level
+            std::size_t context_hits = 0, context_walks = 0;    // second level
+        };
+        /// The tokens a set of positions decides alone.
+        struct position_masks
+        {
+            token_set allowed;                 // read without finishing a kernel rule
+            std::vector<std::uint32_t> roots;  // trie subtrees decided by the context (preorder)
+        };
+        static constexpr std::size_t max_cached = 4096;
+        /// The longest shortest text a grammar may have.
+        static constexpr std::size_t max_shortest = 65536;
+
+        compiled_grammar(std::shared_ptr<const vocabulary_index> index, std::shared_ptr<const grammar_automaton> rules,
+                         std::string name)
+            : m_index(std::move(index)), m_rules(std::move(rules)), m_name(std::move(name))
+        {
+            if (!m_index)
+            {
+                throw invalid_parameter(m_name + ": no vocabulary");
+            }
+            if (!m_rules)
+            {
+                throw invalid_parameter(m_name + ": no grammar");
+            }
+            // completions and budgets spell the shortest text out
+            if (m_rules->rules[m_rules->root].minlen > max_shortest)
+            {
+                throw invalid_parameter(m_name + ": the shortest value is longer than " + std::to_string(max_shortest) +
+                                        " bytes (minLength, minItems)");
+            }
+        }
+        compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
+                         const grammar_limits& limits = {})
+            : compiled_grammar(std::move(index), compile_grammar(g, limits), std::move(name))
+        {
+        }
+
+        const std::string& name() const noexcept { return m_name; }
+        const vocabulary_index& index() const noexcept { return *m_index; }
+        const vocabulary& vocab() const noexcept { return m_index->vocab(); }
+        std::shared_ptr<const grammar_automaton> rules() const noexcept { return m_rules; }
+
+        counters stats() const
+        {
+            const std::lock_guard<std::mutex> hold(m_lock);
+            return m_counters;
+        }
+        /// Entries in the two caches.
+        std::pair<std::size_t, std::size_t> cached() const
+        {
+            const std::lock_guard<std::mutex> hold(m_lock);
+            return {m_positions.size(), m_contexts.size()};
+        }
+
+        /// The first level's entry for `key`, computed by make() (outside
+        /// the lock) if it is not cached.
+        template <class Make>
+        std::shared_ptr<const position_masks> positions(const std::string& key, Make&& make) const
+        {
+            return find_or_make(m_positions, key, make, m_counters.position_hits, m_counters.position_walks);
+        }
+        /// The second level's entry: the context-dependent tokens allowed.
+        template <class Make>
+        std::shared_ptr<const std::vector<token_id>> contexts(const std::string& key, Make&& make) const
+        {
+            return find_or_make(m_contexts, key, make, m_counters.context_hits, m_counters.context_walks);
+        }
+
+    private:
+        template <class T, class Make>
+        std::shared_ptr<const T> find_or_make(std::unordered_map<std::string, std::shared_ptr<const T>>& map,
+                                              const std::string& key, Make& make, std::size_t& hits,
+                                              std::size_t& walks) const
+        {
+            {
+                const std::lock_guard<std::mutex> hold(m_lock);
+                const auto it = map.find(key);
+                if (it != map.end())
+                {
+                    ++hits;
+                    return it->second;
+                }
+            }
+            auto made = std::make_shared<const T>(make());  // outside the lock: other threads go on
+            const std::lock_guard<std::mutex> hold(m_lock);
+            ++walks;
+            if (map.size() >= max_cached)
+            {
+                map.clear();
+            }
+            return map.emplace(key, std::move(made)).first->second;
+        }
+
+        std::shared_ptr<const vocabulary_index> m_index;
+        std::shared_ptr<const grammar_automaton> m_rules;
+        std::string m_name;
+        mutable std::mutex m_lock;
+        mutable std::unordered_map<std::string, std::shared_ptr<const position_masks>> m_positions;
+        mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<token_id>>> m_contexts;
+        mutable counters m_counters;
     };
 
     class constraint
@@ -247,53 +364,44 @@ namespace xsampler
         // exact (candidates.hpp), so a chain's top_k after a constraint still
         // runs in the row's validation pass.
 
-        /// What a constraint's masks cost, for the benchmarks and tests.
-        struct counters
+        explicit constraint(std::shared_ptr<const compiled_grammar> g) : m_g(std::move(g)), m_matcher(check(m_g))
         {
-            std::size_t hits = 0;    // masks served from the cache
-            std::size_t walks = 0;   // masks computed by walking the trie
-            std::size_t tight = 0;   // of those, walks that checked the budget token by token
-        };
-
-        constraint(std::shared_ptr<const vocabulary_index> index, std::shared_ptr<const grammar> g, std::string name)
-            : m_index(std::move(index)), m_machine(std::move(g)), m_name(std::move(name)),
-              m_cache(std::make_shared<cache>())
-        {
-            if (!m_index)
-            {
-                throw invalid_parameter(m_name + ": no vocabulary");
-            }
             reset();
         }
 
-        const std::string& name() const noexcept { return m_name; }
-        const vocabulary& vocab() const noexcept { return m_index->vocab(); }
+        const std::string& name() const noexcept { return m_g->name(); }
+        const vocabulary& vocab() const noexcept { return m_g->vocab(); }
+        const compiled_grammar& compiled() const noexcept { return *m_g; }
+        std::shared_ptr<const compiled_grammar> shared_compiled() const noexcept { return m_g; }
 
         /// Back to the empty text (the budget stays).
         void reset()
         {
-            m_entries.clear();
-            m_entries.push_back({m_machine.start(), false});
+            m_matcher.reset();
+            m_starts.clear();
             m_ids.clear();
+            m_ended = false;
         }
+        /// A copy that diverges from here.
+        constraint fork() const { return *this; }
 
         /// The tokens read so far (eos included).
         std::size_t tokens() const noexcept { return m_ids.size(); }
         const std::vector<token_id>& read() const noexcept { return m_ids; }
-        bool ended() const noexcept { return m_entries.back().ended; }
-        bool complete() const { return ended() || m_machine.accepting(m_entries.back().s); }
-        bool can_complete() const { return ended() || m_budget == 0 || shortest_completion() <= left(); }
+        bool ended() const noexcept { return m_ended; }
+        bool complete() const { return m_ended || m_matcher.complete(); }
+        bool can_complete() const { return m_ended || m_budget == 0 || shortest_completion() <= left(); }
 
-        /// The canonical completion's text from here (no eos).
-        std::string completion() const { return ended() ? std::string() : canonical(m_entries.back().s); }
+        /// The shortest completion's text from here (no eos), least in byte order.
+        std::string completion() const { return m_ended ? std::string() : m_matcher.completion(); }
         /// Tokens to complete from here, eos included (0 after eos).
         std::size_t shortest_completion() const
         {
-            if (ended())
+            if (m_ended)
             {
                 return 0;
             }
-            return fewest(m_entries.back().s) + 1;
+            return fewest(completion()) + 1;
         }
 
         /// Budget-aware completion: at most max_tokens tokens in all, eos
@@ -303,20 +411,20 @@ namespace xsampler
         {
             if (max_tokens != 0)
             {
-                if (!m_index->all_bytes())
+                if (!m_g->index().all_bytes())
                 {
-                    // The budget's checks count a completion's bytes as an upper bound
-                    // on its tokens: true only when every byte is a token.
-                    throw invalid_parameter(m_name + ": a budget needs every single byte to be a token of the "
+                    // the budget's checks follow the completion byte by byte where they must
+                    throw invalid_parameter(name() + ": a budget needs every single byte to be a token of the "
                                                      "vocabulary (byte fallback); this one lacks some");
                 }
-                const detail::grammar_state s = m_machine.start();
-                const std::size_t need = fewest(s) + 1;
+                matcher start(m_g->rules());
+                const std::string c = start.completion();
+                const std::size_t need = fewest(c) + 1;
                 if (need > max_tokens)
                 {
-                    throw invalid_parameter(m_name + ": no completion fits in " + std::to_string(max_tokens) +
+                    throw invalid_parameter(name() + ": no completion fits in " + std::to_string(max_tokens) +
                                             " tokens: the shortest takes " + std::to_string(need) +
-                                            " (eos included), \"" + canonical(s) + "\"");
+                                            " (eos included), \"" + c + "\"");
                 }
             }
             m_budget = max_tokens;
@@ -326,51 +434,48 @@ namespace xsampler
         /// The allowed next tokens (see the top of this file).
         const token_set& mask()
         {
-            if (ended() || (m_budget != 0 && left() == 0))
+            if (m_ended || (m_budget != 0 && left() == 0))
             {
                 static const token_set none;
                 return none;
             }
-            const detail::grammar_state& s = m_entries.back().s;
-            std::string& key = m_key;
-            key_of(s, key);
-            std::shared_ptr<const cached_mask> found;
+            position_key(m_key);
+            const auto found = m_g->positions(m_key, [&] { return walk_positions(); });
+            const bool done = m_matcher.complete();
+            m_current = found;
+            const token_set* out = &found->allowed;
+            if (!found->roots.empty())
             {
-                const std::lock_guard<std::mutex> hold(m_cache->lock);
-                const auto it = m_cache->masks.find(key);
-                if (it != m_cache->masks.end() && (m_budget == 0 || it->second->growth != unknown))
+                m_ctx_key = m_key;
+                context_key(m_ctx_key);
+                m_extras = m_g->contexts(m_ctx_key, [&] { return walk_context(*found); });
+                if (!m_extras->empty() || done)
                 {
-                    found = it->second;
+                    m_scratch = found->allowed;
+                    for (const token_id t : *m_extras)
+                    {
+                        m_scratch.insert(t);
+                    }
+                    out = &m_scratch;
                 }
             }
-            if (found)
+            if (done)
             {
-                ++m_counters.hits;
-            }
-            else
-            {
-                ++m_counters.walks;  // outside the lock: copies on other threads go on
-                found = std::make_shared<const cached_mask>(fill(s, 0, m_budget != 0));
-                const std::lock_guard<std::mutex> hold(m_cache->lock);
-                if (m_cache->masks.size() >= max_cached)
+                if (out != &m_scratch)
                 {
-                    m_cache->masks.clear();  // masks in use stay alive through their holders
+                    m_scratch = found->allowed;
+                    out = &m_scratch;
                 }
-                m_cache->masks[key] = found;
+                for (const token_id e : vocab().eos())
+                {
+                    m_scratch.insert(e);
+                }
             }
-            m_current = std::move(found);
             if (m_budget != 0)
             {
-                const std::size_t here = completion_length(s);
-                if (here + m_current->growth + 2 > left())
-                {
-                    ++m_counters.walks;
-                    ++m_counters.tight;
-                    m_tight = fill(s, left(), false).set;
-                    return m_tight;
-                }
+                return budgeted(*out);
             }
-            return m_current->set;
+            return *out;
         }
 
         /// Reads one token (see the top of this file).
@@ -379,39 +484,38 @@ namespace xsampler
             const vocabulary& v = vocab();
             if (id < 0 || std::size_t(id) >= v.size())
             {
-                throw invalid_parameter(m_name + ": token id " + std::to_string(id) + " is outside the vocabulary of " +
+                throw invalid_parameter(name() + ": token id " + std::to_string(id) + " is outside the vocabulary of " +
                                         std::to_string(v.size()));
             }
-            if (ended())
+            if (m_ended)
             {
-                throw invalid_parameter(m_name + ": token " + std::to_string(id) + " after eos");
+                throw invalid_parameter(name() + ": token " + std::to_string(id) + " after eos");
             }
-            entry next = m_entries.back();
             if (v.special(id))
             {
                 if (std::find(v.eos().begin(), v.eos().end(), id) == v.eos().end())
                 {
-                    throw invalid_parameter(m_name + ": token " + std::to_string(id) + " is special and not eos");
+                    throw invalid_parameter(name() + ": token " + std::to_string(id) + " is special and not eos");
                 }
-                if (!m_machine.accepting(next.s))
+                if (!m_matcher.complete())
                 {
-                    throw invalid_parameter(m_name + ": eos (token " + std::to_string(id) +
+                    throw invalid_parameter(name() + ": eos (token " + std::to_string(id) +
                                             ") before the text is complete: \"" + text() + "\"");
                 }
-                next.ended = true;
+                m_starts.push_back(m_matcher.position());
+                m_ids.push_back(id);
+                m_ended = true;
+                return;
             }
-            else
+            const std::size_t before = m_matcher.position();
+            const std::string& b = v.bytes(id);
+            if (m_matcher.feed(b) != b.size())
             {
-                for (const char ch : v.bytes(id))
-                {
-                    if (!m_machine.step(next.s, static_cast<unsigned char>(ch)))
-                    {
-                        throw invalid_parameter(m_name + ": token " + std::to_string(id) + " (\"" + v.bytes(id) +
-                                                "\") does not continue the text \"" + text() + "\"");
-                    }
-                }
+                m_matcher.pop(m_matcher.position() - before);
+                throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + b +
+                                        "\") does not continue the text \"" + text() + "\"");
             }
-            m_entries.push_back(std::move(next));
+            m_starts.push_back(before);
             m_ids.push_back(id);
         }
 
@@ -419,11 +523,18 @@ namespace xsampler
         {
             if (k > m_ids.size())
             {
-                throw invalid_parameter(m_name + ": rollback of " + std::to_string(k) + " tokens, only " +
+                throw invalid_parameter(name() + ": rollback of " + std::to_string(k) + " tokens, only " +
                                         std::to_string(m_ids.size()) + " read");
             }
-            m_entries.resize(m_entries.size() - k);
+            if (k == 0)
+            {
+                return;
+            }
+            const std::size_t to = m_starts[m_ids.size() - k];
+            m_matcher.pop(m_matcher.position() - to);
+            m_starts.resize(m_ids.size() - k);
             m_ids.resize(m_ids.size() - k);
+            m_ended = false;
         }
 
         /// The text read so far.
@@ -435,39 +546,22 @@ namespace xsampler
         {
             if (c.vocab() < vocab().size())
             {
-                throw invalid_parameter(m_name + ": the row has " + std::to_string(c.vocab()) +
+                throw invalid_parameter(name() + ": the row has " + std::to_string(c.vocab()) +
                                         " tokens, fewer than the vocabulary's " + std::to_string(vocab().size()));
             }
             sync(history.generated());
-            c.keep_in(mask(), m_name);
+            c.keep_in(mask(), name());
         }
-
-        const counters& stats() const noexcept { return m_counters; }
-        /// Masks kept, across the copies of this constraint.
-        std::size_t cached() const
-        {
-            const std::lock_guard<std::mutex> hold(m_cache->lock);
-            return m_cache->masks.size();
-        }
-        static constexpr std::size_t max_cached = 4096;
 
     private:
-        struct entry
+        static std::shared_ptr<const grammar_automaton> check(const std::shared_ptr<const compiled_grammar>& g)
         {
-            detail::grammar_state s;
-            bool ended = false;
-        };
-        static constexpr std::size_t unknown = ~std::size_t(0);
-        struct cached_mask
-        {
-            token_set set;
-            std::size_t growth = unknown;  // max over allowed tokens of the completion's growth, in bytes
-        };
-        struct cache
-        {
-            std::mutex lock;
-            std::unordered_map<std::string, std::shared_ptr<const cached_mask>> masks;
-        };
+            if (!g)
+            {
+                throw invalid_parameter("constraint: no compiled grammar");
+            }
+            return g->rules();
+        }
 
         std::size_t left() const noexcept { return m_budget > m_ids.size() ? m_budget - m_ids.size() : 0; }
 
@@ -486,174 +580,360 @@ namespace xsampler
             }
         }
 
-        std::size_t completion_length(const detail::grammar_state& s) const
+        /// A count as the first level's key holds it: what one token can
+        /// still change (min and max minus the count, clamped).
+        std::uint32_t clamped(std::size_t bound, std::uint32_t count) const noexcept
         {
-            detail::length_sink n;
-            m_machine.completion(s, n);
-            return n.n;
+            const std::size_t cap = m_g->index().longest() + 2;
+            if (bound == grammar::unbounded)
+            {
+                return std::uint32_t(cap);
+            }
+            return std::uint32_t(std::min(bound > count ? bound - count : 0, cap));
         }
-        std::string canonical(const detail::grammar_state& s) const
+        void put_item(std::string& key, const earley_item& x) const
         {
-            std::string out;
-            m_machine.completion(s, out);
+            const auto& a = *m_matcher.shared_rules();
+            const auto& r = a.rules[a.states[x.state].rule];
+            std::array<std::uint32_t, 3> v{x.state, 0, 0};
+            if (r.counted)
+            {
+                v[1] = clamped(r.min, x.count);
+                v[2] = clamped(r.max, x.count);
+            }
+            key.append(reinterpret_cast<const char*>(v.data()), sizeof v);
+        }
+
+        /// The first level's key: the kernel's items without their origins,
+        /// sorted and without repeats.
+        void position_key(std::string& key)
+        {
+            m_kernel.clear();
+            m_matcher.for_each_kernel([&](const earley_item& x) { m_kernel.push_back(x); });
+            std::vector<std::string>& parts = m_parts;
+            parts.clear();
+            for (const auto& x : m_kernel)
+            {
+                std::string p;
+                put_item(p, x);
+                parts.push_back(std::move(p));
+            }
+            std::sort(parts.begin(), parts.end());
+            parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+            key.clear();
+            for (const auto& p : parts)
+            {
+                key += p;
+            }
+        }
+
+        /// The second level's key: for each kernel item, the items its rule
+        /// returns to, and theirs, up to the root (the chart's stack).
+        void context_key(std::string& key)
+        {
+            const auto& a = *m_matcher.shared_rules();
+            std::unordered_map<std::uint64_t, std::uint32_t> ids;  // (set, rule) -> record number
+            std::string records;
+            // an explicit stack: (set, rule) frames whose records are being built
+            struct frame
+            {
+                std::uint32_t set, rule;
+                std::vector<std::pair<std::string, std::uint64_t>> entries;  // (item, set<<32|rule) to finish
+                std::size_t next = 0;
+            };
+            const auto record_of = [&](std::uint32_t set, std::uint32_t rule) -> std::uint32_t {
+                const std::uint64_t top = std::uint64_t(set) << 32 | rule;
+                const auto it = ids.find(top);
+                if (it != ids.end())
+                {
+                    return it->second;
+                }
+                std::vector<frame> stack;
+                stack.push_back({set, rule, {}, 0});
+                const auto expand = [&](frame& f) {
+                    for (const earley_item* y = m_matcher.set_begin(f.set); y != m_matcher.set_end(f.set); ++y)
+                    {
+                        if (!m_matcher.can_read(*y))
+                        {
+                            continue;
+                        }
+                        const auto& ys = a.states[y->state];
+                        for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                        {
+                            if (a.edges[e].rule != f.rule)
+                            {
+                                continue;
+                            }
+                            std::string item;
+                            put_item(item, {a.edges[e].target, y->origin, y->count});
+                            f.entries.push_back({std::move(item), y->origin == matcher::context
+                                                                      ? ~std::uint64_t(0)
+                                                                      : std::uint64_t(y->origin) << 32 | ys.rule});
+                        }
+                    }
+                };
+                expand(stack.back());
+                while (!stack.empty())
+                {
+                    frame& f = stack.back();
+                    if (f.next < f.entries.size())
+                    {
+                        const std::uint64_t up = f.entries[f.next].second;
+                        ++f.next;
+                        if (up != ~std::uint64_t(0) && ids.find(up) == ids.end())
+                        {
+                            ids.emplace(up, ~std::uint32_t(0));  // on the stack: a cycle refers to it by this
+                            stack.push_back({std::uint32_t(up >> 32), std::uint32_t(up), {}, 0});
+                            expand(stack.back());
+                        }
+                        continue;
+                    }
+                    // all parents numbered: write the record
+                    std::vector<std::string> lines;
+                    for (const auto& [item, up] : f.entries)
+                    {
+                        std::uint32_t n = ~std::uint32_t(0);
+                        if (up != ~std::uint64_t(0))
+                        {
+                            n = ids[up];
+                        }
+                        std::string line = item;
+                        line.append(reinterpret_cast<const char*>(&n), sizeof n);
+                        lines.push_back(std::move(line));
+                    }
+                    if (f.set == 0 && f.rule == a.root)
+                    {
+                        lines.push_back("end");
+                    }
+                    std::sort(lines.begin(), lines.end());
+                    lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+                    const auto number = std::uint32_t(ids.size());
+                    records += "[";
+                    for (const auto& l : lines)
+                    {
+                        records += l;
+                        records += ";";
+                    }
+                    records += "]";
+                    ids[std::uint64_t(f.set) << 32 | f.rule] = number;
+                    stack.pop_back();
+                }
+                return ids[top];
+            };
+            std::vector<std::string> lines;
+            for (const auto& x : m_kernel)
+            {
+                std::string line;
+                put_item(line, x);
+                const std::uint32_t n =
+                    x.origin == matcher::context ? ~std::uint32_t(0) : record_of(x.origin, a.states[x.state].rule);
+                line.append(reinterpret_cast<const char*>(&n), sizeof n);
+                lines.push_back(std::move(line));
+            }
+            std::sort(lines.begin(), lines.end());
+            lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
+            key += "|";
+            for (const auto& l : lines)
+            {
+                key += l;
+            }
+            key += "|";
+            key += records;
+        }
+
+        /// The first level: the trie walked from the kernel's positions alone.
+        compiled_grammar::position_masks walk_positions() const
+        {
+            const vocabulary_index& ix = m_g->index();
+            matcher local(m_matcher.shared_rules());
+            local.start_from(m_kernel);
+            compiled_grammar::position_masks out;
+            std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            std::vector<std::uint8_t> popped(ix.longest() + 2, 0);  // a kernel rule finished at depth 1..d
+            const auto n = std::uint32_t(ix.nodes());
+            for (std::uint32_t i = 0; i < n;)
+            {
+                const std::size_t d = ix.depth(i);
+                local.pop(local.position() - (d - 1));
+                if (!local.step(ix.byte(i)))
+                {
+                    if (popped[d - 1])
+                    {
+                        out.roots.push_back(i);
+                    }
+                    i = ix.end(i);
+                    continue;
+                }
+                popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(local.popped()));
+                ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
+                ++i;
+            }
+            out.allowed = token_set(std::move(words));
             return out;
         }
-        /// The fewest tokens that spell s's canonical completion; one the
-        /// vocabulary cannot spell is invalid_parameter.
-        std::size_t fewest(const detail::grammar_state& s) const
-        {
-            const std::size_t n = fewest_memo(s);
-            if (n == unknown)
-            {
-                throw invalid_parameter(m_name + ": the vocabulary cannot spell the completion \"" + canonical(s) + "\"");
-            }
-            return n;
-        }
 
-        /// The fewest tokens that spell s's canonical completion, or ~0 if the
-        /// vocabulary cannot; remembered by text (the tokens of a tight step
-        /// mostly share a few completions).
-        std::size_t fewest_memo(const detail::grammar_state& s) const
+        /// The second level: the context's subtrees walked through the real chart.
+        std::vector<token_id> walk_context(const compiled_grammar::position_masks& p) const
         {
-            std::string& c = m_text;
-            c.clear();
-            m_machine.completion(s, c);
-            const auto it = m_fewest.find(c);
-            if (it != m_fewest.end())
+            const vocabulary_index& ix = m_g->index();
+            matcher m = m_matcher;
+            const std::size_t base = m.position();
+            std::vector<token_id> out;
+            std::vector<std::uint32_t> path;
+            std::string prefix;  // the bytes read after base
+            for (const std::uint32_t root : p.roots)
             {
-                return it->second;
-            }
-            if (m_fewest.size() >= 65536)
-            {
-                m_fewest.clear();
-            }
-            const std::size_t n = m_index->fewest_tokens(c, m_dp);
-            m_fewest.emplace(c, n);
-            return n;
-        }
-
-        /// Walks the trie: the allowed tokens (and eos if s is complete);
-        /// with left > 0, only those after which a completion fits.
-        /// With `growth`, also the largest growth of the completion over the
-        /// allowed tokens (else it is left unknown).
-        cached_mask fill(const detail::grammar_state& s, std::size_t left_now, bool growth_too) const
-        {
-            const vocabulary& v = vocab();
-            std::vector<std::uint64_t> words((v.size() + 63) / 64, 0);
-            const bool lengths = growth_too || left_now != 0;
-            const std::size_t here = lengths ? completion_length(s) : 0;
-            std::size_t growth = 0;
-            m_index->walk(m_machine, s, m_stack, [&](token_id id, const detail::grammar_state& after) {
-                const std::size_t len = lengths ? completion_length(after) : 0;
-                if (left_now != 0 && len + 2 > left_now)
+                // the root's ancestors' bytes
+                path.clear();
+                for (std::uint32_t a = ix.parent(root); a != vocabulary_index::none; a = ix.parent(a))
                 {
-                    const std::size_t u = fewest_memo(after);
-                    if (u == unknown || u + 2 > left_now)
+                    path.push_back(a);
+                }
+                std::string want;
+                for (std::size_t k = path.size(); k-- > 0;)
+                {
+                    want += char(ix.byte(path[k]));
+                }
+                std::size_t common = 0;
+                while (common < want.size() && common < prefix.size() && want[common] == prefix[common])
+                {
+                    ++common;
+                }
+                m.pop(m.position() - base - std::min(common, m.position() - base));
+                prefix.resize(m.position() - base);
+                bool live = true;
+                for (std::size_t k = prefix.size(); k < want.size(); ++k)
+                {
+                    if (!m.step(static_cast<unsigned char>(want[k])))
                     {
-                        return;
+                        live = false;
+                        break;
+                    }
+                    prefix += want[k];
+                }
+                if (!live)
+                {
+                    continue;
+                }
+                // the subtree, from depth d = want.size() + 1
+                const std::size_t top = m.position();
+                for (std::uint32_t i = root; i < ix.end(root);)
+                {
+                    const std::size_t d = ix.depth(i) - want.size();  // 1 at the root
+                    m.pop(m.position() - (top + d - 1));
+                    if (!m.step(ix.byte(i)))
+                    {
+                        i = ix.end(i);
+                        continue;
+                    }
+                    ix.for_each_token(i, [&](token_id t) { out.push_back(t); });
+                    ++i;
+                }
+                m.pop(m.position() - top);
+            }
+            std::sort(out.begin(), out.end());
+            return out;
+        }
+
+        /// The mask restricted to the tokens after which a completion fits
+        /// the budget.
+        const token_set& budgeted(const token_set& allowed)
+        {
+            const std::size_t n = left();
+            const vocabulary& v = vocab();
+            // fast: if the completion after any byte fits, every allowed token fits
+            std::vector<std::uint64_t> words(allowed.words().size(), 0);
+            bool changed = false;
+            for (std::size_t w = 0; w < allowed.words().size(); ++w)
+            {
+                std::uint64_t bits = allowed.words()[w];
+                while (bits != 0)
+                {
+                    const int b = __builtin_ctzll(bits);
+                    bits &= bits - 1;
+                    const auto t = token_id(w * 64 + std::size_t(b));
+                    bool fits = true;
+                    if (!v.special(t))
+                    {
+                        const std::size_t before = m_matcher.position();
+                        m_matcher.feed(v.bytes(t));
+                        fits = fewest(m_matcher.completion()) + 2 <= n;
+                        m_matcher.pop(m_matcher.position() - before);
+                    }
+                    if (fits)
+                    {
+                        words[w] |= std::uint64_t(1) << b;
+                    }
+                    else
+                    {
+                        changed = true;
                     }
                 }
-                words[std::size_t(id) / 64] |= std::uint64_t(1) << (std::size_t(id) % 64);
-                growth = std::max(growth, len > here ? len - here : 0);
-            });
-            if (m_machine.accepting(s))
-            {
-                for (const token_id e : v.eos())
-                {
-                    words[std::size_t(e) / 64] |= std::uint64_t(1) << (std::size_t(e) % 64);
-                }
             }
-            return {token_set(std::move(words)), growth_too ? growth : unknown};
+            if (!changed)
+            {
+                return allowed;
+            }
+            m_budgeted = token_set(std::move(words));
+            return m_budgeted;
         }
 
-        /// The cache key of s: its fields, with the counts that one token
-        /// cannot take past a limit clamped (they give the same mask).
-        void key_of(const detail::grammar_state& s, std::string& key) const
+        /// The fewest tokens that spell `text`; one the vocabulary cannot
+        /// spell is invalid_parameter.
+        std::size_t fewest(const std::string& text) const
         {
-            const grammar& g = m_machine.rules();
-            const std::size_t cap = m_index->longest() + 1;
-            const auto clamp = [cap](std::size_t v) { return std::uint32_t(std::min(v, cap)); };
-            const auto put = [&key](const auto& v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
-            key.clear();
-            for (const auto& f : s.frames)
+            std::vector<std::size_t> dp;
+            const std::size_t n = m_g->index().fewest_tokens(text, dp);
+            if (n == ~std::size_t(0))
             {
-                const auto& n = g.nodes[f.node];
-                put(f.node);
-                put(f.at);
-                put(f.property);
-                put(f.used);
-                if (n.what == grammar::kind::array)
-                {
-                    put(clamp(n.min_items > f.count ? n.min_items - f.count : 0));
-                    put(clamp(n.max_items > f.count ? n.max_items - f.count : 0));
-                }
+                throw invalid_parameter(name() + ": the vocabulary cannot spell the completion \"" + text + "\"");
             }
-            put(std::uint8_t(s.started | s.done << 1 | s.is_key << 2 | s.want_low << 3));
-            put(s.spaces);
-            put(s.reading);
-            put(s.node);
-            put(s.trie_at);
-            put(s.depth);
-            put(s.dfa_at);
-            put(s.escape);
-            put(s.utf8_need);
-            put(s.utf8_lo);
-            put(s.utf8_hi);
-            put(s.hex);
-            put(s.num_phase);
-            put(s.digits);
-            const auto& n = g.nodes[s.node];
-            put(clamp(n.min_length > s.chars ? n.min_length - s.chars : 0));
-            put(clamp(n.max_length > s.chars ? n.max_length - s.chars : 0));
+            return n;
         }
 
-        std::shared_ptr<const vocabulary_index> m_index;
-        detail::grammar_machine m_machine;
-        std::string m_name;
-        std::shared_ptr<cache> m_cache;  // shared by copies
-        std::vector<entry> m_entries;    // the state after each token read; [0] the start
+        std::shared_ptr<const compiled_grammar> m_g;
+        mutable matcher m_matcher;
+        std::vector<std::size_t> m_starts;  // the matcher's position before each token read
         std::vector<token_id> m_ids;
+        bool m_ended = false;
         std::size_t m_budget = 0;
-        std::shared_ptr<const cached_mask> m_current;  // the last mask() (alive while a step uses it)
-        token_set m_tight;
-        std::string m_key;
-        counters m_counters;
-        mutable std::vector<detail::grammar_state> m_stack;
-        mutable std::vector<std::size_t> m_dp;
-        mutable std::string m_text;
-        mutable std::unordered_map<std::string, std::size_t> m_fewest;
+        std::shared_ptr<const compiled_grammar::position_masks> m_current;  // alive while a step uses it
+        std::shared_ptr<const std::vector<token_id>> m_extras;
+        token_set m_scratch, m_budgeted;
+        std::string m_key, m_ctx_key;
+        std::vector<earley_item> m_kernel;
+        std::vector<std::string> m_parts;
     };
 
-    /// Options of the JSON constraints.
-    struct json_options
+    /// The grammar of a text the regular expression matches whole (regex.hpp's syntax).
+    inline grammar regex_grammar(std::string_view pattern, const regex_options& options = {})
     {
-        std::size_t whitespace = 2;  ///< whitespace bytes allowed in each gap between JSON tokens
-        std::size_t max_depth = 32;  ///< objects and arrays nested at most this deep
-    };
+        grammar g;
+        const auto root = g.rule("regex");
+        g.define(root, g.lexeme(compile_regex(pattern, options)));
+        g.set_root(root);
+        return g;
+    }
 
-    /// Any JSON value.
+    /// A constraint over a grammar compiled for the index's vocabulary (a
+    /// new compiled_grammar: keep it, or the constraint, to share its masks).
+    inline constraint grammar_constraint(std::shared_ptr<const vocabulary_index> index, const grammar& g,
+                                         std::string name = "grammar", const grammar_limits& limits = {})
+    {
+        return constraint(std::make_shared<const compiled_grammar>(std::move(index), g, std::move(name), limits));
+    }
+
+    /// Any JSON value (json_grammar.hpp).
     inline constraint json_constraint(std::shared_ptr<const vocabulary_index> index, const json_options& options = {})
     {
-        auto g = std::make_shared<grammar>();
-        g->whitespace = options.whitespace;
-        g->max_depth = options.max_depth;
-        g->root = g->any_value();
-        g->finish();
-        return constraint(std::move(index), std::move(g), "json");
+        return grammar_constraint(std::move(index), json_grammar(options), "json");
     }
 
     /// A text the regular expression matches whole (regex.hpp's syntax).
     inline constraint regex_constraint(std::shared_ptr<const vocabulary_index> index, std::string_view pattern,
                                        const regex_options& options = {})
     {
-        auto g = std::make_shared<grammar>();
-        g->dfas.push_back(compile_regex(pattern, options));
-        grammar::node n;
-        n.what = grammar::kind::regex;
-        n.dfa = 0;
-        g->root = g->add(std::move(n));
-        g->finish();
-        return constraint(std::move(index), std::move(g), "regex");
+        return grammar_constraint(std::move(index), regex_grammar(pattern, options), "regex");
     }
 }
 

@@ -1,18 +1,21 @@
 // xsampler/json_schema.hpp — a JSON-schema subset as a constraint. (xsampler, BSD-3-Clause)
 //
-// json_schema_constraint(index, schema[, options]) compiles a JSON Schema
-// (text or nlohmann::json; this header needs nlohmann-json, the rest of the
-// library does not) into a grammar (grammar.hpp) whose texts are exactly
-// compact-or-lightly-spaced JSON values that validate against it:
+// json_schema_grammar(schema[, options]) compiles a JSON Schema (text or
+// nlohmann::json; this header needs nlohmann-json, the rest of the library
+// does not) into a grammar (grammar.hpp, json_grammar.hpp) whose texts are
+// compact-or-lightly-spaced JSON values that validate against it;
+// json_schema_constraint(index, schema[, options]) is its constraint:
 //   type          "object", "array", "string", "number", "integer",
 //                 "boolean", "null", or a list of them; without type, every
 //                 type, each with the keywords that apply to it
-//   properties    the keys an object may have; only these are generated
+//   properties    the keys an object may have, in the schema's order (as
+//                 XGrammar, LLGuidance and llama.cpp generate them), each
+//                 optional unless required; only these are generated
 //                 (additionalProperties other than false is then unused:
-//                 the texts are valid, a subset of the valid texts); at most
-//                 64 properties an object
+//                 the texts are valid, a subset of the valid texts)
 //   required      keys that must appear (a required key not in properties
-//                 gets any value)
+//                 gets additionalProperties' value, or any value, after the
+//                 listed ones)
 //   additionalProperties  false: no key but the properties; a schema or
 //                 true: without properties, any keys with such values
 //   items         one schema for every item (not the list form)
@@ -40,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "constraint.hpp"
+#include "json_grammar.hpp"
 
 namespace xsampler
 {
@@ -48,9 +52,12 @@ namespace xsampler
         class schema_compiler
         {
         public:
-            schema_compiler(grammar& g, std::size_t max_depth) : m_g(g), m_max_depth(max_depth) {}
+            using expr_id = grammar::expr_id;
+            using json = nlohmann::ordered_json;  // properties keep the schema's order
 
-            std::uint32_t compile(const nlohmann::json& s, const std::string& where, std::size_t depth)
+            schema_compiler(grammar& g, const json_options& o) : m_g(g), m_b(g, o), m_max_depth(o.max_depth) {}
+
+            expr_id compile(const json& s, const std::string& where, std::size_t depth)
             {
                 if (s.is_boolean())
                 {
@@ -58,7 +65,7 @@ namespace xsampler
                     {
                         fail("the schema false validates nothing", where);
                     }
-                    return m_g.any_value();
+                    return m_g.ref(m_b.any_value());
                 }
                 if (!s.is_object())
                 {
@@ -111,8 +118,7 @@ namespace xsampler
                 std::sort(types.begin(), types.end());
                 types.erase(std::unique(types.begin(), types.end()), types.end());
                 const bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
-                std::vector<std::uint32_t> options;
-                std::vector<std::string> literals;
+                std::vector<expr_id> options;
                 for (const auto& t : types)
                 {
                     if (t == "object")
@@ -127,45 +133,32 @@ namespace xsampler
                     {
                         options.push_back(string(s, where));
                     }
-                    else if (t == "number" || t == "integer")
+                    else if (t == "number")
                     {
-                        if (t == "integer" && has_number)
+                        options.push_back(m_b.number());
+                    }
+                    else if (t == "integer")
+                    {
+                        if (!has_number)  // every integer is a number
                         {
-                            continue;  // every integer is a number
+                            options.push_back(m_b.integer());
                         }
-                        grammar::node n;
-                        n.what = t == "number" ? grammar::kind::number : grammar::kind::integer;
-                        options.push_back(m_g.add(std::move(n)));
                     }
                     else if (t == "boolean")
                     {
-                        literals.push_back("true");
-                        literals.push_back("false");
+                        options.push_back(m_b.literal("true"));
+                        options.push_back(m_b.literal("false"));
                     }
                     else if (t == "null")
                     {
-                        literals.push_back("null");
+                        options.push_back(m_b.literal("null"));
                     }
                     else
                     {
                         fail("unknown type '" + t + "'", where);
                     }
                 }
-                if (!literals.empty())
-                {
-                    grammar::node n;
-                    n.what = grammar::kind::literals;
-                    n.trie = m_g.add_trie(literals);
-                    options.push_back(m_g.add(std::move(n)));
-                }
-                if (options.size() == 1)
-                {
-                    return options[0];
-                }
-                grammar::node u;
-                u.what = grammar::kind::one_of;
-                u.options = std::move(options);
-                return m_g.add(std::move(u));
+                return m_g.choice(std::move(options));
             }
 
         private:
@@ -182,7 +175,7 @@ namespace xsampler
                 }
             }
 
-            static std::size_t count(const nlohmann::json& s, const char* key, std::size_t otherwise,
+            static std::size_t count(const json& s, const char* key, std::size_t otherwise,
                                      const std::string& where)
             {
                 if (!s.contains(key))
@@ -197,7 +190,7 @@ namespace xsampler
                 return v.get<std::size_t>();
             }
 
-            static bool has_type(const nlohmann::json& v, const std::string& t)
+            static bool has_type(const json& v, const std::string& t)
             {
                 if (t == "object") return v.is_object();
                 if (t == "array") return v.is_array();
@@ -209,7 +202,7 @@ namespace xsampler
                 return false;
             }
 
-            std::uint32_t values(const nlohmann::json& s, const std::string& where)
+            expr_id values(const json& s, const std::string& where)
             {
                 for (const auto& kv : s.items())
                 {
@@ -220,7 +213,7 @@ namespace xsampler
                         fail("'" + k + "' together with enum or const is not supported", where);
                     }
                 }
-                std::vector<nlohmann::json> candidates;
+                std::vector<json> candidates;
                 if (s.contains("const"))
                 {
                     candidates.push_back(s["const"]);
@@ -275,17 +268,17 @@ namespace xsampler
                 {
                     fail("enum/const: no value left (of the type given)", where);
                 }
-                grammar::node n;
-                n.what = grammar::kind::literals;
-                n.trie = m_g.add_trie(texts);
-                return m_g.add(std::move(n));
+                std::vector<expr_id> options;
+                for (const auto& t : texts)
+                {
+                    options.push_back(m_b.literal(t));
+                }
+                return m_g.choice(std::move(options));
             }
 
-            std::uint32_t object(const nlohmann::json& s, const std::string& where, std::size_t depth)
+            expr_id object(const json& s, const std::string& where, std::size_t depth)
             {
                 check_depth(depth, where);
-                grammar::node n;
-                n.what = grammar::kind::object;
                 std::vector<std::string> required;
                 if (s.contains("required"))
                 {
@@ -309,6 +302,7 @@ namespace xsampler
                 {
                     fail("additionalProperties must be a boolean or a schema", where);
                 }
+                std::vector<json_builder::member> members;
                 if (s.contains("properties"))
                 {
                     if (!s["properties"].is_object())
@@ -317,165 +311,149 @@ namespace xsampler
                     }
                     for (const auto& kv : s["properties"].items())
                     {
-                        grammar::property p;
-                        p.name = nlohmann::json(kv.key()).dump();
-                        p.value = compile(kv.value(), where + "/properties/" + kv.key(), depth + 1);
-                        p.required = std::find(required.begin(), required.end(), kv.key()) != required.end();
-                        n.properties.push_back(std::move(p));
+                        json_builder::member m;
+                        m.key = json(kv.key()).dump();
+                        m.value = compile(kv.value(), where + "/properties/" + kv.key(), depth + 1);
+                        m.required = std::find(required.begin(), required.end(), kv.key()) != required.end();
+                        members.push_back(std::move(m));
                     }
                 }
-                // additionalProperties' node, compiled once for every key it serves
-                std::int64_t extra = -1;
+                // additionalProperties' value, compiled once for every key it serves
+                expr_id extra = grammar::none;
                 const auto additional = [&]() {
-                    if (extra < 0)
+                    if (extra == grammar::none)
                     {
                         extra = s.contains("additionalProperties") && s["additionalProperties"].is_object()
-                                    ? std::int64_t(compile(s["additionalProperties"], where + "/additionalProperties",
-                                                           depth + 1))
-                                    : std::int64_t(m_g.any_value());
+                                    ? compile(s["additionalProperties"], where + "/additionalProperties", depth + 1)
+                                    : m_g.ref(m_b.any_value());
                     }
-                    return std::uint32_t(extra);
+                    return extra;
                 };
                 for (const auto& r : required)
                 {
-                    const std::string name = nlohmann::json(r).dump();
-                    const bool listed = std::any_of(n.properties.begin(), n.properties.end(),
-                                                    [&](const grammar::property& p) { return p.name == name; });
+                    const std::string name = json(r).dump();
+                    const bool listed = std::any_of(members.begin(), members.end(),
+                                                    [&](const json_builder::member& m) { return m.key == name; });
                     if (!listed)
                     {
                         if (closed)
                         {
                             fail("required '" + r + "' is not in properties and additionalProperties is false", where);
                         }
-                        grammar::property p;
-                        p.name = name;
-                        p.value = additional();
-                        p.required = true;
-                        n.properties.push_back(std::move(p));
+                        members.push_back({name, additional(), true});
                     }
                 }
-                if (n.properties.size() > 64)
+                if (members.empty() && !closed)
                 {
-                    fail("more than 64 properties in one object", where);
+                    return m_b.free_object(m_b.string(0, grammar::unbounded), additional());
                 }
-                if (n.properties.empty() && !closed)
-                {
-                    n.additional = std::int64_t(additional());
-                }
-                std::vector<std::string> names;
-                for (const auto& p : n.properties)
-                {
-                    names.push_back(p.name);
-                }
-                n.keys = m_g.add_trie(names);
-                return m_g.add(std::move(n));
+                return m_b.object(members);
             }
 
-            std::uint32_t array(const nlohmann::json& s, const std::string& where, std::size_t depth)
+            expr_id array(const json& s, const std::string& where, std::size_t depth)
             {
                 check_depth(depth, where);
-                grammar::node n;
-                n.what = grammar::kind::array;
-                n.min_items = count(s, "minItems", 0, where);
-                n.max_items = count(s, "maxItems", ~std::size_t(0), where);
-                if (n.min_items > n.max_items)
+                const std::size_t min = count(s, "minItems", 0, where);
+                const std::size_t max = count(s, "maxItems", grammar::unbounded, where);
+                if (min > max)
                 {
-                    fail("minItems " + std::to_string(n.min_items) + " > maxItems " + std::to_string(n.max_items), where);
+                    fail("minItems " + std::to_string(min) + " > maxItems " + std::to_string(max), where);
                 }
+                expr_id item;
                 if (s.contains("items"))
                 {
                     if (s["items"].is_array())
                     {
                         fail("items as a list (tuple validation) is not supported", where);
                     }
-                    n.items = compile(s["items"], where + "/items", depth + 1);
+                    item = compile(s["items"], where + "/items", depth + 1);
                 }
                 else
                 {
-                    n.items = m_g.any_value();
+                    item = m_g.ref(m_b.any_value());
                 }
-                return m_g.add(std::move(n));
+                return m_b.array(item, min, max);
             }
 
-            std::uint32_t string(const nlohmann::json& s, const std::string& where)
+            expr_id string(const json& s, const std::string& where)
             {
-                grammar::node n;
-                n.what = grammar::kind::string;
-                n.min_length = count(s, "minLength", 0, where);
-                n.max_length = count(s, "maxLength", ~std::size_t(0), where);
-                if (n.min_length > n.max_length)
+                const std::size_t min = count(s, "minLength", 0, where);
+                const std::size_t max = count(s, "maxLength", grammar::unbounded, where);
+                if (min > max)
                 {
-                    fail("minLength " + std::to_string(n.min_length) + " > maxLength " + std::to_string(n.max_length),
-                         where);
+                    fail("minLength " + std::to_string(min) + " > maxLength " + std::to_string(max), where);
                 }
-                if (s.contains("pattern"))
+                if (!s.contains("pattern"))
                 {
-                    if (!s["pattern"].is_string())
-                    {
-                        fail("pattern must be a string", where);
-                    }
-                    if (s.contains("minLength") || s.contains("maxLength"))
-                    {
-                        fail("pattern together with minLength or maxLength is not supported", where);
-                    }
-                    regex_options o;
-                    o.search = true;
-                    for (int b = 0; b < 0x20; ++b)
-                    {
-                        o.forbidden[std::size_t(b)] = true;
-                    }
-                    o.forbidden['"'] = o.forbidden['\\'] = true;
-                    try
-                    {
-                        m_g.dfas.push_back(compile_regex(s["pattern"].get<std::string>(), o));
-                    }
-                    catch (const invalid_parameter& e)
-                    {
-                        fail(std::string("pattern: ") + e.what(), where);
-                    }
-                    n.pattern = std::int64_t(m_g.dfas.size() - 1);
+                    return m_b.string(min, max);
                 }
-                return m_g.add(std::move(n));
+                if (!s["pattern"].is_string())
+                {
+                    fail("pattern must be a string", where);
+                }
+                if (s.contains("minLength") || s.contains("maxLength"))
+                {
+                    fail("pattern together with minLength or maxLength is not supported", where);
+                }
+                regex_options o;
+                o.search = true;
+                for (int b = 0; b < 0x20; ++b)
+                {
+                    o.forbidden[std::size_t(b)] = true;
+                }
+                o.forbidden['"'] = o.forbidden['\\'] = true;
+                try
+                {
+                    return m_b.pattern_string(compile_regex(s["pattern"].get<std::string>(), o));
+                }
+                catch (const invalid_parameter& e)
+                {
+                    fail(std::string("pattern: ") + e.what(), where);
+                }
             }
 
             grammar& m_g;
+            json_builder m_b;
             std::size_t m_max_depth;
         };
     }
 
     /// The grammar of a schema (see the top of this file).
-    inline std::shared_ptr<const grammar> compile_json_schema(const nlohmann::json& schema,
-                                                              const json_options& options = {})
+    inline grammar json_schema_grammar(const nlohmann::ordered_json& schema, const json_options& options = {})
     {
-        auto g = std::make_shared<grammar>();
-        g->whitespace = options.whitespace;
-        g->max_depth = options.max_depth;
-        detail::schema_compiler c(*g, options.max_depth);
-        g->root = c.compile(schema, "", 0);
-        g->finish();
+        grammar g;
+        detail::schema_compiler c(g, options);
+        const auto root = g.rule("root");
+        g.define(root, c.compile(schema, "", 0));
+        g.set_root(root);
         return g;
     }
 
-    inline std::shared_ptr<const grammar> compile_json_schema(const std::string& schema_text,
-                                                              const json_options& options = {})
+    /// A nlohmann::json holds its keys sorted: properties are generated in that order.
+    inline grammar json_schema_grammar(const nlohmann::json& schema, const json_options& options = {})
     {
-        nlohmann::json schema;
+        return json_schema_grammar(nlohmann::ordered_json(schema), options);
+    }
+
+    inline grammar json_schema_grammar(const std::string& schema_text, const json_options& options = {})
+    {
+        nlohmann::ordered_json schema;
         try
         {
-            schema = nlohmann::json::parse(schema_text);
+            schema = nlohmann::ordered_json::parse(schema_text);
         }
-        catch (const nlohmann::json::exception& e)
+        catch (const nlohmann::ordered_json::exception& e)
         {
             throw invalid_parameter(std::string("json_schema: the schema is not JSON: ") + e.what());
         }
-        return compile_json_schema(schema, options);
+        return json_schema_grammar(schema, options);
     }
 
     template <class Schema>
     constraint json_schema_constraint(std::shared_ptr<const vocabulary_index> index, const Schema& schema,
                                       const json_options& options = {})
     {
-        return constraint(std::move(index), compile_json_schema(schema, options), "json_schema");
+        return grammar_constraint(std::move(index), json_schema_grammar(schema, options), "json_schema");
     }
 }
 

@@ -1,0 +1,262 @@
+// xsampler/json_grammar.hpp — JSON as a grammar (grammar.hpp): values, strings, numbers, objects, arrays. (xsampler, BSD-3-Clause)
+//
+// json_grammar(options): any JSON value. json_builder: the pieces, for the
+// schema compiler (json_schema.hpp). The texts:
+//   string   '"' char* '"', char an unescaped code point (U+0020 and up but
+//            '"' and '\'; UTF-8 validated byte by byte) or an escape \" \\ \/
+//            \b \f \n \r \t \uXXXX (a high surrogate escape must be followed
+//            by a low one; a lone low one is refused); string(min, max)
+//            counts chars (an escape is one, a surrogate pair one)
+//   number   -?(0|[1-9][0-9]{0,14})(\.[0-9]{1,15})?([eE][+-]?[0-9]{1,2})?,
+//            integer without the fraction and the exponent: every number
+//            fits a double, every integer an int64, none runs on forever
+//   object   '{' members '}' in the order given, each optional unless
+//            required; or any keys (strings) with values of one kind
+//   array    '[' items ']', min..max of them
+// Whitespace: up to options.whitespace bytes of ' ', '\n', '\r', '\t' in
+// each gap JSON allows between tokens inside objects and arrays; none before
+// or after the top-level value. Nesting is not bounded (the grammar is
+// recursive; max_tokens bounds a generation).
+#ifndef XSAMPLER_JSON_GRAMMAR_HPP
+#define XSAMPLER_JSON_GRAMMAR_HPP
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "grammar.hpp"
+
+namespace xsampler
+{
+    /// Options of the JSON constraints.
+    struct json_options
+    {
+        std::size_t whitespace = 2;  ///< whitespace bytes allowed in each gap between JSON tokens
+        std::size_t max_depth = 32;  ///< schemas: objects and arrays nested at most this deep in the schema
+    };
+
+    namespace detail
+    {
+        class json_builder
+        {
+        public:
+            using expr_id = grammar::expr_id;
+            using rule_id = grammar::rule_id;
+
+            /// One member of an object: its key's JSON text (quotes included) and value.
+            struct member
+            {
+                std::string key;
+                expr_id value;
+                bool required = false;
+            };
+
+            json_builder(grammar& g, const json_options& o) : m_g(g), m_o(o)
+            {
+                if (o.whitespace > 255)
+                {
+                    throw invalid_parameter("json: whitespace must be <= 255, got " + std::to_string(o.whitespace));
+                }
+            }
+
+            grammar& g() noexcept { return m_g; }
+
+            /// A gap: up to options.whitespace bytes of whitespace.
+            expr_id ws()
+            {
+                if (m_ws == grammar::none)
+                {
+                    m_ws = m_g.repeat(m_g.byte_class(byte_set::of(" \t\n\r")), 0, m_o.whitespace);
+                }
+                return m_ws;
+            }
+
+            /// Any JSON value (one rule, "value").
+            rule_id any_value()
+            {
+                if (m_any != grammar::none)
+                {
+                    return m_any;
+                }
+                m_any = m_g.fresh_rule("value");
+                const expr_id v = m_g.ref(m_any);
+                const expr_id key = string(0, grammar::unbounded);
+                const expr_id obj = free_object(key, v);
+                const expr_id arr = array(v, 0, grammar::unbounded);
+                m_g.define(m_any, m_g.choice({obj, arr, key, number(), literal("true"), literal("false"),
+                                              literal("null")}));
+                return m_any;
+            }
+
+            /// One char of a string's content (see the top of this file).
+            expr_id character()
+            {
+                if (m_char != grammar::none)
+                {
+                    return m_char;
+                }
+                grammar& g = m_g;
+                const expr_id plain = g.code_points({{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}});
+                const expr_id hex = g.byte_class(hex_digits());
+                const auto cls = [&](const char* bytes) { return g.byte_class(byte_set::of(bytes)); };
+                const expr_id hex2 = g.sequence({hex, hex});
+                const expr_id bmp = g.choice({g.sequence({cls("0123456789abcABC"), hex, hex2}),
+                                              g.sequence({cls("eEfF"), hex, hex2}),
+                                              g.sequence({cls("dD"), cls("01234567"), hex2})});
+                const expr_id high = g.sequence({cls("dD"), cls("89abAB"), hex2});
+                const expr_id low = g.sequence({cls("dD"), cls("cdefCDEF"), hex2});
+                const expr_id u = g.choice({bmp, g.sequence({high, g.bytes("\\u"), low})});
+                const expr_id escape =
+                    g.sequence({g.bytes("\\"), g.choice({cls("\"\\/bfnrt"), g.sequence({g.bytes("u"), u})})});
+                m_char = g.choice({plain, escape});
+                return m_char;
+            }
+
+            /// A string of min..max chars (a rule per pair of bounds, shared).
+            expr_id string(std::size_t min, std::size_t max)
+            {
+                for (const auto& [key, r] : m_strings)
+                {
+                    if (key.first == min && key.second == max)
+                    {
+                        return m_g.ref(r);
+                    }
+                }
+                const rule_id r = m_g.fresh_rule(min == 0 && max == grammar::unbounded ? "string" : "string-bounded");
+                m_g.define(r, m_g.sequence({m_g.bytes("\""), m_g.repeat(character(), min, max), m_g.bytes("\"")}));
+                m_strings.push_back({{min, max}, r});
+                return m_g.ref(r);
+            }
+            /// A string whose content (unescaped bytes) the DFA accepts.
+            expr_id pattern_string(byte_dfa content)
+            {
+                return m_g.sequence({m_g.bytes("\""), m_g.lexeme(std::move(content)), m_g.bytes("\"")});
+            }
+
+            expr_id number()
+            {
+                if (m_number == grammar::none)
+                {
+                    const rule_id r = m_g.fresh_rule("number");
+                    grammar& g = m_g;
+                    const expr_id digit = g.byte_class(byte_set::range('0', '9'));
+                    const expr_id fraction = g.sequence({g.bytes("."), g.repeat(digit, 1, 15)});
+                    const expr_id exponent = g.sequence({g.byte_class(byte_set::of("eE")),
+                                                         g.optional(g.byte_class(byte_set::of("+-"))),
+                                                         g.repeat(digit, 1, 2)});
+                    g.define(r, g.sequence({integer_text(), g.optional(fraction), g.optional(exponent)}));
+                    m_number = g.ref(r);
+                }
+                return m_number;
+            }
+            expr_id integer()
+            {
+                if (m_integer == grammar::none)
+                {
+                    const rule_id r = m_g.fresh_rule("integer");
+                    m_g.define(r, integer_text());
+                    m_integer = m_g.ref(r);
+                }
+                return m_integer;
+            }
+            expr_id literal(const std::string& text) { return m_g.bytes(text); }
+
+            /// '[' items ']' with min..max items.
+            expr_id array(expr_id item, std::size_t min, std::size_t max)
+            {
+                grammar& g = m_g;
+                const expr_id one = g.sequence({item, ws()});
+                if (max == 0)
+                {
+                    return g.sequence({g.bytes("["), ws(), g.bytes("]")});
+                }
+                const expr_id more = g.repeat(g.sequence({g.bytes(","), ws(), one}), min > 0 ? min - 1 : 0,
+                                              max == grammar::unbounded ? max : max - 1);
+                const expr_id items = g.sequence({one, more});
+                return g.sequence({g.bytes("["), ws(), min > 0 ? items : g.optional(items), g.bytes("]")});
+            }
+
+            /// '{' any keys (key: the key's expression) with values `value` '}'.
+            expr_id free_object(expr_id key, expr_id value)
+            {
+                grammar& g = m_g;
+                const expr_id one = g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()});
+                const expr_id members = g.sequence({one, g.star(g.sequence({g.bytes(","), ws(), one}))});
+                return g.sequence({g.bytes("{"), ws(), g.optional(members), g.bytes("}")});
+            }
+
+            /// '{' the members in this order, each optional unless required '}'.
+            expr_id object(const std::vector<member>& members)
+            {
+                grammar& g = m_g;
+                if (members.empty())
+                {
+                    return g.sequence({g.bytes("{"), ws(), g.bytes("}")});
+                }
+                const std::size_t n = members.size();
+                std::vector<expr_id> text(n);
+                for (std::size_t i = 0; i < n; ++i)
+                {
+                    text[i] = g.sequence({g.bytes(members[i].key), ws(), g.bytes(":"), ws(), members[i].value, ws()});
+                }
+                // tail[i]: the members from i on, after one member was written
+                std::vector<expr_id> tail(n + 1);
+                tail[n] = g.empty();
+                for (std::size_t i = n; i-- > 1;)
+                {
+                    const expr_id here = g.sequence({g.bytes(","), ws(), text[i], tail[i + 1]});
+                    const expr_id body = members[i].required ? here : g.choice({here, tail[i + 1]});
+                    const rule_id r = g.fresh_rule("members");
+                    g.define(r, body);
+                    tail[i] = g.ref(r);
+                }
+                // the first member written: any up to the first required one
+                std::vector<expr_id> first;
+                bool required = false;
+                for (std::size_t i = 0; i < n && !required; ++i)
+                {
+                    first.push_back(g.sequence({text[i], tail[i + 1]}));
+                    required = members[i].required;
+                }
+                const expr_id body = g.choice(std::move(first));
+                return g.sequence({g.bytes("{"), ws(), required ? body : g.optional(body), g.bytes("}")});
+            }
+
+        private:
+            static byte_set hex_digits()
+            {
+                byte_set s = byte_set::range('0', '9');
+                s |= byte_set::range('a', 'f');
+                s |= byte_set::range('A', 'F');
+                return s;
+            }
+            expr_id integer_text()
+            {
+                grammar& g = m_g;
+                const expr_id digits = g.choice(
+                    {g.bytes("0"), g.sequence({g.byte_class(byte_set::range('1', '9')),
+                                               g.repeat(g.byte_class(byte_set::range('0', '9')), 0, 14)})});
+                return g.sequence({g.optional(g.bytes("-")), digits});
+            }
+
+            grammar& m_g;
+            json_options m_o;
+            expr_id m_ws = grammar::none, m_char = grammar::none, m_number = grammar::none,
+                    m_integer = grammar::none;
+            rule_id m_any = grammar::none;
+            std::vector<std::pair<std::pair<std::size_t, std::size_t>, rule_id>> m_strings;
+        };
+    }
+
+    /// Any JSON value (see the top of this file).
+    inline grammar json_grammar(const json_options& options = {})
+    {
+        grammar g;
+        detail::json_builder b(g, options);
+        g.set_root(b.any_value());
+        return g;
+    }
+}
+
+#endif

@@ -1,0 +1,527 @@
+// xsampler/matcher.hpp — an Earley recogniser over a compiled grammar, byte by byte. (xsampler, BSD-3-Clause)
+//
+// compile_grammar(grammar[, limits]) -> shared_ptr<const grammar_automaton>:
+//   the grammar checked and compiled (detail/automaton.hpp: one minimal DFA
+//   per rule over bytes and rule symbols); immutable, shared by every matcher.
+//
+// matcher(automaton): the text read so far, as an Earley chart (one set of
+// items per byte; an item is a rule's DFA state, the byte where the rule
+// began, and for a counted rule the iterations done). Any context-free
+// grammar: left recursion, ambiguity and rules that match the empty text
+// are what Earley's algorithm handles (nullable rules by Aycock and
+// Horspool's rule: predicting one also moves past it).
+//   step(b)      reads byte b: true if some text of the language starts with
+//                the bytes read and b; false otherwise, and nothing changes
+//   feed(bytes)  reads bytes until one fails: how many were read
+//   pop(n)       forgets the last n bytes read (n <= position())
+//   complete()   the bytes read are a text of the language
+//   shortest()   the length of the shortest completion (0 when complete)
+//   completion() the shortest completion, the least in byte order among
+//                the shortest: a path (reading its first byte leaves the
+//                rest as the completion), since it is defined by the
+//                language alone
+//   rules_here() the grammar rules the text is in now (messages)
+// Every state the matcher reaches is live: all rules are productive and
+// every DFA state can end, so a non-empty set is a prefix of the language.
+// A matcher is a value: copying it forks it (n samples, beams).
+// Cost: O(items) per byte on grammars whose sets stay small (JSON, most
+// GBNF grammars: a few items); Earley's O(n^3) at worst.
+#ifndef XSAMPLER_MATCHER_HPP
+#define XSAMPLER_MATCHER_HPP
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detail/automaton.hpp"
+#include "grammar.hpp"
+
+namespace xsampler
+{
+    using grammar_automaton = detail::automaton;
+
+    /// The grammar checked and compiled (see the top of this file).
+    inline std::shared_ptr<const grammar_automaton> compile_grammar(const grammar& g, const grammar_limits& limits = {})
+    {
+        return detail::build_automaton(g, limits);
+    }
+
+    /// An Earley item.
+    struct earley_item
+    {
+        std::uint32_t state;
+        std::uint32_t origin;  // the set the rule began in (context: outside the chart)
+        std::uint32_t count;   // a counted rule's iterations done (0 otherwise)
+        bool operator==(const earley_item& o) const noexcept
+        {
+            return state == o.state && origin == o.origin && count == o.count;
+        }
+    };
+
+    class matcher
+    {
+    public:
+        /// The origin of an item whose rule began outside the chart (a chart
+        /// started from items of another one: masks computed by positions).
+        static constexpr std::uint32_t context = ~std::uint32_t(0);
+
+        explicit matcher(std::shared_ptr<const grammar_automaton> a) : m_a(std::move(a))
+        {
+            if (!m_a)
+            {
+                throw invalid_parameter("matcher: no grammar");
+            }
+            reset();
+        }
+
+        /// Back to the empty text.
+        void reset()
+        {
+            m_items.clear();
+            m_sets.assign(1, 0);
+            m_popped.assign(1, 0);
+            m_costs_ready = 0;
+            add({m_a->rules[m_a->root].start, 0, 0});
+            closure();
+        }
+        /// A chart whose only set holds these items with origin `context`
+        /// (and what they predict): the positions alone, without what they
+        /// return to. A `context` item that completes is a "pop" (popped()).
+        void start_from(const std::vector<earley_item>& kernel)
+        {
+            m_items.clear();
+            m_sets.assign(1, 0);
+            m_popped.assign(1, 0);
+            m_costs_ready = 0;
+            for (earley_item x : kernel)
+            {
+                x.origin = context;
+                add(x);
+            }
+            closure();
+        }
+
+        const grammar_automaton& rules() const noexcept { return *m_a; }
+        std::shared_ptr<const grammar_automaton> shared_rules() const noexcept { return m_a; }
+
+        bool step(unsigned char b)
+        {
+            const grammar_automaton& a = *m_a;
+            const std::uint32_t from = m_sets.back();
+            const auto to = std::uint32_t(m_items.size());
+            m_sets.push_back(to);
+            m_popped.push_back(0);
+            for (std::uint32_t i = from; i < to; ++i)
+            {
+                const earley_item x = m_items[i];
+                if (!can_read(x))
+                {
+                    continue;
+                }
+                const std::int32_t t = a.next(x.state, b);
+                if (t >= 0)
+                {
+                    add({std::uint32_t(t), x.origin, x.count});
+                }
+            }
+            if (m_items.size() == to)
+            {
+                m_sets.pop_back();
+                m_popped.pop_back();
+                return false;
+            }
+            closure();
+            return true;
+        }
+        std::size_t feed(std::string_view bytes)
+        {
+            std::size_t n = 0;
+            for (const char c : bytes)
+            {
+                if (!step(static_cast<unsigned char>(c)))
+                {
+                    break;
+                }
+                ++n;
+            }
+            return n;
+        }
+        void pop(std::size_t n = 1)
+        {
+            if (n > position())
+            {
+                throw invalid_parameter("matcher::pop: " + std::to_string(n) + " bytes, only " +
+                                        std::to_string(position()) + " read");
+            }
+            if (n == 0)
+            {
+                return;
+            }
+            const std::size_t sets = m_sets.size() - n;
+            m_items.resize(m_sets[sets]);
+            m_sets.resize(sets);
+            m_popped.resize(sets);
+            m_costs_ready = std::min(m_costs_ready, sets);
+        }
+        /// Bytes read.
+        std::size_t position() const noexcept { return m_sets.size() - 1; }
+
+        bool complete() const noexcept
+        {
+            const std::uint32_t root = m_a->root;
+            for (std::uint32_t i = m_sets.back(); i < m_items.size(); ++i)
+            {
+                const earley_item& x = m_items[i];
+                if (x.origin == 0 && m_a->states[x.state].rule == root && completes(x))
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+        /// Whether a `context` item (start_from()) completed in the current set.
+        bool popped() const noexcept { return m_popped.back() != 0; }
+
+        /// The current set's items.
+        const earley_item* begin() const noexcept { return m_items.data() + m_sets.back(); }
+        const earley_item* end() const noexcept { return m_items.data() + m_items.size(); }
+        std::size_t items() const noexcept { return m_items.size() - m_sets.back(); }
+        /// Items of set k (k <= position()).
+        const earley_item* set_begin(std::size_t k) const noexcept { return m_items.data() + m_sets[k]; }
+        const earley_item* set_end(std::size_t k) const noexcept
+        {
+            return m_items.data() + (k + 1 < m_sets.size() ? m_sets[k + 1] : m_items.size());
+        }
+
+        /// The current set's kernel: its items that began before this byte
+        /// (at the start, the root's first item). With the automaton's
+        /// positions alone they determine the set.
+        template <class F>
+        void for_each_kernel(F&& f) const
+        {
+            const std::size_t k = position();
+            for (const earley_item* x = begin(); x != end(); ++x)
+            {
+                if (x->origin < k || x->origin == context || (k == 0 && x == begin()))
+                {
+                    f(*x);
+                }
+            }
+        }
+
+        /// Whether item x completes its rule here.
+        bool completes(const earley_item& x) const noexcept
+        {
+            const auto& st = m_a->states[x.state];
+            const auto& r = m_a->rules[st.rule];
+            if (!r.counted)
+            {
+                return st.accepting;
+            }
+            return x.state == r.start && x.count >= r.min;
+        }
+        /// Whether item x may read further (a counted rule at its start with
+        /// max iterations done may not).
+        bool can_read(const earley_item& x) const noexcept
+        {
+            const auto& st = m_a->states[x.state];
+            const auto& r = m_a->rules[st.rule];
+            return !r.counted || x.state != r.start || r.max == grammar::unbounded || x.count < r.max;
+        }
+
+        /// The length of the shortest completion (the cost of the cheapest item's way out).
+        std::uint64_t shortest()
+        {
+            std::uint64_t best = grammar_automaton::infinite;
+            const std::size_t k = position();
+            for (std::uint32_t i = m_sets[k]; i < m_items.size(); ++i)
+            {
+                best = std::min(best, cost(m_items[i]));
+            }
+            return best;
+        }
+        /// The shortest completion, least in byte order among the shortest.
+        std::string completion()
+        {
+            std::string out;
+            std::uint64_t left = shortest();
+            const std::size_t start = position();
+            while (left > 0 && left != grammar_automaton::infinite)
+            {
+                bool found = false;
+                for (unsigned b = 0; b < 256 && !found; ++b)
+                {
+                    if (!readable(static_cast<unsigned char>(b)))
+                    {
+                        continue;
+                    }
+                    if (step(static_cast<unsigned char>(b)))
+                    {
+                        if (shortest() + 1 == left)
+                        {
+                            out += char(b);
+                            --left;
+                            found = true;
+                        }
+                        else
+                        {
+                            pop();
+                        }
+                    }
+                }
+                if (!found)
+                {
+                    break;  // unreachable: some byte is one step closer
+                }
+            }
+            pop(position() - start);
+            return out;
+        }
+
+        /// The grammar rules of the current set's kernel items (innermost
+        /// first), for messages.
+        std::vector<std::string> rules_here() const
+        {
+            std::vector<std::string> out;
+            for_each_kernel([&](const earley_item& x) {
+                const std::string& n = m_a->source_names[m_a->states[x.state].source];
+                if (std::find(out.begin(), out.end(), n) == out.end())
+                {
+                    out.push_back(n);
+                }
+            });
+            return out;
+        }
+
+        /// An item's cost to finish the text: the rest of its rule, then the
+        /// cheapest way out of the rule it returns to (a `context` origin
+        /// costs nothing more: the cost to pop).
+        std::uint64_t cost(const earley_item& x)
+        {
+            const std::uint64_t here = m_a->rest(x.state, x.count);
+            if (x.origin == context)
+            {
+                return here;
+            }
+            return grammar_automaton::saturated_add(here, way_out(m_a->states[x.state].rule, x.origin));
+        }
+
+    private:
+        bool readable(unsigned char b) const noexcept
+        {
+            for (const earley_item* x = begin(); x != end(); ++x)
+            {
+                if (can_read(*x) && m_a->next(x->state, b) >= 0)
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        /// Adds x to the current set unless it is there; a counted rule's
+        /// item at the end of an iteration becomes the next iteration's start.
+        void add(earley_item x)
+        {
+            const grammar_automaton& a = *m_a;
+            const auto& st = a.states[x.state];
+            const auto& r = a.rules[st.rule];
+            if (r.counted && st.accepting)
+            {
+                if (r.max != grammar::unbounded && x.count >= r.max)
+                {
+                    return;
+                }
+                x.state = r.start;
+                x.count = r.max == grammar::unbounded ? std::min<std::uint32_t>(x.count + 1, std::uint32_t(r.min))
+                                                      : x.count + 1;
+            }
+            for (std::uint32_t i = m_sets.back(); i < m_items.size(); ++i)
+            {
+                if (m_items[i] == x)
+                {
+                    return;
+                }
+            }
+            m_items.push_back(x);
+        }
+
+        /// Predictions and completions until the current set is closed.
+        void closure()
+        {
+            const grammar_automaton& a = *m_a;
+            const auto k = std::uint32_t(position());
+            for (std::uint32_t i = m_sets.back(); i < m_items.size(); ++i)
+            {
+                const earley_item x = m_items[i];
+                const auto& st = a.states[x.state];
+                if (can_read(x))
+                {
+                    for (std::uint32_t e = st.edges_begin; e < st.edges_end; ++e)
+                    {
+                        const auto& ed = a.edges[e];
+                        const auto& r = a.rules[ed.rule];
+                        add({r.start, k, 0});
+                        if (r.nullable)
+                        {
+                            add({ed.target, x.origin, x.count});
+                        }
+                    }
+                }
+                if (!completes(x) || x.origin == k)
+                {
+                    continue;  // a rule that began here and ends here is nullable: done by prediction
+                }
+                if (x.origin == context)
+                {
+                    m_popped.back() = 1;
+                    continue;
+                }
+                const std::uint32_t rule = st.rule;
+                const std::uint32_t from = m_sets[x.origin], to = m_sets[x.origin + 1];
+                for (std::uint32_t j = from; j < to; ++j)
+                {
+                    const earley_item y = m_items[j];
+                    if (!can_read(y))
+                    {
+                        continue;
+                    }
+                    const auto& ys = a.states[y.state];
+                    for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                    {
+                        if (a.edges[e].rule == rule)
+                        {
+                            add({a.edges[e].target, y.origin, y.count});
+                        }
+                    }
+                }
+            }
+        }
+
+        /// The cheapest way out of `rule` begun at set o: what the items of
+        /// set o waiting for it cost once it is read (0 for the root at 0).
+        std::uint64_t way_out(std::uint32_t rule, std::uint32_t o)
+        {
+            // sets in order: a set's costs need only those of the sets before it
+            if (m_costs.size() <= o)
+            {
+                m_costs.resize(std::size_t(o) + 1);
+            }
+            while (m_costs_ready <= o)
+            {
+                compute_costs(std::uint32_t(m_costs_ready++));
+            }
+            return lookup(rule, o);
+        }
+        std::uint64_t lookup(std::uint32_t rule, std::uint32_t o) const noexcept
+        {
+            for (const auto& [r, c] : m_costs[o].by_rule)
+            {
+                if (r == rule)
+                {
+                    return c;
+                }
+            }
+            return grammar_automaton::infinite;
+        }
+        void compute_costs(std::uint32_t o)
+        {
+            const grammar_automaton& a = *m_a;
+            auto& by_rule = m_costs[o].by_rule;
+            by_rule.clear();
+            if (o == 0)
+            {
+                by_rule.push_back({a.root, 0});
+            }
+            const auto get = [&](std::uint32_t r) -> std::uint64_t& {
+                for (auto& p : by_rule)
+                {
+                    if (p.first == r)
+                    {
+                        return p.second;
+                    }
+                }
+                by_rule.push_back({r, grammar_automaton::infinite});
+                return by_rule.back().second;
+            };
+            // relax until stable: items begun here wait on costs of this same set
+            for (bool changed = true; changed;)
+            {
+                changed = false;
+                const std::uint32_t last = o + 1 < m_sets.size() ? m_sets[o + 1] : std::uint32_t(m_items.size());
+                for (std::uint32_t j = m_sets[o]; j < last; ++j)
+                {
+                    const earley_item y = m_items[j];
+                    if (!can_read(y))
+                    {
+                        continue;
+                    }
+                    const auto& ys = a.states[y.state];
+                    if (ys.edges_begin == ys.edges_end)
+                    {
+                        continue;
+                    }
+                    std::uint64_t out;  // y's own way out
+                    if (y.origin == context)
+                    {
+                        out = 0;
+                    }
+                    else if (y.origin == o)
+                    {
+                        out = get(ys.rule);
+                    }
+                    else
+                    {
+                        out = lookup(ys.rule, y.origin);  // an earlier set: done
+                    }
+                    if (out == grammar_automaton::infinite)
+                    {
+                        continue;
+                    }
+                    for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                    {
+                        earley_item t{a.edges[e].target, y.origin, y.count};
+                        const auto& ts = a.states[t.state];
+                        const auto& tr = a.rules[ts.rule];
+                        if (tr.counted && ts.accepting)
+                        {
+                            if (tr.max != grammar::unbounded && t.count >= tr.max)
+                            {
+                                continue;
+                            }
+                            t.state = tr.start;
+                            t.count = tr.max == grammar::unbounded
+                                          ? std::min<std::uint32_t>(t.count + 1, std::uint32_t(tr.min))
+                                          : t.count + 1;
+                        }
+                        const std::uint64_t c = grammar_automaton::saturated_add(a.rest(t.state, t.count), out);
+                        std::uint64_t& slot = get(a.edges[e].rule);
+                        if (c < slot)
+                        {
+                            slot = c;
+                            changed = true;
+                        }
+                    }
+                }
+            }
+        }
+
+        struct set_costs
+        {
+            std::vector<std::pair<std::uint32_t, std::uint64_t>> by_rule;
+        };
+
+        std::shared_ptr<const grammar_automaton> m_a;
+        std::vector<earley_item> m_items;
+        std::vector<std::uint32_t> m_sets;    // set k is m_items[m_sets[k], m_sets[k + 1])
+        std::vector<std::uint8_t> m_popped;   // set k saw a context item complete
+        std::vector<set_costs> m_costs;       // way_out() by set, for sets [0, m_costs_ready)
+        std::size_t m_costs_ready = 0;
+    };
+}
+
+#endif
