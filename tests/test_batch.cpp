@@ -445,5 +445,5 @@ TEST_CASE("constraint copies on two threads share their masks safely", "[batch][
     b.join();
     CHECK(ended[0] == 20);  // every run ended with eos within its budget
     CHECK(ended[1] == 20);
-    CHECK(proto.cached() > 0);
+    CHECK(proto.compiled().cached().first > 0);
 }

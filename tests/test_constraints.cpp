@@ -1,4 +1,4 @@
-// constraint.hpp, grammar.hpp, json_schema.hpp and generate's stop strings:
+// constraint.hpp, json_grammar.hpp, json_schema.hpp and generate's stop strings:
 // every constrained generation parses and validates (nlohmann-json and an
 // independent validator written here), the mask allows exactly the tokens
 // that keep the text completable (brute force on small vocabularies), budgets
@@ -497,9 +497,10 @@ TEST_CASE("constraint: budgets from the minimum upwards all complete", "[constra
 
 TEST_CASE("constraint: the shortest completion counts tokens of the vocabulary", "[constraint]")
 {
-    // {"age":0,"name":""} in the fewest tokens: {" age ": 0 , "name" : "" } and eos
+    // {"name":"","age":0} (the properties in the schema's order) in the fewest
+    // tokens: {" name ":" ", " age ": 0 } and eos
     constraint c = make(schemas[0]);
-    CHECK(c.completion() == R"({"age":0,"name":""})");
+    CHECK(c.completion() == R"({"name":"","age":0})");
     CHECK(c.shortest_completion() == 10);
 }
 
@@ -581,7 +582,6 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"type":"string","pattern":"a","maxLength":3})", "pattern together with minLength or maxLength");
     fails(R"({"type":"string","minLength":1000000})", "the shortest value is longer than 65536 bytes");
     fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
-    fails(R"({"enum":[")" + std::string(5000, 'x') + R"("]})", "longer than 4096");
     CHECK_THROWS_WITH(json_constraint(small_index(), json_options{300, 32}), Contains("whitespace must be <= 255"));
     // required names served by additionalProperties compile it once: 30 levels stay linear
     std::string nested = R"({"type":"integer"})", wide = nested;
@@ -591,22 +591,30 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
                  nested + "}";
         wide = R"({"type":"object","required":["a","b","c"],"additionalProperties":)" + wide + "}";
     }
-    const auto deep = compile_json_schema(nested);
-    CHECK(deep->nodes.size() < 200);
-    CHECK_THROWS_WITH(compile_json_schema(wide), Contains("the shortest value is longer than 65536 bytes"));
-    // a hand-built object with more than 64 properties
-    grammar g;
-    grammar::node o;
-    o.what = grammar::kind::object;
-    std::vector<std::string> names;
-    for (int i = 0; i < 65; ++i)
+    CHECK(json_schema_grammar(nested).size() < 2000);
+    CHECK_THROWS_WITH(make(wide), Contains("the shortest value is longer than 65536 bytes"));
+}
+
+TEST_CASE("json_schema: no limit on properties or on the length of a value", "[constraint]")
+{
+    // the grammar orders the properties: 100 of them compile, and any subset in order is allowed
+    std::string props;
+    for (int i = 0; i < 100; ++i)
     {
-        names.push_back("\"k" + std::to_string(i) + "\"");
-        o.properties.push_back({names.back(), g.any_value(), false});
+        props += std::string(i == 0 ? "" : ",") + "\"k" + std::to_string(i) + "\":{\"type\":\"integer\"}";
     }
-    o.keys = g.add_trie(names);
-    g.root = g.add(o);
-    CHECK_THROWS_WITH(g.finish(), Contains("more than 64"));
+    constraint c = make("{\"type\":\"object\",\"properties\":{" + props + "},\"required\":[\"k99\"]}");
+    CHECK(c.completion() == R"({"k99":0})");
+    const auto& v = c.vocab();
+    for (const char ch : std::string(R"({"k3":1,"k98":2,"k99":3})"))
+    {
+        c.advance(v.find(std::string(1, ch)));
+    }
+    CHECK(c.complete());
+    // a 5000-byte enum value is generated exactly
+    const std::string big(5000, 'x');
+    constraint e = make(R"({"enum":[")" + big + R"("]})");
+    CHECK(e.completion() == "\"" + big + "\"");
 }
 
 TEST_CASE("json: any JSON value, and whitespace bounded", "[constraint]")

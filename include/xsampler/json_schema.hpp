@@ -121,13 +121,15 @@ namespace xsampler
                 std::vector<expr_id> options;
                 for (const auto& t : types)
                 {
+                    // objects and arrays are rules: a node used in several places
+                    // (additionalProperties serving several names) is compiled once
                     if (t == "object")
                     {
-                        options.push_back(object(s, where, depth));
+                        options.push_back(as_rule("object", object(s, where, depth)));
                     }
                     else if (t == "array")
                     {
-                        options.push_back(array(s, where, depth));
+                        options.push_back(as_rule("array", array(s, where, depth)));
                     }
                     else if (t == "string")
                     {
@@ -165,6 +167,13 @@ namespace xsampler
             [[noreturn]] static void fail(const std::string& what, const std::string& where)
             {
                 throw invalid_parameter("json_schema: " + what + " at " + (where.empty() ? "/" : where));
+            }
+
+            expr_id as_rule(const char* hint, expr_id body)
+            {
+                const auto r = m_g.fresh_rule(hint);
+                m_g.define(r, body);
+                return m_g.ref(r);
             }
 
             void check_depth(std::size_t depth, const std::string& where) const

@@ -332,6 +332,10 @@ namespace xsampler
             const auto& r = a.rules[st.rule];
             if (r.counted && st.accepting)
             {
+                if (st.reads)
+                {
+                    insert(x);  // the iteration may go on
+                }
                 if (r.max != grammar::unbounded && x.count >= r.max)
                 {
                     return;
@@ -340,6 +344,10 @@ namespace xsampler
                 x.count = r.max == grammar::unbounded ? std::min<std::uint32_t>(x.count + 1, std::uint32_t(r.min))
                                                       : x.count + 1;
             }
+            insert(x);
+        }
+        void insert(const earley_item& x)
+        {
             for (std::uint32_t i = m_sets.back(); i < m_items.size(); ++i)
             {
                 if (m_items[i] == x)
@@ -489,6 +497,7 @@ namespace xsampler
                         const auto& tr = a.rules[ts.rule];
                         if (tr.counted && ts.accepting)
                         {
+                            // the next iteration's start (going on in the body costs more)
                             if (tr.max != grammar::unbounded && t.count >= tr.max)
                             {
                                 continue;

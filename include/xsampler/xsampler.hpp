@@ -26,6 +26,8 @@
 #include "batch.hpp"
 #include "generate.hpp"
 #include "grammar.hpp"
+#include "matcher.hpp"
+#include "json_grammar.hpp"
 #include "constraint.hpp"
 #include "beam_search.hpp"
 #include "vote.hpp"

@@ -14,9 +14,10 @@
 //   - A bounded repetition e{m,n} is unrolled when its copies are small;
 //     otherwise it becomes a counted rule: its body is e's DFA and the
 //     matcher's item counts the iterations done (a JSON string with
-//     maxLength 65535 is one rule of about ten states). Its body must end
-//     where it matches (an accepting state has no way on), so the count is
-//     read off the text; else it is unrolled within the limits, or an error.
+//     maxLength 65535 is one rule of about ten states). An item that ends
+//     an iteration starts the next one with the count plus one, and goes
+//     on in the body too if the body can (e{m,n} with e = [0-9]+ is
+//     ambiguous: its items then hold several counts, each a way to split).
 // Every state of every DFA can reach an accepting state (through productive
 // rules only), so an Earley item in a state is always live.
 #ifndef XSAMPLER_DETAIL_AUTOMATON_HPP
@@ -65,6 +66,7 @@ namespace xsampler
                 std::uint32_t source = 0;       // the grammar rule it was written in (messages)
                 std::uint64_t dist = 0;         // bytes to an accepting state of its DFA (rules at their shortest)
                 bool accepting = false;
+                bool reads = false;             // it has a way on (a byte or a rule)
             };
             struct edge
             {
@@ -1390,40 +1392,7 @@ namespace xsampler
                     st.edges_end = std::uint32_t(out.edges.size());
                     out.states.push_back(st);
                 }
-                if (m_pending[i].counted)
-                {
-                    check_counted(i, base, std::uint32_t(order.size()));
-                }
                 m_pending[i].n = nfa();  // free it
-            }
-
-            /// A counted rule's body must end where it matches: an accepting state
-            /// has no way on (then the count of iterations is read off the text).
-            void check_counted(std::size_t i, std::uint32_t base, std::uint32_t count)
-            {
-                const automaton& a = *m_out;
-                for (std::uint32_t s = base; s < base + count; ++s)
-                {
-                    if (!a.states[s].accepting)
-                    {
-                        continue;
-                    }
-                    bool on = a.states[s].edges_begin != a.states[s].edges_end;
-                    for (std::uint32_t c = 0; c < a.classes && !on; ++c)
-                    {
-                        on = a.table[std::size_t(s) * a.classes + c] >= 0;
-                    }
-                    if (on)
-                    {
-                        const auto& r = a.rules[i];
-                        fail("grammar: rule " + rule_name(m_pending[i].source) + ": the repetition {" +
-                             std::to_string(r.min) + "," +
-                             (r.max == grammar::unbounded ? std::string() : std::to_string(r.max)) +
-                             "} is too large to unroll (grammar_limits::unroll), and its item can go on after it "
-                             "matches, so its iterations cannot be counted; write the item so that it ends where "
-                             "it matches");
-                    }
-                }
             }
 
             /// dist: the shortest way from each state to an accepting state of its
@@ -1447,6 +1416,12 @@ namespace xsampler
                     {
                         back[a.edges[e].target].push_back({s, a.rules[a.edges[e].rule].minlen});
                     }
+                    bool reads = a.states[s].edges_begin != a.states[s].edges_end;
+                    for (std::uint32_t c = 0; c < a.classes && !reads; ++c)
+                    {
+                        reads = a.table[std::size_t(s) * a.classes + c] >= 0;
+                    }
+                    a.states[s].reads = reads;
                     a.states[s].dist = inf;
                 }
                 using item = std::pair<std::uint64_t, std::uint32_t>;
