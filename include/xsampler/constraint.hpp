@@ -68,6 +68,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstddef>
+#include <functional>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,173 +81,25 @@
 #include "candidates.hpp"
 #include "grammar.hpp"
 #include "json_grammar.hpp"
+#include "detail/token_costs.hpp"
 #include "matcher.hpp"
 #include "regex.hpp"
 #include "vocabulary.hpp"
 
 namespace xsampler
 {
-    /// The vocabulary's non-special tokens as a byte trie in preorder.
-    class vocabulary_index
+    namespace detail
     {
-    public:
-        explicit vocabulary_index(std::shared_ptr<const vocabulary> vocab) : m_vocab(std::move(vocab))
+        /// A text for a message: at most 200 bytes, its end (tail) or start, "..." for the rest.
+        inline std::string shortened(const std::string& s, bool tail = false)
         {
-            if (!m_vocab)
+            if (s.size() <= 200)
             {
-                throw invalid_parameter("vocabulary_index: no vocabulary");
+                return s;
             }
-            const vocabulary& v = *m_vocab;
-            std::vector<token_id> order;
-            order.reserve(v.size());
-            for (std::size_t id = 0; id < v.size(); ++id)
-            {
-                if (!v.special(token_id(id)))
-                {
-                    if (v.bytes(token_id(id)).size() > 65535)
-                    {
-                        throw invalid_parameter("vocabulary_index: token " + std::to_string(id) +
-                                                " is longer than 65535 bytes");
-                    }
-                    order.push_back(token_id(id));
-                }
-            }
-            std::sort(order.begin(), order.end(),
-                      [&](token_id a, token_id b) { return v.bytes(a) < v.bytes(b) || (v.bytes(a) == v.bytes(b) && a < b); });
-            std::vector<std::uint32_t> path;  // the open nodes, by depth - 1
-            std::string prev;
-            for (const token_id id : order)
-            {
-                const std::string& b = v.bytes(id);
-                std::size_t common = 0;
-                while (common < b.size() && common < prev.size() && common < path.size() && b[common] == prev[common])
-                {
-                    ++common;
-                }
-                while (path.size() > common)
-                {
-                    m_end[path.back()] = std::uint32_t(m_byte.size());
-                    path.pop_back();
-                }
-                for (std::size_t d = common; d < b.size(); ++d)
-                {
-                    m_parent.push_back(path.empty() ? none : path.back());
-                    path.push_back(std::uint32_t(m_byte.size()));
-                    m_byte.push_back(static_cast<unsigned char>(b[d]));
-                    m_depth.push_back(std::uint16_t(d + 1));
-                    m_end.push_back(0);
-                    m_first.push_back(std::uint32_t(m_ids.size()));
-                    m_count.push_back(0);
-                }
-                const std::uint32_t at = path.back();
-                if (m_count[at] == 0)
-                {
-                    m_first[at] = std::uint32_t(m_ids.size());
-                }
-                m_ids.push_back(id);
-                ++m_count[at];
-                m_longest = std::max(m_longest, b.size());
-                prev = b;
-            }
-            while (!path.empty())
-            {
-                m_end[path.back()] = std::uint32_t(m_byte.size());
-                path.pop_back();
-            }
-            m_root.fill(-1);
-            for (std::uint32_t i = 0; i < m_byte.size(); i = m_end[i])
-            {
-                m_root[m_byte[i]] = std::int32_t(i);
-            }
-            m_all_bytes = std::all_of(m_root.begin(), m_root.end(), [&](std::int32_t r) { return r >= 0 && m_count[std::size_t(r)] > 0; });
+            return tail ? "..." + s.substr(s.size() - 200) : s.substr(0, 200) + "...";
         }
-
-        const vocabulary& vocab() const noexcept { return *m_vocab; }
-        std::shared_ptr<const vocabulary> shared_vocab() const noexcept { return m_vocab; }
-        std::size_t nodes() const noexcept { return m_byte.size(); }
-        /// The longest token, in bytes.
-        std::size_t longest() const noexcept { return m_longest; }
-        /// Whether every single byte is a token (then any text can be spelt).
-        bool all_bytes() const noexcept { return m_all_bytes; }
-
-        // The trie, in preorder: node i reads byte(i) at depth(i) (1 for the
-        // root's children), its subtree is [i, end(i)), and the tokens whose
-        // bytes end there are ids [first(i), first(i) + count(i)).
-        unsigned char byte(std::uint32_t i) const noexcept { return m_byte[i]; }
-        std::size_t depth(std::uint32_t i) const noexcept { return m_depth[i]; }
-        std::uint32_t end(std::uint32_t i) const noexcept { return m_end[i]; }
-        std::uint32_t parent(std::uint32_t i) const noexcept { return m_parent[i]; }
-        template <class F>
-        void for_each_token(std::uint32_t i, F&& f) const
-        {
-            for (std::uint32_t k = 0; k < m_count[i]; ++k)
-            {
-                f(m_ids[m_first[i] + k]);
-            }
-        }
-        static constexpr std::uint32_t none = ~std::uint32_t(0);
-
-        /// The fewest tokens that spell `text` (each a substring of it), or
-        /// ~0 if none do.
-        std::size_t fewest_tokens(std::string_view text, std::vector<std::size_t>& best) const
-        {
-            const std::size_t unset = ~std::size_t(0);
-            best.assign(text.size() + 1, unset);
-            best[0] = 0;
-            for (std::size_t i = 0; i < text.size(); ++i)
-            {
-                if (best[i] == unset)
-                {
-                    continue;
-                }
-                std::int32_t at = m_root[static_cast<unsigned char>(text[i])];
-                std::size_t j = i + 1;
-                while (at >= 0)
-                {
-                    if (m_count[std::size_t(at)] > 0)
-                    {
-                        best[j] = std::min(best[j], best[i] + 1);
-                    }
-                    if (j == text.size())
-                    {
-                        break;
-                    }
-                    at = child(std::uint32_t(at), static_cast<unsigned char>(text[j]));
-                    ++j;
-                }
-            }
-            return best[text.size()];
-        }
-
-    private:
-        std::int32_t child(std::uint32_t at, unsigned char b) const noexcept
-        {
-            for (std::uint32_t c = at + 1; c < m_end[at]; c = m_end[c])
-            {
-                if (m_byte[c] == b)
-                {
-                    return std::int32_t(c);
-                }
-                if (m_byte[c] > b)
-                {
-                    break;
-                }
-            }
-            return -1;
-        }
-
-        std::shared_ptr<const vocabulary> m_vocab;
-        std::vector<unsigned char> m_byte;
-        std::vector<std::uint16_t> m_depth;
-        std::vector<std::uint32_t> m_end;
-        std::vector<std::uint32_t> m_parent;
-        std::vector<std::uint32_t> m_first;
-        std::vector<std::uint32_t> m_count;
-        std::vector<token_id> m_ids;
-        std::array<std::int32_t, 256> m_root{};
-        std::size_t m_longest = 0;
-        bool m_all_bytes = false;
-    };
+    }
 
     /// A grammar compiled for a vocabulary, with the masks computed so far
     /// (see the top of this file).
@@ -262,6 +117,22 @@ namespace xsampler
         {
             token_set allowed;                 // read without finishing a kernel rule
             std::vector<std::uint32_t> roots;  // trie subtrees decided by the context (preorder)
+        };
+        /// What a set of positions' tokens cost under a budget: the tokens it
+        /// decides alone, grouped by the kernel group they leave and the item
+        /// (state, count change) they leave it in, each with the cost of the
+        /// sub-rules it opened (a token costs local + rest(state, count +
+        /// delta) + the group's way out); sorted by that local cost.
+        struct budget_class
+        {
+            std::uint32_t group, state;
+            std::int64_t delta;
+            std::vector<std::pair<std::uint64_t, token_id>> tokens;
+        };
+        struct position_costs
+        {
+            std::vector<budget_class> classes;
+            std::vector<token_id> check;  // allowed tokens that also finish a kernel rule: a real check if cut
         };
         static constexpr std::size_t max_cached = 4096;
         /// The longest shortest text a grammar may have.
@@ -322,6 +193,19 @@ namespace xsampler
         {
             return find_or_make(m_contexts, key, make, m_counters.context_hits, m_counters.context_walks);
         }
+        /// The first level's costs under a budget.
+        template <class Make>
+        std::shared_ptr<const position_costs> costs(const std::string& key, Make&& make) const
+        {
+            std::size_t hits = 0, walks = 0;
+            return find_or_make(m_costs, key, make, hits, walks);
+        }
+        /// The token cost of each state (detail/token_costs.hpp), built on first use.
+        const detail::token_costs& token_costs() const
+        {
+            std::call_once(m_costs_once, [&] { m_token_costs = std::make_unique<detail::token_costs>(*m_rules, *m_index); });
+            return *m_token_costs;
+        }
 
     private:
         template <class T, class Make>
@@ -354,7 +238,10 @@ namespace xsampler
         mutable std::mutex m_lock;
         mutable std::unordered_map<std::string, std::shared_ptr<const position_masks>> m_positions;
         mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<token_id>>> m_contexts;
+        mutable std::unordered_map<std::string, std::shared_ptr<const position_costs>> m_costs;
         mutable counters m_counters;
+        mutable std::once_flag m_costs_once;
+        mutable std::unique_ptr<detail::token_costs> m_token_costs;
     };
 
     class constraint
@@ -394,14 +281,21 @@ namespace xsampler
 
         /// The shortest completion's text from here (no eos), least in byte order.
         std::string completion() const { return m_ended ? std::string() : m_matcher.completion(); }
-        /// Tokens to complete from here, eos included (0 after eos).
+        /// Tokens to complete from here, eos included (0 after eos): the
+        /// completion spelt segment by segment (detail/token_costs.hpp), the
+        /// count budgets keep; without byte fallback, the fewest tokens that
+        /// spell completion().
         std::size_t shortest_completion() const
         {
             if (m_ended)
             {
                 return 0;
             }
-            return fewest(completion()) + 1;
+            if (!m_g->index().all_bytes())
+            {
+                return fewest(completion()) + 1;
+            }
+            return std::size_t(m_matcher.cheapest(m_g->token_costs())) + 1;
         }
 
         /// Budget-aware completion: at most max_tokens tokens in all, eos
@@ -418,13 +312,12 @@ namespace xsampler
                                                      "vocabulary (byte fallback); this one lacks some");
                 }
                 matcher start(m_g->rules());
-                const std::string c = start.completion();
-                const std::size_t need = fewest(c) + 1;
+                const std::size_t need = std::size_t(start.cheapest(m_g->token_costs())) + 1;
                 if (need > max_tokens)
                 {
                     throw invalid_parameter(name() + ": no completion fits in " + std::to_string(max_tokens) +
                                             " tokens: the shortest takes " + std::to_string(need) +
-                                            " (eos included), \"" + c + "\"");
+                                            " (eos included), \"" + detail::shortened(start.completion()) + "\"");
                 }
             }
             m_budget = max_tokens;
@@ -500,7 +393,7 @@ namespace xsampler
                 if (!m_matcher.complete())
                 {
                     throw invalid_parameter(name() + ": eos (token " + std::to_string(id) +
-                                            ") before the text is complete: \"" + text() + "\"");
+                                            ") before the text is complete: \"" + detail::shortened(text(), true) + "\"");
                 }
                 m_starts.push_back(m_matcher.position());
                 m_ids.push_back(id);
@@ -512,8 +405,8 @@ namespace xsampler
             if (m_matcher.feed(b) != b.size())
             {
                 m_matcher.pop(m_matcher.position() - before);
-                throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + b +
-                                        "\") does not continue the text \"" + text() + "\"");
+                throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + detail::shortened(b) +
+                                        "\") does not continue the text \"" + detail::shortened(text(), true) + "\"");
             }
             m_starts.push_back(before);
             m_ids.push_back(id);
@@ -605,7 +498,8 @@ namespace xsampler
         }
 
         /// The first level's key: the kernel's items without their origins,
-        /// sorted and without repeats.
+        /// sorted and without repeats (each distinct one a group; m_group[i]
+        /// is kernel item i's, m_rep[g] the first item of group g).
         void position_key(std::string& key)
         {
             m_kernel.clear();
@@ -618,10 +512,22 @@ namespace xsampler
                 put_item(p, x);
                 parts.push_back(std::move(p));
             }
-            std::sort(parts.begin(), parts.end());
-            parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+            std::vector<std::string> sorted = parts;
+            std::sort(sorted.begin(), sorted.end());
+            sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+            m_group.assign(m_kernel.size(), 0);
+            m_rep.assign(sorted.size(), ~std::uint32_t(0));
+            for (std::size_t i = 0; i < m_kernel.size(); ++i)
+            {
+                const auto g = std::uint32_t(std::lower_bound(sorted.begin(), sorted.end(), parts[i]) - sorted.begin());
+                m_group[i] = g;
+                if (m_rep[g] == ~std::uint32_t(0))
+                {
+                    m_rep[g] = std::uint32_t(i);
+                }
+            }
             key.clear();
-            for (const auto& p : parts)
+            for (const auto& p : sorted)
             {
                 key += p;
             }
@@ -666,7 +572,7 @@ namespace xsampler
                             }
                             std::string item;
                             put_item(item, {a.edges[e].target, y->origin, y->count});
-                            f.entries.push_back({std::move(item), y->origin == matcher::context
+                            f.entries.push_back({std::move(item), matcher::is_context(y->origin)
                                                                       ? ~std::uint64_t(0)
                                                                       : std::uint64_t(y->origin) << 32 | ys.rule});
                         }
@@ -726,7 +632,7 @@ namespace xsampler
                 std::string line;
                 put_item(line, x);
                 const std::uint32_t n =
-                    x.origin == matcher::context ? ~std::uint32_t(0) : record_of(x.origin, a.states[x.state].rule);
+                    matcher::is_context(x.origin) ? ~std::uint32_t(0) : record_of(x.origin, a.states[x.state].rule);
                 line.append(reinterpret_cast<const char*>(&n), sizeof n);
                 lines.push_back(std::move(line));
             }
@@ -741,14 +647,29 @@ namespace xsampler
             key += records;
         }
 
-        /// The first level: the trie walked from the kernel's positions alone.
-        compiled_grammar::position_masks walk_positions() const
+        /// A matcher from the kernel's positions alone: one item per group.
+        matcher local_chart() const
+        {
+            std::vector<earley_item> reps;
+            std::vector<std::uint32_t> groups;
+            for (std::uint32_t g = 0; g < m_rep.size(); ++g)
+            {
+                reps.push_back(m_kernel[m_rep[g]]);
+                groups.push_back(g);
+            }
+            matcher local(m_matcher.shared_rules());
+            local.start_from(reps, groups);
+            return local;
+        }
+
+        /// Walks the trie through `local`: on_token(node, popped before its
+        /// last byte) where it lives; returns the subtrees where it dies after
+        /// a kernel rule finished (decided by the context).
+        template <class OnToken>
+        std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token) const
         {
             const vocabulary_index& ix = m_g->index();
-            matcher local(m_matcher.shared_rules());
-            local.start_from(m_kernel);
-            compiled_grammar::position_masks out;
-            std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            std::vector<std::uint32_t> roots;
             std::vector<std::uint8_t> popped(ix.longest() + 2, 0);  // a kernel rule finished at depth 1..d
             const auto n = std::uint32_t(ix.nodes());
             for (std::uint32_t i = 0; i < n;)
@@ -759,16 +680,110 @@ namespace xsampler
                 {
                     if (popped[d - 1])
                     {
-                        out.roots.push_back(i);
+                        roots.push_back(i);
                     }
                     i = ix.end(i);
                     continue;
                 }
                 popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(local.popped()));
-                ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
+                on_token(i, popped[d - 1] != 0);
                 ++i;
             }
+            return roots;
+        }
+
+        /// The first level: the trie walked from the kernel's positions alone.
+        compiled_grammar::position_masks walk_positions() const
+        {
+            const vocabulary_index& ix = m_g->index();
+            matcher local = local_chart();
+            compiled_grammar::position_masks out;
+            std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            out.roots = walk_local(local, [&](std::uint32_t i, bool) {
+                ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
+            });
             out.allowed = token_set(std::move(words));
+            return out;
+        }
+
+        /// The first level's costs: the same walk, each allowed token's ways
+        /// back to the kernel (budget_class).
+        compiled_grammar::position_costs walk_costs() const
+        {
+            const vocabulary_index& ix = m_g->index();
+            const detail::token_costs& tc = m_g->token_costs();
+            const grammar_automaton& a = *m_matcher.shared_rules();
+            matcher local = local_chart();
+            compiled_grammar::position_costs out;
+            std::unordered_map<std::string, std::size_t> class_of;
+            struct way
+            {
+                std::uint32_t group, state;
+                std::int64_t delta;
+                std::uint64_t local;
+            };
+            std::vector<way> ways;
+            // the chains from item x up to a kernel group's level, local cost acc so far
+            const std::function<void(const earley_item&, std::uint64_t, std::size_t)> chains =
+                [&](const earley_item& x, std::uint64_t acc, std::size_t depth) {
+                    if (matcher::is_context(x.origin))
+                    {
+                        const std::uint32_t g = matcher::context - x.origin;
+                        ways.push_back({g, x.state, std::int64_t(x.count) - std::int64_t(m_kernel[m_rep[g]].count), acc});
+                        return;
+                    }
+                    if (depth > 256 || ways.size() > 256)
+                    {
+                        return;  // fewer ways: a dearer bound, never a wrong one
+                    }
+                    const std::uint64_t here = detail::automaton::saturated_add(acc, tc.rest(x.state, x.count));
+                    const std::uint32_t rule = a.states[x.state].rule;
+                    for (const earley_item* y = local.set_begin(x.origin); y != local.set_end(x.origin); ++y)
+                    {
+                        if (!local.can_read(*y))
+                        {
+                            continue;
+                        }
+                        const auto& ys = a.states[y->state];
+                        for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                        {
+                            earley_item t{a.edges[e].target, y->origin, y->count};
+                            if (a.edges[e].rule == rule && local.advanced(t))
+                            {
+                                chains(t, here, depth + 1);
+                            }
+                        }
+                    }
+                };
+            walk_local(local, [&](std::uint32_t i, bool popped) {
+                ways.clear();
+                for (const earley_item* x = local.begin(); x != local.end(); ++x)
+                {
+                    chains(*x, 0, 0);
+                }
+                ix.for_each_token(i, [&](token_id t) {
+                    if (popped)
+                    {
+                        out.check.push_back(t);
+                    }
+                    for (const way& w : ways)
+                    {
+                        std::string key(reinterpret_cast<const char*>(&w), offsetof(way, local));
+                        auto it = class_of.find(key);
+                        if (it == class_of.end())
+                        {
+                            it = class_of.emplace(key, out.classes.size()).first;
+                            out.classes.push_back({w.group, w.state, w.delta, {}});
+                        }
+                        out.classes[it->second].tokens.push_back({w.local, t});
+                    }
+                });
+            });
+            for (auto& c : out.classes)
+            {
+                std::sort(c.tokens.begin(), c.tokens.end());
+                // a token in several ways of one class: its cheapest is first, the rest harmless
+            }
             return out;
         }
 
@@ -835,44 +850,127 @@ namespace xsampler
             return out;
         }
 
-        /// The mask restricted to the tokens after which a completion fits
-        /// the budget.
+        /// Whether the completion after token t fits in `target` tokens: read
+        /// through the real chart.
+        bool fits_after(token_id t, std::uint64_t target) const
+        {
+            const std::size_t before = m_matcher.position();
+            const std::string& b = vocab().bytes(t);
+            bool fits = false;
+            if (m_matcher.feed(b) == b.size())
+            {
+                fits = m_matcher.cheapest(m_g->token_costs()) <= target;
+            }
+            m_matcher.pop(m_matcher.position() - before);
+            return fits;
+        }
+
+        /// The mask restricted to the tokens after which a completion, eos
+        /// included, fits the budget left: each class's tokens whose local
+        /// cost fits (a prefix), the context's and the popping ones checked
+        /// through the chart. `allowed` itself when none is cut.
         const token_set& budgeted(const token_set& allowed)
         {
             const std::size_t n = left();
             const vocabulary& v = vocab();
-            // fast: if the completion after any byte fits, every allowed token fits
-            std::vector<std::uint64_t> words(allowed.words().size(), 0);
-            bool changed = false;
-            for (std::size_t w = 0; w < allowed.words().size(); ++w)
+            const bool done = m_matcher.complete();
+            if (n < 2)
             {
-                std::uint64_t bits = allowed.words()[w];
-                while (bits != 0)
+                std::vector<std::uint64_t> words(allowed.words().size(), 0);
+                if (done)
                 {
-                    const int b = __builtin_ctzll(bits);
-                    bits &= bits - 1;
-                    const auto t = token_id(w * 64 + std::size_t(b));
-                    bool fits = true;
-                    if (!v.special(t))
+                    for (const token_id e : v.eos())
                     {
-                        const std::size_t before = m_matcher.position();
-                        m_matcher.feed(v.bytes(t));
-                        fits = fewest(m_matcher.completion()) + 2 <= n;
-                        m_matcher.pop(m_matcher.position() - before);
+                        words[std::size_t(e) / 64] |= std::uint64_t(1) << (e % 64);
                     }
-                    if (fits)
+                }
+                m_budgeted = token_set(std::move(words));
+                return m_budgeted;
+            }
+            const std::uint64_t target = n - 2;
+            const detail::token_costs& tc = m_g->token_costs();
+            const auto costs = m_g->costs(m_key, [&] { return walk_costs(); });
+            // each kernel item's way out, and each class's cost but for its tokens' local part
+            std::vector<std::uint64_t> out(m_kernel.size());
+            for (std::size_t i = 0; i < m_kernel.size(); ++i)
+            {
+                const earley_item& x = m_kernel[i];
+                out[i] = m_matcher.cost(x, tc) - tc.rest(x.state, x.count);
+            }
+            std::vector<std::size_t> keep(costs->classes.size());
+            bool cut = false;
+            for (std::size_t c = 0; c < costs->classes.size(); ++c)
+            {
+                const auto& k = costs->classes[c];
+                std::uint64_t best = detail::automaton::infinite;
+                for (std::size_t i = 0; i < m_kernel.size(); ++i)
+                {
+                    if (m_group[i] != k.group)
                     {
-                        words[w] |= std::uint64_t(1) << b;
+                        continue;
+                    }
+                    const std::int64_t count = std::int64_t(m_kernel[i].count) + k.delta;
+                    best = std::min(best, detail::automaton::saturated_add(
+                                              tc.rest(k.state, std::uint32_t(std::max<std::int64_t>(count, 0))), out[i]));
+                }
+                if (best > target)
+                {
+                    keep[c] = 0;
+                }
+                else
+                {
+                    const std::uint64_t limit = target - best;
+                    keep[c] = std::size_t(std::upper_bound(k.tokens.begin(), k.tokens.end(),
+                                                           std::make_pair(limit, std::numeric_limits<token_id>::max())) -
+                                          k.tokens.begin());
+                }
+                cut = cut || keep[c] < k.tokens.size();
+            }
+            std::vector<token_id> extras;
+            if (m_extras && !m_current->roots.empty())
+            {
+                for (const token_id t : *m_extras)
+                {
+                    if (fits_after(t, target))
+                    {
+                        extras.push_back(t);
                     }
                     else
                     {
-                        changed = true;
+                        cut = true;
                     }
                 }
             }
-            if (!changed)
+            if (!cut)
             {
                 return allowed;
+            }
+            std::vector<std::uint64_t> words(allowed.words().size(), 0);
+            const auto set = [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); };
+            for (std::size_t c = 0; c < costs->classes.size(); ++c)
+            {
+                for (std::size_t j = 0; j < keep[c]; ++j)
+                {
+                    set(costs->classes[c].tokens[j].second);
+                }
+            }
+            for (const token_id t : costs->check)
+            {
+                if ((words[std::size_t(t) / 64] >> (t % 64) & 1) == 0 && fits_after(t, target))
+                {
+                    set(t);
+                }
+            }
+            for (const token_id t : extras)
+            {
+                set(t);
+            }
+            if (done)
+            {
+                for (const token_id e : v.eos())
+                {
+                    set(e);
+                }
             }
             m_budgeted = token_set(std::move(words));
             return m_budgeted;
@@ -886,7 +984,8 @@ namespace xsampler
             const std::size_t n = m_g->index().fewest_tokens(text, dp);
             if (n == ~std::size_t(0))
             {
-                throw invalid_parameter(name() + ": the vocabulary cannot spell the completion \"" + text + "\"");
+                throw invalid_parameter(name() + ": the vocabulary cannot spell the completion \"" + detail::shortened(text) +
+                                    "\"");
             }
             return n;
         }
@@ -902,6 +1001,7 @@ namespace xsampler
         token_set m_scratch, m_budgeted;
         std::string m_key, m_ctx_key;
         std::vector<earley_item> m_kernel;
+        std::vector<std::uint32_t> m_group, m_rep;
         std::vector<std::string> m_parts;
     };
 

@@ -65,9 +65,12 @@ namespace xsampler
     class matcher
     {
     public:
-        /// The origin of an item whose rule began outside the chart (a chart
-        /// started from items of another one: masks computed by positions).
+        /// Origins of items whose rule began outside the chart (a chart
+        /// started from items of another one: masks computed by positions):
+        /// context - g for the kernel's group g.
         static constexpr std::uint32_t context = ~std::uint32_t(0);
+        static constexpr std::uint32_t max_groups = 65536;
+        static constexpr bool is_context(std::uint32_t origin) noexcept { return origin > context - max_groups; }
 
         explicit matcher(std::shared_ptr<const grammar_automaton> a) : m_a(std::move(a))
         {
@@ -84,22 +87,24 @@ namespace xsampler
             m_items.clear();
             m_sets.assign(1, 0);
             m_popped.assign(1, 0);
-            m_costs_ready = 0;
+            m_bytes.ready = m_tokens.ready = 0;
             add({m_a->rules[m_a->root].start, 0, 0});
             closure();
         }
-        /// A chart whose only set holds these items with origin `context`
-        /// (and what they predict): the positions alone, without what they
-        /// return to. A `context` item that completes is a "pop" (popped()).
-        void start_from(const std::vector<earley_item>& kernel)
+        /// A chart whose only set holds these items, item i with origin
+        /// context - group[i] (and what they predict): the positions alone,
+        /// without what they return to. A context item that completes is a
+        /// "pop" (popped()).
+        void start_from(const std::vector<earley_item>& kernel, const std::vector<std::uint32_t>& group)
         {
             m_items.clear();
             m_sets.assign(1, 0);
             m_popped.assign(1, 0);
-            m_costs_ready = 0;
-            for (earley_item x : kernel)
+            m_bytes.ready = m_tokens.ready = 0;
+            for (std::size_t i = 0; i < kernel.size(); ++i)
             {
-                x.origin = context;
+                earley_item x = kernel[i];
+                x.origin = context - std::min(group[i], max_groups - 1);
                 add(x);
             }
             closure();
@@ -165,7 +170,8 @@ namespace xsampler
             m_items.resize(m_sets[sets]);
             m_sets.resize(sets);
             m_popped.resize(sets);
-            m_costs_ready = std::min(m_costs_ready, sets);
+            m_bytes.ready = std::min(m_bytes.ready, sets);
+            m_tokens.ready = std::min(m_tokens.ready, sets);
         }
         /// Bytes read.
         std::size_t position() const noexcept { return m_sets.size() - 1; }
@@ -206,7 +212,7 @@ namespace xsampler
             const std::size_t k = position();
             for (const earley_item* x = begin(); x != end(); ++x)
             {
-                if (x->origin < k || x->origin == context || (k == 0 && x == begin()))
+                if (x->origin < k || is_context(x->origin) || (k == 0 && x == begin()))
                 {
                     f(*x);
                 }
@@ -299,15 +305,47 @@ namespace xsampler
 
         /// An item's cost to finish the text: the rest of its rule, then the
         /// cheapest way out of the rule it returns to (a `context` origin
-        /// costs nothing more: the cost to pop).
-        std::uint64_t cost(const earley_item& x)
+        /// costs nothing more: the cost to pop). In bytes.
+        std::uint64_t cost(const earley_item& x) { return cost(x, m_bytes, byte_costs{m_a.get()}); }
+
+        /// The same in a cost model's units: model.rest(state, count) is
+        /// what finishing a state's rule costs (token_costs: in tokens).
+        /// One model per matcher: its costs are cached by set.
+        template <class Model>
+        std::uint64_t cost(const earley_item& x, const Model& model)
         {
-            const std::uint64_t here = m_a->rest(x.state, x.count);
-            if (x.origin == context)
+            return cost(x, m_tokens, model);
+        }
+        /// The cheapest item's cost in a model's units.
+        template <class Model>
+        std::uint64_t cheapest(const Model& model)
+        {
+            std::uint64_t best = grammar_automaton::infinite;
+            for (std::uint32_t i = m_sets.back(); i < m_items.size(); ++i)
             {
-                return here;
+                best = std::min(best, cost(m_items[i], m_tokens, model));
             }
-            return grammar_automaton::saturated_add(here, way_out(m_a->states[x.state].rule, x.origin));
+            return best;
+        }
+
+        /// The item that reading a rule edge's target leaves: a counted rule's
+        /// item at the end of an iteration is the next one's start (or none:
+        /// max iterations done).
+        bool advanced(earley_item& t) const noexcept
+        {
+            const auto& ts = m_a->states[t.state];
+            const auto& tr = m_a->rules[ts.rule];
+            if (tr.counted && ts.accepting)
+            {
+                if (tr.max != grammar::unbounded && t.count >= tr.max)
+                {
+                    return false;
+                }
+                t.state = tr.start;
+                t.count = tr.max == grammar::unbounded ? std::min<std::uint32_t>(t.count + 1, std::uint32_t(tr.min))
+                                                       : t.count + 1;
+            }
+            return true;
         }
 
     private:
@@ -330,21 +368,14 @@ namespace xsampler
             const grammar_automaton& a = *m_a;
             const auto& st = a.states[x.state];
             const auto& r = a.rules[st.rule];
-            if (r.counted && st.accepting)
+            if (r.counted && st.accepting && st.reads)
             {
-                if (st.reads)
-                {
-                    insert(x);  // the iteration may go on
-                }
-                if (r.max != grammar::unbounded && x.count >= r.max)
-                {
-                    return;
-                }
-                x.state = r.start;
-                x.count = r.max == grammar::unbounded ? std::min<std::uint32_t>(x.count + 1, std::uint32_t(r.min))
-                                                      : x.count + 1;
+                insert(x);  // the iteration may go on
             }
-            insert(x);
+            if (advanced(x))
+            {
+                insert(x);
+            }
         }
         void insert(const earley_item& x)
         {
@@ -384,7 +415,7 @@ namespace xsampler
                 {
                     continue;  // a rule that began here and ends here is nullable: done by prediction
                 }
-                if (x.origin == context)
+                if (is_context(x.origin))
                 {
                     m_popped.back() = 1;
                     continue;
@@ -410,36 +441,64 @@ namespace xsampler
             }
         }
 
+        struct byte_costs
+        {
+            const grammar_automaton* a;
+            std::uint64_t rest(std::uint32_t state, std::uint32_t count) const noexcept { return a->rest(state, count); }
+        };
+        struct set_costs
+        {
+            std::vector<std::pair<std::uint32_t, std::uint64_t>> by_rule;
+        };
+        struct cost_cache
+        {
+            std::vector<set_costs> sets;  // way_out() by set, for sets [0, ready)
+            std::size_t ready = 0;
+        };
+
+        template <class Model>
+        std::uint64_t cost(const earley_item& x, cost_cache& cache, const Model& model)
+        {
+            const std::uint64_t here = model.rest(x.state, x.count);
+            if (is_context(x.origin))
+            {
+                return here;
+            }
+            return grammar_automaton::saturated_add(here, way_out(m_a->states[x.state].rule, x.origin, cache, model));
+        }
+
         /// The cheapest way out of `rule` begun at set o: what the items of
         /// set o waiting for it cost once it is read (0 for the root at 0).
-        std::uint64_t way_out(std::uint32_t rule, std::uint32_t o)
+        template <class Model>
+        std::uint64_t way_out(std::uint32_t rule, std::uint32_t o, cost_cache& cache, const Model& model)
         {
             // sets in order: a set's costs need only those of the sets before it
-            if (m_costs.size() <= o)
+            if (cache.sets.size() <= o)
             {
-                m_costs.resize(std::size_t(o) + 1);
+                cache.sets.resize(std::size_t(o) + 1);
             }
-            while (m_costs_ready <= o)
+            while (cache.ready <= o)
             {
-                compute_costs(std::uint32_t(m_costs_ready++));
+                compute_costs(std::uint32_t(cache.ready++), cache, model);
             }
-            return lookup(rule, o);
+            return lookup(rule, cache.sets[o]);
         }
-        std::uint64_t lookup(std::uint32_t rule, std::uint32_t o) const noexcept
+        static std::uint64_t lookup(std::uint32_t rule, const set_costs& c) noexcept
         {
-            for (const auto& [r, c] : m_costs[o].by_rule)
+            for (const auto& [r, v] : c.by_rule)
             {
                 if (r == rule)
                 {
-                    return c;
+                    return v;
                 }
             }
             return grammar_automaton::infinite;
         }
-        void compute_costs(std::uint32_t o)
+        template <class Model>
+        void compute_costs(std::uint32_t o, cost_cache& cache, const Model& model)
         {
             const grammar_automaton& a = *m_a;
-            auto& by_rule = m_costs[o].by_rule;
+            auto& by_rule = cache.sets[o].by_rule;
             by_rule.clear();
             if (o == 0)
             {
@@ -457,10 +516,10 @@ namespace xsampler
                 return by_rule.back().second;
             };
             // relax until stable: items begun here wait on costs of this same set
+            const std::uint32_t last = o + 1 < m_sets.size() ? m_sets[o + 1] : std::uint32_t(m_items.size());
             for (bool changed = true; changed;)
             {
                 changed = false;
-                const std::uint32_t last = o + 1 < m_sets.size() ? m_sets[o + 1] : std::uint32_t(m_items.size());
                 for (std::uint32_t j = m_sets[o]; j < last; ++j)
                 {
                     const earley_item y = m_items[j];
@@ -474,7 +533,7 @@ namespace xsampler
                         continue;
                     }
                     std::uint64_t out;  // y's own way out
-                    if (y.origin == context)
+                    if (is_context(y.origin))
                     {
                         out = 0;
                     }
@@ -484,7 +543,7 @@ namespace xsampler
                     }
                     else
                     {
-                        out = lookup(ys.rule, y.origin);  // an earlier set: done
+                        out = lookup(ys.rule, cache.sets[y.origin]);  // an earlier set: done
                     }
                     if (out == grammar_automaton::infinite)
                     {
@@ -493,21 +552,11 @@ namespace xsampler
                     for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
                     {
                         earley_item t{a.edges[e].target, y.origin, y.count};
-                        const auto& ts = a.states[t.state];
-                        const auto& tr = a.rules[ts.rule];
-                        if (tr.counted && ts.accepting)
+                        if (!advanced(t))
                         {
-                            // the next iteration's start (going on in the body costs more)
-                            if (tr.max != grammar::unbounded && t.count >= tr.max)
-                            {
-                                continue;
-                            }
-                            t.state = tr.start;
-                            t.count = tr.max == grammar::unbounded
-                                          ? std::min<std::uint32_t>(t.count + 1, std::uint32_t(tr.min))
-                                          : t.count + 1;
+                            continue;
                         }
-                        const std::uint64_t c = grammar_automaton::saturated_add(a.rest(t.state, t.count), out);
+                        const std::uint64_t c = grammar_automaton::saturated_add(model.rest(t.state, t.count), out);
                         std::uint64_t& slot = get(a.edges[e].rule);
                         if (c < slot)
                         {
@@ -519,17 +568,11 @@ namespace xsampler
             }
         }
 
-        struct set_costs
-        {
-            std::vector<std::pair<std::uint32_t, std::uint64_t>> by_rule;
-        };
-
         std::shared_ptr<const grammar_automaton> m_a;
         std::vector<earley_item> m_items;
         std::vector<std::uint32_t> m_sets;    // set k is m_items[m_sets[k], m_sets[k + 1])
         std::vector<std::uint8_t> m_popped;   // set k saw a context item complete
-        std::vector<set_costs> m_costs;       // way_out() by set, for sets [0, m_costs_ready)
-        std::size_t m_costs_ready = 0;
+        cost_cache m_bytes, m_tokens;         // cost(): in bytes, and in the model's units
     };
 }
 

@@ -15,10 +15,19 @@
 // decode(ids): the bytes of the ids, special tokens skipped; an id outside
 //   the vocabulary: invalid_parameter naming it.
 // find(bytes): the non-special token with exactly these bytes, or -1.
+//
+// vocabulary_index(vocab): the non-special tokens as a byte trie in
+//   preorder, built once (about 30 ms for GPT-2's 50,257) and shared by every
+//   constraint over the vocabulary (constraint.hpp walks it); fewest_tokens
+//   spells a text in the fewest tokens.
 #ifndef XSAMPLER_VOCABULARY_HPP
 #define XSAMPLER_VOCABULARY_HPP
 
+#include <algorithm>
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -102,6 +111,176 @@ namespace xsampler
         std::vector<token_id> m_eos;
         std::unordered_map<std::string, token_id> m_by_bytes;
     };
+
+    /// The vocabulary's non-special tokens as a byte trie in preorder.
+    class vocabulary_index
+    {
+    public:
+        explicit vocabulary_index(std::shared_ptr<const vocabulary> vocab) : m_vocab(std::move(vocab))
+        {
+            if (!m_vocab)
+            {
+                throw invalid_parameter("vocabulary_index: no vocabulary");
+            }
+            const vocabulary& v = *m_vocab;
+            std::vector<token_id> order;
+            order.reserve(v.size());
+            for (std::size_t id = 0; id < v.size(); ++id)
+            {
+                if (!v.special(token_id(id)))
+                {
+                    if (v.bytes(token_id(id)).size() > 65535)
+                    {
+                        throw invalid_parameter("vocabulary_index: token " + std::to_string(id) +
+                                                " is longer than 65535 bytes");
+                    }
+                    order.push_back(token_id(id));
+                }
+            }
+            std::sort(order.begin(), order.end(),
+                      [&](token_id a, token_id b) { return v.bytes(a) < v.bytes(b) || (v.bytes(a) == v.bytes(b) && a < b); });
+            std::vector<std::uint32_t> path;  // the open nodes, by depth - 1
+            std::string prev;
+            for (const token_id id : order)
+            {
+                const std::string& b = v.bytes(id);
+                std::size_t common = 0;
+                while (common < b.size() && common < prev.size() && common < path.size() && b[common] == prev[common])
+                {
+                    ++common;
+                }
+                while (path.size() > common)
+                {
+                    m_end[path.back()] = std::uint32_t(m_byte.size());
+                    path.pop_back();
+                }
+                for (std::size_t d = common; d < b.size(); ++d)
+                {
+                    m_parent.push_back(path.empty() ? none : path.back());
+                    path.push_back(std::uint32_t(m_byte.size()));
+                    m_byte.push_back(static_cast<unsigned char>(b[d]));
+                    m_depth.push_back(std::uint16_t(d + 1));
+                    m_end.push_back(0);
+                    m_first.push_back(std::uint32_t(m_ids.size()));
+                    m_count.push_back(0);
+                }
+                const std::uint32_t at = path.back();
+                if (m_count[at] == 0)
+                {
+                    m_first[at] = std::uint32_t(m_ids.size());
+                }
+                m_ids.push_back(id);
+                ++m_count[at];
+                m_longest = std::max(m_longest, b.size());
+                prev = b;
+            }
+            while (!path.empty())
+            {
+                m_end[path.back()] = std::uint32_t(m_byte.size());
+                path.pop_back();
+            }
+            m_root.fill(-1);
+            for (std::uint32_t i = 0; i < m_byte.size(); i = m_end[i])
+            {
+                m_root[m_byte[i]] = std::int32_t(i);
+            }
+            m_all_bytes = std::all_of(m_root.begin(), m_root.end(), [&](std::int32_t r) { return r >= 0 && m_count[std::size_t(r)] > 0; });
+        }
+
+        const vocabulary& vocab() const noexcept { return *m_vocab; }
+        std::shared_ptr<const vocabulary> shared_vocab() const noexcept { return m_vocab; }
+        std::size_t nodes() const noexcept { return m_byte.size(); }
+        /// The longest token, in bytes.
+        std::size_t longest() const noexcept { return m_longest; }
+        /// Whether every single byte is a token (then any text can be spelt).
+        bool all_bytes() const noexcept { return m_all_bytes; }
+
+        // The trie, in preorder: node i reads byte(i) at depth(i) (1 for the
+        // root's children), its subtree is [i, end(i)), and the tokens whose
+        // bytes end there are ids [first(i), first(i) + count(i)).
+        unsigned char byte(std::uint32_t i) const noexcept { return m_byte[i]; }
+        std::size_t depth(std::uint32_t i) const noexcept { return m_depth[i]; }
+        std::uint32_t end(std::uint32_t i) const noexcept { return m_end[i]; }
+        std::uint32_t parent(std::uint32_t i) const noexcept { return m_parent[i]; }
+        template <class F>
+        void for_each_token(std::uint32_t i, F&& f) const
+        {
+            for (std::uint32_t k = 0; k < m_count[i]; ++k)
+            {
+                f(m_ids[m_first[i] + k]);
+            }
+        }
+        static constexpr std::uint32_t none = ~std::uint32_t(0);
+
+        /// The fewest tokens that spell `text` (each a substring of it), or
+        /// ~0 if none do.
+        std::size_t fewest_tokens(std::string_view text, std::vector<std::size_t>& best) const
+        {
+            const std::size_t unset = ~std::size_t(0);
+            best.assign(text.size() + 1, unset);
+            best[0] = 0;
+            for (std::size_t i = 0; i < text.size(); ++i)
+            {
+                if (best[i] == unset)
+                {
+                    continue;
+                }
+                std::int32_t at = m_root[static_cast<unsigned char>(text[i])];
+                std::size_t j = i + 1;
+                while (at >= 0)
+                {
+                    if (m_count[std::size_t(at)] > 0)
+                    {
+                        best[j] = std::min(best[j], best[i] + 1);
+                    }
+                    if (j == text.size())
+                    {
+                        break;
+                    }
+                    at = child(std::uint32_t(at), static_cast<unsigned char>(text[j]));
+                    ++j;
+                }
+            }
+            return best[text.size()];
+        }
+
+        /// The node below `at` by byte b (at == none: a root), or -1.
+        std::int32_t child(std::uint32_t at, unsigned char b) const noexcept
+        {
+            if (at == none)
+            {
+                return m_root[b];
+            }
+            for (std::uint32_t c = at + 1; c < m_end[at]; c = m_end[c])
+            {
+                if (m_byte[c] == b)
+                {
+                    return std::int32_t(c);
+                }
+                if (m_byte[c] > b)
+                {
+                    break;
+                }
+            }
+            return -1;
+        }
+        /// Whether some token's bytes end at node i.
+        bool has_token(std::uint32_t i) const noexcept { return m_count[i] > 0; }
+
+    private:
+        std::shared_ptr<const vocabulary> m_vocab;
+        std::vector<unsigned char> m_byte;
+        std::vector<std::uint16_t> m_depth;
+        std::vector<std::uint32_t> m_end;
+        std::vector<std::uint32_t> m_parent;
+        std::vector<std::uint32_t> m_first;
+        std::vector<std::uint32_t> m_count;
+        std::vector<token_id> m_ids;
+        std::array<std::int32_t, 256> m_root{};
+        std::size_t m_longest = 0;
+        bool m_all_bytes = false;
+    };
+
 }
 
 #endif
