@@ -662,21 +662,116 @@ namespace xsampler
             return local;
         }
 
+        /// Whether the set {x} is x alone once closed: no rule edge to
+        /// predict, nothing to complete (inside a string, a name).
+        static bool plain(const grammar_automaton& a, const earley_item& x) noexcept
+        {
+            const auto& st = a.states[x.state];
+            const auto& r = a.rules[st.rule];
+            if (st.edges_begin != st.edges_end)
+            {
+                return false;
+            }
+            return r.counted ? !st.accepting && !(x.state == r.start && x.count >= r.min) : !st.accepting;
+        }
+        /// The one item after x reads b, when the set it makes is that item
+        /// alone and plain (then true, and y is it); false otherwise (dead,
+        /// or a set the chart must close).
+        static bool plain_step(const grammar_automaton& a, const earley_item& x, unsigned char b, earley_item& y,
+                               bool& dead) noexcept
+        {
+            const std::int32_t t = a.next(x.state, b);
+            dead = t < 0;
+            if (dead)
+            {
+                return false;
+            }
+            y = {std::uint32_t(t), x.origin, x.count};
+            const auto& st = a.states[y.state];
+            const auto& r = a.rules[st.rule];
+            if (r.counted && st.accepting)
+            {
+                if (st.reads)
+                {
+                    return false;  // two items: the iteration goes on, the next begins
+                }
+                if (r.max != grammar::unbounded && y.count >= r.max)
+                {
+                    dead = true;
+                    return false;
+                }
+                y.state = r.start;
+                y.count = r.max == grammar::unbounded ? std::min<std::uint32_t>(y.count + 1, std::uint32_t(r.min))
+                                                      : y.count + 1;
+            }
+            return plain(a, y);
+        }
+
         /// Walks the trie through `local`: on_token(node, popped before its
-        /// last byte) where it lives; returns the subtrees where it dies after
-        /// a kernel rule finished (decided by the context).
+        /// last byte, items) where it lives; returns the subtrees where it
+        /// dies after a kernel rule finished (decided by the context). While
+        /// a set is one plain item, its children are a table look-up each and
+        /// the chart is filled in only when the walk reaches something else.
         template <class OnToken>
         std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token) const
         {
             const vocabulary_index& ix = m_g->index();
+            const grammar_automaton& a = local.rules();
             std::vector<std::uint32_t> roots;
-            std::vector<std::uint8_t> popped(ix.longest() + 2, 0);  // a kernel rule finished at depth 1..d
+            const std::size_t depths = ix.longest() + 2;
+            std::vector<std::uint8_t> popped(depths, 0);  // a kernel rule finished at depth 1..d
+            std::vector<earley_item> single(depths);      // depth d > real: its one plain item
+            std::string path(depths, '\0');                // the bytes read, by depth - 1
+            std::size_t real = 0;                          // the chart holds depths 0..real
             const auto n = std::uint32_t(ix.nodes());
             for (std::uint32_t i = 0; i < n;)
             {
                 const std::size_t d = ix.depth(i);
-                local.pop(local.position() - (d - 1));
-                if (!local.step(ix.byte(i)))
+                const unsigned char b = ix.byte(i);
+                path[d - 1] = char(b);
+                if (real > d - 1)
+                {
+                    local.pop(real - (d - 1));
+                    real = d - 1;
+                }
+                const earley_item* one = nullptr;
+                if (d - 1 > real)
+                {
+                    one = &single[d - 1];
+                }
+                else if (local.items() == 1 && plain(a, *local.begin()))
+                {
+                    one = local.begin();
+                }
+                if (one != nullptr)
+                {
+                    earley_item y{};
+                    bool dead = false;
+                    const bool easy = plain_step(a, *one, b, y, dead);
+                    if (dead)
+                    {
+                        if (popped[d - 1])
+                        {
+                            roots.push_back(i);
+                        }
+                        i = ix.end(i);
+                        continue;
+                    }
+                    if (easy)
+                    {
+                        single[d] = y;
+                        popped[d] = popped[d - 1];
+                        on_token(i, popped[d - 1] != 0, &single[d], &single[d] + 1);
+                        ++i;
+                        continue;
+                    }
+                    for (std::size_t k = real + 1; k < d; ++k)  // fill in the chart up to the parent
+                    {
+                        local.step(static_cast<unsigned char>(path[k - 1]));
+                    }
+                    real = d - 1;
+                }
+                if (!local.step(b))
                 {
                     if (popped[d - 1])
                     {
@@ -685,8 +780,9 @@ namespace xsampler
                     i = ix.end(i);
                     continue;
                 }
+                real = d;
                 popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(local.popped()));
-                on_token(i, popped[d - 1] != 0);
+                on_token(i, popped[d - 1] != 0, local.begin(), local.end());
                 ++i;
             }
             return roots;
@@ -699,7 +795,7 @@ namespace xsampler
             matcher local = local_chart();
             compiled_grammar::position_masks out;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
-            out.roots = walk_local(local, [&](std::uint32_t i, bool) {
+            out.roots = walk_local(local, [&](std::uint32_t i, bool, const earley_item*, const earley_item*) {
                 ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
             });
             out.allowed = token_set(std::move(words));
@@ -715,7 +811,7 @@ namespace xsampler
             const grammar_automaton& a = *m_matcher.shared_rules();
             matcher local = local_chart();
             compiled_grammar::position_costs out;
-            std::unordered_map<std::string, std::size_t> class_of;
+            std::unordered_map<std::uint64_t, std::size_t> class_of;  // (group, state, delta) packed
             struct way
             {
                 std::uint32_t group, state;
@@ -726,15 +822,19 @@ namespace xsampler
             // the chains from item x up to a kernel group's level, local cost acc so far
             const std::function<void(const earley_item&, std::uint64_t, std::size_t)> chains =
                 [&](const earley_item& x, std::uint64_t acc, std::size_t depth) {
+                    if (ways.size() > 256)
+                    {
+                        return;  // fewer ways: a dearer bound, never a wrong one
+                    }
                     if (matcher::is_context(x.origin))
                     {
                         const std::uint32_t g = matcher::context - x.origin;
                         ways.push_back({g, x.state, std::int64_t(x.count) - std::int64_t(m_kernel[m_rep[g]].count), acc});
                         return;
                     }
-                    if (depth > 256 || ways.size() > 256)
+                    if (depth > 256)
                     {
-                        return;  // fewer ways: a dearer bound, never a wrong one
+                        return;
                     }
                     const std::uint64_t here = detail::automaton::saturated_add(acc, tc.rest(x.state, x.count));
                     const std::uint32_t rule = a.states[x.state].rule;
@@ -755,12 +855,23 @@ namespace xsampler
                         }
                     }
                 };
-            walk_local(local, [&](std::uint32_t i, bool popped) {
+            walk_local(local, [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last) {
                 ways.clear();
-                for (const earley_item* x = local.begin(); x != local.end(); ++x)
+                if (last - first == 1 && matcher::is_context(first->origin))  // inside a kernel rule: itself
                 {
-                    chains(*x, 0, 0);
+                    const std::uint32_t g = matcher::context - first->origin;
+                    ways.push_back({g, first->state,
+                                    std::int64_t(first->count) - std::int64_t(m_kernel[m_rep[g]].count), 0});
                 }
+                else
+                {
+                    for (const earley_item* x = first; x != last; ++x)
+                    {
+                        chains(*x, 0, 0);
+                    }
+                }
+                std::size_t last_class = ~std::size_t(0);
+                std::uint64_t last_key = 0;
                 ix.for_each_token(i, [&](token_id t) {
                     if (popped)
                     {
@@ -768,21 +879,32 @@ namespace xsampler
                     }
                     for (const way& w : ways)
                     {
-                        std::string key(reinterpret_cast<const char*>(&w), offsetof(way, local));
-                        auto it = class_of.find(key);
-                        if (it == class_of.end())
+                        // a token's count moves by at most its bytes: delta fits 16 bits
+                        const std::uint64_t key = std::uint64_t(w.group) << 48 | std::uint64_t(w.state) << 16 |
+                                                  std::uint16_t(std::int16_t(w.delta));
+                        if (last_class == ~std::size_t(0) || key != last_key)
                         {
-                            it = class_of.emplace(key, out.classes.size()).first;
-                            out.classes.push_back({w.group, w.state, w.delta, {}});
+                            auto it = class_of.find(key);
+                            if (it == class_of.end())
+                            {
+                                it = class_of.emplace(key, out.classes.size()).first;
+                                out.classes.push_back({w.group, w.state, w.delta, {}});
+                            }
+                            last_class = it->second;
+                            last_key = key;
                         }
-                        out.classes[it->second].tokens.push_back({w.local, t});
+                        out.classes[last_class].tokens.push_back({w.local, t});
                     }
                 });
             });
+            // by local cost (a token in several ways of one class: its cheapest first, the rest harmless)
+            const auto by_cost = [](const auto& x, const auto& y) { return x.first < y.first; };
             for (auto& c : out.classes)
             {
-                std::sort(c.tokens.begin(), c.tokens.end());
-                // a token in several ways of one class: its cheapest is first, the rest harmless
+                if (!std::is_sorted(c.tokens.begin(), c.tokens.end(), by_cost))
+                {
+                    std::stable_sort(c.tokens.begin(), c.tokens.end(), by_cost);
+                }
             }
             return out;
         }
@@ -920,9 +1042,10 @@ namespace xsampler
                 else
                 {
                     const std::uint64_t limit = target - best;
-                    keep[c] = std::size_t(std::upper_bound(k.tokens.begin(), k.tokens.end(),
-                                                           std::make_pair(limit, std::numeric_limits<token_id>::max())) -
-                                          k.tokens.begin());
+                    keep[c] = std::size_t(
+                        std::upper_bound(k.tokens.begin(), k.tokens.end(), limit,
+                                         [](std::uint64_t l, const std::pair<std::uint64_t, token_id>& x) { return l < x.first; }) -
+                        k.tokens.begin());
                 }
                 cut = cut || keep[c] < k.tokens.size();
             }
