@@ -392,6 +392,142 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
     }
 }
 
+namespace
+{
+    /// Grammars built on the IR directly: left recursion, nesting, ambiguity.
+    std::vector<grammar> ir_grammars()
+    {
+        std::vector<grammar> out;
+        {
+            grammar g;  // arithmetic, left-recursive
+            const auto expr = g.rule("expr"), term = g.rule("term");
+            const auto digits = g.plus(g.byte_class(byte_set::range('0', '9')));
+            g.define(term, g.choice({digits, g.sequence({g.bytes("("), g.ref(expr), g.bytes(")")})}));
+            g.define(expr, g.choice({g.sequence({g.ref(expr), g.byte_class(byte_set::of("+-")), g.ref(term)}), g.ref(term)}));
+            g.set_root(expr);
+            out.push_back(std::move(g));
+        }
+        {
+            grammar g;  // nested lists of names, right-recursive, with optional spaces
+            const auto list = g.rule("list"), items = g.rule("items");
+            const auto item = g.choice({g.ref(list), g.plus(g.byte_class(byte_set::range('a', 'c')))});
+            g.define(items, g.choice({item, g.sequence({item, g.bytes(","), g.optional(g.bytes(" ")), g.ref(items)})}));
+            g.define(list, g.sequence({g.bytes("["), g.optional(g.ref(items)), g.bytes("]")}));
+            g.set_root(list);
+            out.push_back(std::move(g));
+        }
+        {
+            grammar g;  // an ambiguous one: s ::= s s | "ab" | "a"
+            const auto s = g.rule("s");
+            g.define(s, g.choice({g.sequence({g.ref(s), g.ref(s)}), g.bytes("ab"), g.bytes("a")}));
+            g.set_root(s);
+            out.push_back(std::move(g));
+        }
+        return out;
+    }
+}
+
+TEST_CASE("constraint: on recursive grammars too, the mask allows exactly the tokens that continue the text",
+          "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    const token_id eos = v.eos()[0];
+    std::mt19937 pick(17);
+    for (const auto& g : ir_grammars())
+    {
+        const auto compiled = std::make_shared<const compiled_grammar>(index, g, "ir");
+        for (int run = 0; run < 8; ++run)
+        {
+            constraint c(compiled);  // shares the masks of the runs before: contexts vary, positions repeat
+            for (int step = 0; step < 30 && !c.ended(); ++step)
+            {
+                const auto allowed = allowed_by_brute_force(c, [&](token_id t, const constraint& after) {
+                    matcher m(compiled->rules());
+                    const std::string full = after.text() + after.completion();
+                    REQUIRE(m.feed(full) == full.size());
+                    REQUIRE(m.complete());
+                    if (t == eos)
+                    {
+                        REQUIRE(after.completion().empty());
+                    }
+                });
+                REQUIRE(std::count(allowed.begin(), allowed.end(), eos) == c.complete());
+                token_id t = allowed[pick() % allowed.size()];
+                if (step > 20)
+                {
+                    const std::string rest = c.completion();
+                    t = rest.empty() ? eos : v.find(rest.substr(0, 1));
+                }
+                c.advance(t);
+            }
+        }
+        CHECK(compiled->stats().position_hits > 0);
+    }
+}
+
+TEST_CASE("constraint: a second request with the same compiled grammar starts warm; fork diverges", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    const auto compiled = std::make_shared<const compiled_grammar>(index, json_schema_grammar(schemas[0]), "json_schema");
+    constraint first(compiled);
+    const std::vector<std::string> pieces = {"{\"", "name", "\":\"", "abc", "\",", "\"", "age", "\":", "12", "}"};
+    std::vector<token_set> masks;
+    for (const auto& p : pieces)
+    {
+        masks.push_back(first.mask());
+        first.advance(v.find(p));
+    }
+    const auto before = compiled->stats();
+    constraint second(compiled);
+    for (std::size_t i = 0; i < pieces.size(); ++i)
+    {
+        REQUIRE(second.mask().words() == masks[i].words());
+        if (i == 4)
+        {
+            // a fork here takes another way; the original is unaffected
+            constraint other = second.fork();
+            CHECK_THROWS_WITH(other.advance(v.find("\"}")), Contains("does not continue"));  // age is required
+            other.advance(v.find("\""));
+            other.advance(v.find(","));
+            CHECK(other.text() == "{\"name\":\"abc\",");
+            CHECK(other.mask().words() == masks[5].words());
+        }
+        second.advance(v.find(pieces[i]));
+    }
+    CHECK(second.complete());
+    const auto after = compiled->stats();
+    CHECK(after.position_walks == before.position_walks);  // every position and context was known
+    CHECK(after.context_walks == before.context_walks);
+    CHECK(after.position_hits > before.position_hits);
+}
+
+TEST_CASE("constraint: budgets on recursive grammars from the minimum upwards all complete", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    for (const auto& g : ir_grammars())
+    {
+        const auto compiled = std::make_shared<const compiled_grammar>(index, g, "ir");
+        const std::size_t least = constraint(compiled).shortest_completion();
+        for (std::size_t budget = least; budget < least + 10; ++budget)
+        {
+            for (std::uint64_t seed = 0; seed < 6; ++seed)
+            {
+                hash_model model{v.size(), seed + 300, {}};
+                const generation out = constrained_run(constraint(compiled), budget, true, model, seed);
+                REQUIRE(out.reason == stop_reason::eos);
+                REQUIRE(out.tokens.size() <= budget);
+                matcher m(compiled->rules());
+                const std::string text = v.decode(out.tokens);
+                REQUIRE(m.feed(text) == text.size());
+                REQUIRE(m.complete());
+            }
+        }
+    }
+}
+
 TEST_CASE("constraint: the completion is a path the machine follows byte by byte", "[constraint]")
 {
     const auto index = small_index();
@@ -772,6 +908,35 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
         REQUIRE(g.reason == stop_reason::eos);
         CHECK_NOTHROW(json::parse(v.decode(g.tokens)));
     }
+}
+
+TEST_CASE("constraint: GPT-2's vocabulary: long completions under tight budgets end complete", "[constraint][gpt2]")
+{
+    // strings of minLength 1500 and 5000, 3000 items: each step reads precomputed
+    // costs (the whole run takes well under a second; it used to take minutes)
+    const auto index = gpt2_index();
+    const auto& v = index->vocab();
+    struct probe
+    {
+        std::string schema;
+        std::size_t budget;
+    };
+    for (const auto& p : {probe{R"({"type":"string","minLength":1500})", 400},
+                          probe{R"({"type":"string","minLength":5000})", 1500},
+                          probe{R"({"type":"array","minItems":3000,"items":{"type":"integer"}})", 7000}})
+    {
+        const constraint proto = json_schema_constraint(index, p.schema);
+        REQUIRE(proto.shortest_completion() <= p.budget);
+        rotating_model model(v.size(), 99);
+        const generation g = constrained_run(proto, p.budget, true, model, 5, temperature{1.0});
+        const std::string out = v.decode(g.tokens);
+        INFO(p.schema);
+        REQUIRE(g.reason == stop_reason::eos);
+        REQUIRE(g.tokens.size() <= p.budget);
+        REQUIRE(valid(json::parse(out), json::parse(p.schema)));
+    }
+    // the shortest a 1500-char string takes is far below one token per char
+    CHECK(json_schema_constraint(index, std::string(R"({"type":"string","minLength":1500})")).shortest_completion() < 100);
 }
 
 TEST_CASE("regex: generations all match std::regex, and every allowed token can still match", "[constraint][regex]")

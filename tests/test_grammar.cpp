@@ -1,0 +1,445 @@
+// grammar.hpp, detail/automaton.hpp and matcher.hpp: the IR's checks, and the
+// Earley matcher against an independent recogniser (a fixpoint over every
+// substring of short texts) on random grammars with recursion, left
+// recursion, rules that match the empty text, and repetitions both unrolled
+// and counted; completions are paths; limits are errors that name them.
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <xsampler/matcher.hpp>
+
+using namespace xsampler;
+using Catch::Matchers::Contains;
+
+namespace
+{
+    /// Which rules derive which substrings of `text`: derives(r, i, j), by
+    /// rounds until nothing changes (left recursion, empty rules).
+    class recogniser
+    {
+    public:
+        recogniser(const grammar& g, std::string text) : m_g(g), m_text(std::move(text))
+        {
+            const std::size_t n = m_text.size();
+            m_table.assign(g.rules(), std::vector<std::vector<char>>(n + 1, std::vector<char>(n + 1, 0)));
+            for (bool changed = true; changed;)
+            {
+                changed = false;
+                for (grammar::rule_id r = 0; r < g.rules(); ++r)
+                {
+                    if (!g.defined(r))
+                    {
+                        continue;
+                    }
+                    for (std::size_t i = 0; i <= n; ++i)
+                    {
+                        for (std::size_t j = i; j <= n; ++j)
+                        {
+                            if (!m_table[r][i][j] && derives(g.body(r), i, j))
+                            {
+                                m_table[r][i][j] = 1;
+                                changed = true;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        bool accepts() const { return m_table[m_g.root()][0][m_text.size()] != 0; }
+
+    private:
+        bool derives(grammar::expr_id e, std::size_t i, std::size_t j) const
+        {
+            const auto& x = m_g.at(e);
+            switch (x.kind)
+            {
+            case grammar::op::bytes: return m_text.compare(i, j - i, x.text) == 0 && j - i == x.text.size();
+            case grammar::op::byte_set: return j == i + 1 && x.set.contains(static_cast<unsigned char>(m_text[i]));
+            case grammar::op::lexeme: return m_g.lexeme_dfa(x.index).matches(std::string_view(m_text).substr(i, j - i));
+            case grammar::op::rule: return m_table[x.index][i][j] != 0;
+            case grammar::op::sequence: return seq(x.items, 0, i, j);
+            case grammar::op::choice:
+                for (const auto item : x.items)
+                {
+                    if (derives(item, i, j))
+                    {
+                        return true;
+                    }
+                }
+                return false;
+            case grammar::op::repeat: return rep(x.items[0], x.min, x.max, i, j, 0);
+            }
+            return false;
+        }
+        bool seq(const std::vector<grammar::expr_id>& items, std::size_t k, std::size_t i, std::size_t j) const
+        {
+            if (k == items.size())
+            {
+                return i == j;
+            }
+            for (std::size_t m = i; m <= j; ++m)
+            {
+                if (derives(items[k], i, m) && seq(items, k + 1, m, j))
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+        /// s[i:j] as copies of e after `done` non-empty ones; empty copies
+        /// (if e has the empty text) fill up to min
+        bool rep(grammar::expr_id e, std::size_t min, std::size_t max, std::size_t i, std::size_t j,
+                 std::size_t done) const
+        {
+            if (i == j)
+            {
+                return done >= min || derives(e, i, i);
+            }
+            if (done >= max)
+            {
+                return false;
+            }
+            for (std::size_t m = i + 1; m <= j; ++m)
+            {
+                if (derives(e, i, m) && rep(e, min, max, m, j, done + 1))
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
+
+        const grammar& m_g;
+        std::string m_text;
+        std::vector<std::vector<std::vector<char>>> m_table;
+    };
+
+    /// A random grammar over the bytes a, b, c: three rules that refer to
+    /// each other (and themselves, on the left too), with choices, optional
+    /// parts and repetitions, some of them counted. Null if it does not compile.
+    struct random_grammar
+    {
+        grammar g;
+        std::shared_ptr<const grammar_automaton> a;
+    };
+    random_grammar make_random(std::mt19937& rng)
+    {
+        random_grammar out;
+        grammar& g = out.g;
+        const grammar::rule_id rules[3] = {g.rule("r0"), g.rule("r1"), g.rule("r2")};
+        std::function<grammar::expr_id(int)> expr = [&](int depth) -> grammar::expr_id {
+            const int kind = depth > 2 ? int(rng() % 3) : int(rng() % 8);
+            switch (kind)
+            {
+            case 0: return g.bytes(std::string(1, char('a' + rng() % 3)));
+            case 1: return g.byte_class(byte_set::range('a', char('a' + rng() % 3)));
+            case 2: return rng() % 4 == 0 ? g.empty() : g.ref(rules[rng() % 3]);
+            case 3: return g.sequence({expr(depth + 1), expr(depth + 1)});
+            case 4: return g.choice({expr(depth + 1), expr(depth + 1)});
+            case 5: return g.optional(expr(depth + 1));
+            case 6: return g.repeat(expr(depth + 1), rng() % 2, rng() % 2 ? grammar::unbounded : 2 + rng() % 3);
+            default: return g.sequence({g.ref(rules[rng() % 3]), expr(depth + 1)});
+            }
+        };
+        for (const auto r : rules)
+        {
+            g.define(r, g.choice({expr(0), expr(0)}));
+        }
+        g.set_root(rules[0]);
+        grammar_limits limits;
+        limits.unroll = rng() % 2 ? 4 : 256;  // a small unroll budget makes repetitions counted
+        try
+        {
+            out.a = compile_grammar(g, limits);
+        }
+        catch (const invalid_parameter&)
+        {
+        }
+        return out;
+    }
+}
+
+TEST_CASE("matcher: random grammars accept exactly the texts an independent recogniser derives", "[grammar]")
+{
+    std::mt19937 rng(2026);
+    std::size_t compiled = 0, accepted = 0, prefixes = 0;
+    for (int trial = 0; trial < 300; ++trial)
+    {
+        auto rg = make_random(rng);
+        if (!rg.a)
+        {
+            continue;
+        }
+        ++compiled;
+        // every text over {a, b, c} up to 5 bytes
+        std::vector<std::string> texts{""};
+        for (std::size_t k = 0; k < texts.size() && texts.size() < 364; ++k)
+        {
+            if (texts[k].size() < 5)
+            {
+                for (const char c : {'a', 'b', 'c'})
+                {
+                    texts.push_back(texts[k] + c);
+                }
+            }
+        }
+        std::set<std::string> language;
+        for (const auto& t : texts)
+        {
+            if (recogniser(rg.g, t).accepts())
+            {
+                language.insert(t);
+            }
+        }
+        for (const auto& t : texts)
+        {
+            matcher m(rg.a);
+            const bool read = m.feed(t) == t.size();
+            const bool in = language.count(t) != 0;
+            INFO("trial " << trial << " text '" << t << "'");
+            REQUIRE((read && m.complete()) == in);
+            accepted += in;
+            if (read)
+            {
+                ++prefixes;
+                // a live prefix: it and its completion are a text of the language
+                const std::string done = t + m.completion();
+                REQUIRE(m.shortest() == done.size() - t.size());
+                if (done.size() <= 8)
+                {
+                    REQUIRE(recogniser(rg.g, done).accepts());
+                }
+            }
+            // every prefix of a text of the language reads
+            if (in)
+            {
+                REQUIRE(read);
+            }
+        }
+    }
+    CHECK(compiled >= 100);
+    CHECK(accepted >= 500);
+    CHECK(prefixes >= 2000);
+}
+
+TEST_CASE("matcher: left recursion, ambiguity and empty rules", "[grammar]")
+{
+    grammar g;
+    const auto expr = g.rule("expr"), term = g.rule("term"), num = g.rule("num"), ws = g.rule("ws");
+    g.define(ws, g.star(g.bytes(" ")));
+    g.define(num, g.plus(g.byte_class(byte_set::range('0', '9'))));
+    g.define(term, g.choice({g.sequence({g.ref(num), g.ref(ws)}),
+                             g.sequence({g.bytes("("), g.ref(ws), g.ref(expr), g.bytes(")"), g.ref(ws)})}));
+    g.define(expr, g.choice({g.sequence({g.ref(expr), g.byte_class(byte_set::of("+-*")), g.ref(ws), g.ref(term)}),
+                             g.ref(term)}));
+    g.set_root(expr);
+    const auto a = compile_grammar(g);
+    const auto run = [&](const std::string& t) {
+        matcher m(a);
+        const std::size_t n = m.feed(t);
+        return n < t.size() ? "rejected at " + std::to_string(n) : m.complete() ? "accepted" : "incomplete";
+    };
+    CHECK(run("1+2*(3 - 4)") == "accepted");
+    CHECK(run("((1)") == "incomplete");
+    CHECK(run("1+)") == "rejected at 2");
+    CHECK(run("") == "incomplete");
+    CHECK(run("((((((((((1))))))))))") == "accepted");
+    matcher m(a);
+    m.feed("(1+");
+    CHECK(m.completion() == "0)");
+    CHECK(m.rules_here() == std::vector<std::string>{"expr"});
+    // an ambiguous grammar: s ::= s s | "a"
+    grammar h;
+    const auto s = h.rule("s");
+    h.define(s, h.choice({h.sequence({h.ref(s), h.ref(s)}), h.bytes("a")}));
+    h.set_root(s);
+    matcher am(compile_grammar(h));
+    CHECK(am.feed("aaaaaaaa") == 8);
+    CHECK(am.complete());
+    CHECK(am.step('b') == false);
+    CHECK(am.position() == 8);
+    am.pop(3);
+    CHECK(am.position() == 5);
+    CHECK(am.complete());
+    // nullable rules before and after
+    grammar k;
+    const auto root = k.rule("root"), opt = k.rule("opt");
+    k.define(opt, k.choice({k.empty(), k.bytes("y")}));
+    k.define(root, k.sequence({k.ref(opt), k.ref(opt), k.bytes("x"), k.ref(opt)}));
+    k.set_root(root);
+    const auto ka = compile_grammar(k);
+    for (const char* t : {"x", "yx", "yyx", "yyxy", "xy"})
+    {
+        matcher km(ka);
+        CHECK(km.feed(t) == std::string(t).size());
+        CHECK(km.complete());
+    }
+    matcher km(ka);
+    CHECK(km.feed("yyy") == 2);
+}
+
+TEST_CASE("matcher: counted repetitions count code points exactly", "[grammar]")
+{
+    for (const auto& [min, max] : std::vector<std::pair<std::size_t, std::size_t>>{{3, 1000}, {0, 70}, {70, 70}, {5, grammar::unbounded}})
+    {
+        grammar g;
+        const auto r = g.rule("root");
+        g.define(r, g.sequence({g.bytes("<"), g.repeat(g.any_code_point(), min, max), g.bytes(">")}));
+        g.set_root(r);
+        grammar_limits limits;
+        limits.unroll = 16;  // counted, not unrolled
+        const auto a = compile_grammar(g, limits);
+        CHECK(a->rules.size() == 2);  // the root and the counted rule
+        for (std::size_t n : {std::size_t(0), std::size_t(2), std::size_t(3), std::size_t(5), std::size_t(69),
+                              std::size_t(70), std::size_t(71), std::size_t(1000), std::size_t(1001)})
+        {
+            std::string t = "<";
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                t += i % 3 == 0 ? "\xC3\xA9" : i % 3 == 1 ? "\xF0\x9F\x98\x80" : ">";  // é, 😀 and '>' itself
+            }
+            t += ">";
+            matcher m(a);
+            const bool in = n >= min && n <= max;
+            INFO("{" << min << "," << max << "} with " << n);
+            CHECK(((m.feed(t) == t.size()) && m.complete()) == in);
+        }
+        matcher m(a);
+        m.feed("<");
+        CHECK(m.shortest() == min + 1);
+    }
+    // an item that can go on after an iteration: [0-9]+{2,40} splits ambiguously, still exact
+    grammar g;
+    const auto r = g.rule("root");
+    g.define(r, g.repeat(g.sequence({g.plus(g.byte_class(byte_set::range('0', '9'))), g.bytes(",")}), 2, 40));
+    g.set_root(r);
+    grammar_limits limits;
+    limits.unroll = 8;
+    const auto a = compile_grammar(g, limits);
+    for (std::size_t n = 0; n < 45; ++n)
+    {
+        std::string t;
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            t += std::to_string(i * 37) + ",";
+        }
+        matcher m(a);
+        CHECK(((m.feed(t) == t.size()) && m.complete()) == (n >= 2 && n <= 40));
+    }
+}
+
+TEST_CASE("matcher: the completion is a path", "[grammar]")
+{
+    std::mt19937 rng(5);
+    std::size_t checked = 0;
+    for (int trial = 0; trial < 2000; ++trial)
+    {
+        auto rg = make_random(rng);
+        if (!rg.a)
+        {
+            continue;
+        }
+        matcher m(rg.a);
+        for (int step = 0; step < 6; ++step)  // a few random bytes first
+        {
+            const char c = char('a' + rng() % 3);
+            if (!m.step(static_cast<unsigned char>(c)))
+            {
+                break;
+            }
+        }
+        std::string rest = m.completion();
+        while (!rest.empty())
+        {
+            REQUIRE(m.step(static_cast<unsigned char>(rest[0])));
+            rest.erase(0, 1);
+            REQUIRE(m.completion() == rest);
+            ++checked;
+        }
+        REQUIRE(m.complete());
+    }
+    CHECK(checked > 100);
+}
+
+TEST_CASE("grammar: errors name the rule, and limits are errors", "[grammar]")
+{
+    const auto fails = [](const std::function<void(grammar&)>& build, const std::string& message,
+                          const grammar_limits& limits = {}) {
+        grammar g;
+        build(g);
+        CHECK_THROWS_WITH(compile_grammar(g, limits), Contains(message));
+    };
+    fails([](grammar& g) { g.define(g.rule("x"), g.ref(g.rule("term"))), g.set_root(g.rule("x")); },
+          "rule 'term' is used (in 'x') but never defined");
+    fails([](grammar& g) { g.define(g.rule("x"), g.bytes("a")); }, "no root rule");
+    fails([](grammar& g) { g.set_root(g.rule("root")); }, "the root rule 'root' is never defined");
+    fails(
+        [](grammar& g) {
+            const auto x = g.rule("x"), loop = g.rule("loop");
+            g.define(loop, g.sequence({g.bytes("a"), g.ref(loop)}));
+            g.define(x, g.choice({g.bytes("b"), g.ref(loop)}));
+            g.set_root(x);
+        },
+        "rule 'loop' derives no text");
+    fails(
+        [](grammar& g) {
+            const auto x = g.rule("x");
+            g.define(x, g.star(g.optional(g.bytes("a"))));
+            g.set_root(x);
+        },
+        "rule 'x': a repetition without bound of an expression that can match the empty text");
+    fails(
+        [](grammar& g) {
+            const auto x = g.rule("x"), y = g.rule("y");
+            g.define(x, g.choice({g.ref(y), g.bytes("a")}));
+            g.define(y, g.sequence({g.optional(g.bytes("b")), g.ref(x)}));
+            g.set_root(x);
+        },
+        "derives itself without reading a byte");
+    CHECK_THROWS_WITH(grammar().repeat(0, 1, 0), Contains("no expression 0"));
+    {
+        grammar g;
+        CHECK_THROWS_WITH(g.repeat(g.bytes("a"), 3, 2), Contains("whose maximum is below its minimum"));
+        CHECK_THROWS_WITH(g.code_points({{0x20, 0x110000}}), Contains("past U+10FFFF"));
+    }
+    // limits: states, work and rules
+    const auto big = [](grammar& g) {
+        const auto r = g.rule("root");
+        std::vector<grammar::expr_id> alts;
+        for (int i = 0; i < 300; ++i)
+        {
+            alts.push_back(g.bytes("key" + std::to_string(i * 7919)));
+        }
+        g.define(r, g.choice(alts));
+        g.set_root(r);
+    };
+    grammar_limits few;
+    few.max_states = 100;
+    fails(big, "more than 100 automaton states (grammar_limits::max_states), in rule 'root'", few);
+    grammar_limits little;
+    little.max_work = 1000;
+    fails(big, "grammar_limits::max_work", little);
+    grammar_limits rules;
+    rules.max_rules = 1;
+    fails([](grammar& g) {
+        g.define(g.rule("a"), g.ref(g.rule("b")));
+        g.define(g.rule("b"), g.bytes("x"));
+        g.set_root(g.rule("a"));
+    }, "2 rules, more than the limit 1", rules);
+    // a dead alternative is dropped, a rule the root does not reach is ignored
+    grammar g;
+    const auto root = g.rule("root"), dead = g.rule("dead"), unused = g.rule("unused");
+    g.define(dead, g.sequence({g.bytes("d"), g.ref(dead)}));
+    g.define(unused, g.ref(dead));
+    g.define(root, g.bytes("ok"));
+    g.set_root(root);
+    matcher m(compile_grammar(g));
+    CHECK(m.feed("ok") == 2);
+    CHECK(m.complete());
+}
