@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <xsampler/gbnf.hpp>
 #include <xsampler/json_schema.hpp>
 #include <xsampler/xsampler.hpp>
 
@@ -162,17 +163,45 @@ namespace examples
         return s;
     }
 
-    /// generate's constraint (--grammar, --json-schema, --regex) over the n-gram model's
-    /// vocabulary, with its budget under --budget-aware; none when no flag asks for one.
-    inline std::vector<xsampler::custom_stage> constraint_of(const tool_options& o, const any_model& model,
-                                                            std::size_t max_tokens)
+    /// The grammar the flags ask for (--grammar json, --grammar-file, --json-schema, --regex)
+    /// and its name; none when no flag does. A flag given empty counts: --regex '' is the
+    /// empty text's regex, --json-schema '' a file that cannot be opened.
+    inline std::optional<std::pair<xsampler::grammar, std::string>> grammar_of(const tool_options& o)
     {
-        const bool wanted = !o.grammar.empty() || !o.json_schema.empty() || !o.regex.empty();
+        if (o.grammar)
+        {
+            return std::make_pair(xsampler::json_grammar(), std::string("json"));
+        }
+        if (o.grammar_file)
+        {
+            return std::make_pair(xsampler::parse_gbnf(read_text_file(*o.grammar_file, std::size_t(1) << 20, "1 MiB")),
+                                  std::string("grammar"));
+        }
+        if (o.json_schema)
+        {
+            return std::make_pair(xsampler::json_schema_grammar(read_text_file(*o.json_schema, std::size_t(1) << 20, "1 MiB")),
+                                  std::string("json_schema"));
+        }
+        if (o.regex)
+        {
+            return std::make_pair(xsampler::regex_grammar(*o.regex), std::string("regex"));
+        }
+        return std::nullopt;
+    }
+
+    /// generate's constraint over the n-gram model's vocabulary, with its budget under
+    /// --budget-aware; none when no flag asks for one. It ends on the loop's eos ids: those
+    /// must be end-of-text tokens of the vocabulary, and --budget-aware must be able to end.
+    inline std::vector<xsampler::custom_stage> constraint_of(const tool_options& o, const any_model& model,
+                                                            const xsampler::generate_options& g)
+    {
+        auto wanted = grammar_of(o);
         if (!wanted)
         {
             if (o.budget_aware)
             {
-                throw std::invalid_argument("--budget-aware needs a constraint: --grammar json, --json-schema or --regex");
+                throw std::invalid_argument(
+                    "--budget-aware needs a constraint: --grammar json, --grammar-file, --json-schema or --regex");
             }
             return {};
         }
@@ -181,26 +210,67 @@ namespace examples
         {
             throw std::invalid_argument("a constraint needs a vocabulary: --corpus FILE --tokenizer gpt2");
         }
+        if (o.budget_aware && g.ignore_eos)
+        {
+            throw std::invalid_argument("--budget-aware ends the text with eos within --max-tokens; --ignore-eos masks eos");
+        }
+        if (o.budget_aware && g.min_tokens >= g.max_tokens)
+        {
+            throw std::invalid_argument("--budget-aware ends the text with eos within --max-tokens " +
+                                        std::to_string(g.max_tokens) + "; --min-tokens " + std::to_string(g.min_tokens) +
+                                        " allows no eos before it");
+        }
+        xsampler::vocabulary v = m->tokenizer().vocab();
+        for (const auto id : g.eos)
+        {
+            if (id < 0 || std::size_t(id) >= v.size() || !v.special(id))
+            {
+                throw std::invalid_argument("--eos " + std::to_string(id) +
+                                            " with a constraint: the constraint ends the text with an end-of-text "
+                                            "token of the vocabulary, and this one is an ordinary token");
+            }
+        }
+        v.set_eos(g.eos);  // the constraint allows the ids the loop stops on, and no other
         auto index = std::make_shared<const xsampler::vocabulary_index>(
-            std::make_shared<const xsampler::vocabulary>(m->tokenizer().vocab()));
-        std::optional<xsampler::constraint> c;
-        if (!o.grammar.empty())
-        {
-            c = xsampler::json_constraint(index);
-        }
-        else if (!o.regex.empty())
-        {
-            c = xsampler::regex_constraint(index, o.regex);
-        }
-        else
-        {
-            c = xsampler::json_schema_constraint(index, read_text_file(o.json_schema, std::size_t(1) << 20, "1 MiB"));
-        }
+            std::make_shared<const xsampler::vocabulary>(std::move(v)));
+        xsampler::constraint c(
+            std::make_shared<const xsampler::compiled_grammar>(std::move(index), wanted->first, wanted->second));
         if (o.budget_aware)
         {
-            c->set_budget(max_tokens);
+            c.set_budget(g.max_tokens);
         }
-        return {xsampler::custom_stage("constraint", std::move(*c))};
+        return {xsampler::custom_stage("constraint", std::move(c))};
+    }
+
+    /// match: whether the text is in the grammar's language. Prints "accepted" (exit 0),
+    /// "incomplete" (a prefix of it: exit 1) or "rejected at byte N in rule 'R'" (exit 1).
+    inline int run_match(const tool_options& o)
+    {
+        auto wanted = grammar_of(o);
+        if (!wanted)
+        {
+            throw std::invalid_argument("match needs a grammar: --grammar json, --grammar-file, --json-schema or --regex");
+        }
+        if (!o.text && !o.text_file)
+        {
+            throw std::invalid_argument("match needs a text: --text T or --text-file F");
+        }
+        const std::string text = o.text ? *o.text : read_text_file(*o.text_file, std::size_t(16) << 20, "16 MiB");
+        xsampler::matcher m(xsampler::compile_grammar(wanted->first));
+        const std::size_t n = m.feed(text);
+        if (n < text.size())
+        {
+            std::string rules;
+            for (const auto& r : m.rules_here())
+            {
+                rules += (rules.empty() ? "'" : ", '") + r + "'";
+            }
+            std::cout << "rejected at byte " << n << " in rule" << (m.rules_here().size() > 1 ? "s " : " ") << rules
+                      << '\n';
+            return 1;
+        }
+        std::cout << (m.complete() ? "accepted" : "incomplete") << '\n';
+        return m.complete() ? 0 : 1;
     }
 
     inline void run_generate(const tool_options& o)
@@ -220,7 +290,7 @@ namespace examples
             g.stop_strings = o.stop_strings;
             g.vocab = &m->tokenizer().vocab();
         }
-        auto s = make_sampler(o, constraint_of(o, model, g.max_tokens));
+        auto s = make_sampler(o, constraint_of(o, model, g));
         xsampler::philox4x32 rng(o.params.seed);
         const auto out = std::visit([&](auto& m) { return xsampler::generate(m, prompt, s, g, rng); }, model);
         if (o.json)

@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <type_traits>
 #include <sstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,11 +80,16 @@ namespace examples
         std::string tokenizer_dir;  // --tokenizer-dir: empty = $XSAMPLER_GPT2_DIR, else the build's
         std::size_t order = 3;      // --order
         std::vector<std::string> stop_strings;  // generate --stop TEXT (repeatable)
-        // generate's constraints (constraint.hpp), over the GPT-2 vocabulary
-        std::string grammar;      // --grammar json
-        std::string json_schema;  // --json-schema FILE
-        std::string regex;        // --regex RE
-        bool budget_aware = false;  // --budget-aware
+        // generate's constraints (constraint.hpp), over the GPT-2 vocabulary, and match's
+        // grammar: given (even empty) or not
+        std::optional<std::string> grammar;       // --grammar json
+        std::optional<std::string> grammar_file;  // --grammar-file FILE (GBNF)
+        std::optional<std::string> json_schema;   // --json-schema FILE
+        std::optional<std::string> regex;         // --regex RE
+        bool budget_aware = false;                // --budget-aware
+        // match: the text
+        std::optional<std::string> text;       // --text T
+        std::optional<std::string> text_file;  // --text-file F
         bool json = false;
     };
 
@@ -424,8 +430,9 @@ namespace examples
             ->type_name("TEXT");
     }
 
-    /// generate's constraints: --grammar json, --json-schema FILE, --regex RE (one of them), --budget-aware.
-    inline void add_constraint_flags(CLI::App& cmd, tool_options& o)
+    /// The grammar flags (one of them): --grammar json, --grammar-file FILE, --json-schema FILE,
+    /// --regex RE; generate's also --budget-aware. A flag counts when given, even empty.
+    inline void add_constraint_flags(CLI::App& cmd, tool_options& o, bool budget = true)
     {
         auto* g = cmd.add_option_function<std::string>(
                          "--grammar",
@@ -436,19 +443,42 @@ namespace examples
                              }
                              o.grammar = text;
                          },
-                         "constrain the output to any JSON value (needs --tokenizer gpt2)")
+                         "any JSON value")
                       ->type_name("json");
-        auto* j = cmd.add_option("--json-schema", o.json_schema,
-                                 "constrain the output to JSON valid under this JSON Schema file (a subset: "
-                                 "docs/semantics.md, Constraints)")
+        auto* f = cmd.add_option_function<std::string>(
+                         "--grammar-file", [&o](const std::string& path) { o.grammar_file = path; },
+                         "a GBNF grammar file (llama.cpp's format; docs/semantics.md, Constraints)")
                       ->type_name("FILE");
-        auto* r = cmd.add_option("--regex", o.regex, "constrain the output to text the regular expression matches whole")
+        auto* j = cmd.add_option_function<std::string>(
+                         "--json-schema", [&o](const std::string& path) { o.json_schema = path; },
+                         "JSON valid under this JSON Schema file (a subset: docs/semantics.md, Constraints)")
+                      ->type_name("FILE");
+        auto* r = cmd.add_option_function<std::string>(
+                         "--regex", [&o](const std::string& re) { o.regex = re; },
+                         "text the regular expression matches whole (the empty one: only the empty text)")
                       ->type_name("RE");
-        g->excludes(j)->excludes(r);
+        g->excludes(f)->excludes(j)->excludes(r);
+        f->excludes(j)->excludes(r);
         j->excludes(r);
-        cmd.add_flag("--budget-aware", o.budget_aware,
-                     "with a constraint: end complete within --max-tokens, eos included (an error before "
-                     "generating if no completion fits)");
+        if (budget)
+        {
+            cmd.add_flag("--budget-aware", o.budget_aware,
+                         "with a constraint: end complete within --max-tokens, eos included (an error before "
+                         "generating if no completion fits)");
+        }
+    }
+
+    /// match's text: --text T or --text-file F (one of them, required).
+    inline void add_text_flags(CLI::App& cmd, tool_options& o)
+    {
+        auto* t = cmd.add_option_function<std::string>(
+                         "--text", [&o](const std::string& text) { o.text = text; }, "the text to match")
+                      ->type_name("TEXT");
+        auto* f = cmd.add_option_function<std::string>(
+                         "--text-file", [&o](const std::string& path) { o.text_file = path; },
+                         "the file whose bytes to match (at most 16 MiB)")
+                      ->type_name("FILE");
+        t->excludes(f);
     }
 
     inline void add_stop_seq(CLI::App& cmd, tool_options& o)

@@ -8,6 +8,10 @@
 //   xsampler beam   MODEL --eos ID --beam-width B --max-tokens N [--n-best K]
 //                   [--length-penalty A] [--json]
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
+//   xsampler match  (--grammar json | --grammar-file F.gbnf | --json-schema F | --regex RE)
+//                   (--text T | --text-file F): accepted (exit 0), incomplete or
+//                   rejected at byte N in rule R (exit 1)
+//   generate's constraints: the same grammar flags, and --budget-aware
 //   MODEL: --transitions T.npy --bos ID | --corpus FILE --prompt TEXT [--rank R]
 //          | --corpus FILE --tokenizer gpt2 [--tokenizer-dir DIR] [--order N] [--prompt TEXT]
 //          (an n-gram model over GPT-2 ids; --eos defaults to 50256; generate --stop TEXT
@@ -249,6 +253,13 @@ int main(int argc, char** argv)
         examples::run_generate(o);
     });
 
+    int status = 0;
+    auto* match = app.add_subcommand(
+        "match", "whether a text is in a grammar's language: accepted, incomplete or rejected at byte N");
+    examples::add_constraint_flags(*match, o, false);
+    examples::add_text_flags(*match, o);
+    match->callback([&o, &status] { status = examples::run_match(o); });
+
     auto* beam = app.add_subcommand("beam", "beam search: the best sequences with their probabilities");
     examples::add_model_flags(*beam, o);
     examples::add_history(*beam, o);
@@ -280,7 +291,7 @@ int main(int argc, char** argv)
     try
     {
         app.parse(argc, argv);
-        return 0;
+        return status;
     }
     catch (const CLI::CallForHelp& e)
     {
