@@ -594,6 +594,9 @@ TEST_CASE("gbnf: syntax errors name the problem and its line:column", "[gbnf][er
         {"root ::= \"\xC0\x80\"", "gbnf: invalid UTF-8 at 1:11"},
         {std::string("root ::= \"a") + '\0' + "\"", "gbnf: a NUL byte at 1:12"},
         {"root ::= \"é\" ]", "gbnf: expected a newline or the end of the text after rule 'root', found ']' at 1:14"},
+        {"root ::= \"a\" é", "gbnf: expected a newline or the end of the text after rule 'root', found 'é' at 1:14"},
+        {"root ::= \"a\" \xC3", "gbnf: expected a newline or the end of the text after rule 'root', found byte "
+                                "0xC3 at 1:14"},
         {"root ::= \"a\"\nb ::= \"\xE2\x82\xAC\xE2\x82\xAC\" {", "gbnf: expected a number after '{', found the end "
                                                                 "of the text at 2:13 (in rule 'b')"},
         {"root ::= \"a\"\r\nb c", "gbnf: expected '::=' after the rule name 'b', found 'c' at 2:3"},

@@ -200,6 +200,11 @@ namespace xsampler
                 {
                     return std::string("'") + char(b) + "'";
                 }
+                std::uint32_t v = 0;
+                if (const std::size_t len = utf8_decode(m_t, m_i, v); len > 1)
+                {
+                    return "'" + std::string(m_t.substr(m_i, len)) + "'";  // a well-formed character as itself
+                }
                 static const char* hex = "0123456789ABCDEF";
                 return std::string("byte 0x") + hex[b >> 4] + hex[b & 15];
             }
@@ -341,21 +346,24 @@ namespace xsampler
                 }
                 return utf8_char();
             }
-            /// A well-formed UTF-8 code point at m_i.
-            std::uint32_t utf8_char()
+            /// The well-formed UTF-8 code point at t[at]: its length and value
+            /// (0 when the bytes there are not one).
+            static std::size_t utf8_decode(std::string_view t, std::size_t at, std::uint32_t& v) noexcept
             {
-                const std::size_t at = m_i;
                 const auto byte = [&](std::size_t k) -> unsigned {
-                    return at + k < m_t.size() ? static_cast<unsigned char>(m_t[at + k]) : 0u;
+                    return at + k < t.size() ? static_cast<unsigned char>(t[at + k]) : 0u;
                 };
                 const unsigned b0 = byte(0);
                 std::size_t len = 0;
-                std::uint32_t v = 0;
                 unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
+                if (at >= t.size())
+                {
+                    return 0;
+                }
                 if (b0 < 0x80)
                 {
-                    m_i += 1;
-                    return b0;
+                    v = b0;
+                    return 1;
                 }
                 if (b0 >= 0xC2 && b0 <= 0xDF)
                 {
@@ -366,28 +374,39 @@ namespace xsampler
                 {
                     len = 3;
                     v = b0 & 0x0F;
-                    lo = b0 == 0xE0 ? 0xA0 : 0x80;
-                    hi = b0 == 0xED ? 0x9F : 0xBF;
+                    lo = b0 == 0xE0 ? 0xA0 : 0x80;  // no overlong form
+                    hi = b0 == 0xED ? 0x9F : 0xBF;  // no surrogate
                 }
                 else if (b0 >= 0xF0 && b0 <= 0xF4)
                 {
                     len = 4;
                     v = b0 & 0x07;
-                    lo = b0 == 0xF0 ? 0x90 : 0x80;
-                    hi = b0 == 0xF4 ? 0x8F : 0xBF;
+                    lo = b0 == 0xF0 ? 0x90 : 0x80;  // no overlong form
+                    hi = b0 == 0xF4 ? 0x8F : 0xBF;  // nothing past U+10FFFF
                 }
                 else
                 {
-                    fail("invalid UTF-8", at);
+                    return 0;
                 }
                 for (std::size_t k = 1; k < len; ++k)
                 {
                     const unsigned b = byte(k);
                     if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
                     {
-                        fail("invalid UTF-8", at);
+                        return 0;
                     }
                     v = (v << 6) | (b & 0x3F);
+                }
+                return len;
+            }
+            /// The well-formed UTF-8 code point at m_i, read.
+            std::uint32_t utf8_char()
+            {
+                std::uint32_t v = 0;
+                const std::size_t len = utf8_decode(m_t, m_i, v);
+                if (len == 0)
+                {
+                    fail("invalid UTF-8", m_i);
                 }
                 m_i += len;
                 return v;
