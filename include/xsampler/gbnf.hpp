@@ -42,13 +42,14 @@
 // Where this parser decides differently from llama.cpp (the reason: never
 // accept a text outside the grammar the user wrote, never fail unclearly):
 //   - A maximum above max_count (2000, llama.cpp's MAX_REPETITION_THRESHOLD)
-//     is kept: x{0,5000} allows at most 5000 x. llama.cpp (since mid-2025)
-//     reads it as x{0,} (options.large_max_unbounded = true does the same).
-//     llama.cpp also refuses nested repetitions whose expansion reaches 2000
-//     rules (((x){0,99}){0,99}, and "a"{2000} itself); here the compiler's
-//     limits (grammar_limits) bound what they cost instead.
-//   - {m,n} with n < m is an error (llama.cpp reads it as {m} in early
-//     2025 versions and loops without end in later ones).
+//     is kept: x{0,5000} allows at most 5000 x. Newer llama.cpp reads it as
+//     x{0,} (options.large_max_unbounded = true does the same; older
+//     versions had no limits at all). Newer llama.cpp also refuses nested
+//     repetitions whose expansion reaches 2000 rules ((x{0,99}){0,99}, and
+//     "a"{2000} itself); here the compiler's limits (grammar_limits) bound
+//     what they cost instead.
+//   - {m,n} with n < m is an error (older llama.cpp reads it as {m}, newer
+//     ones generate rules until memory runs out).
 //   - An empty class [] or [^] is an error (llama.cpp reads either as the
 //     empty text); a reversed range [z-a] is an error (llama.cpp: a range
 //     that matches nothing, so [^z-a] would match anything).
@@ -59,14 +60,17 @@
 //     decoder lets through.
 //   - The grammar text must be valid UTF-8 in its literals and classes, and
 //     hold no NUL byte (llama.cpp reads a C string: a NUL ends it early).
-//   - Token references <[id]>, <token> and !<...> (llama.cpp, late 2025)
-//     are refused: this grammar is over bytes, which have no token ids.
+//     "\x00" matches the byte 0 (llama.cpp's matcher stops at a NUL).
+//   - Token references <[id]>, <token> and !<...> (newer llama.cpp) are
+//     refused: this grammar is over bytes, which have no token ids.
 //   - Left recursion (a ::= a "x" | "x") is accepted: the matcher is Earley's
 //     algorithm. llama.cpp refuses it. An unbounded repetition of something
 //     that can match the empty text ((x*)*, "a"?*) is refused, by
 //     compile_grammar; llama.cpp accepts it.
 //   - A rule used but never defined is an error even where the root cannot
-//     reach it, as in llama.cpp; so is a grammar without the root rule.
+//     reach it, as in llama.cpp; so is a grammar without the root rule. With
+//     another options.root, no rule named "root" is needed (llama.cpp
+//     wants one whatever its root).
 #ifndef XSAMPLER_GBNF_HPP
 #define XSAMPLER_GBNF_HPP
 
@@ -76,7 +80,6 @@
 #include <map>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
