@@ -91,11 +91,11 @@ namespace xsampler
     /// Options of parse_gbnf.
     struct gbnf_options
     {
-        std::string root = "root";                ///< the rule the texts are of
+        std::string root = "root";                    ///< the rule the texts are of
         std::size_t max_size = std::size_t(1) << 20;  ///< bytes of grammar text (1 MiB)
-        std::size_t max_depth = 256;              ///< nesting of parentheses and stacked repetitions
-        std::size_t max_count = 2000;             ///< the largest m of {m}, {m,}, {m,n} (llama.cpp's limit)
-        bool large_max_unbounded = false;         ///< llama.cpp's rule: an n of {m,n} above max_count means {m,}
+        std::size_t max_depth = 256;                  ///< nesting of parentheses and stacked repetitions
+        std::size_t max_count = 2000;                 ///< the largest m of {m}, {m,}, {m,n} (llama.cpp's limit)
+        bool large_max_unbounded = false;             ///< llama.cpp's rule: an n of {m,n} above max_count means {m,}
     };
 
     namespace detail
@@ -148,7 +148,7 @@ namespace xsampler
             const gbnf_options& m_o;
             std::size_t m_i = 0;
             grammar m_g;
-            std::string m_rule;                      // the rule being read (messages)
+            std::string m_rule;                          // the rule being read (messages)
             std::map<rule_id, std::size_t> m_first_use;  // where each rule is first referred to
             std::map<std::pair<bool, grammar::code_point_ranges>, expr_id> m_classes;  // shared class expressions
             expr_id m_any = grammar::none;
