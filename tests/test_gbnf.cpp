@@ -3,8 +3,10 @@
 // accept or reject through the matcher), then each GBNF feature, UTF-8, the
 // repetition forms, comments and newlines, small grammars in the style of
 // llama.cpp's examples, every error with its line:column, and the limits.
-// Where our result differs from llama.cpp's by design, the test says so.
+// Where our result differs from llama.cpp's by design, the test says so. Also
+// random grammars checked against regex.hpp's DFA for the same language.
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -539,6 +541,179 @@ word ::= [^ \n\r]+
 )gbnf",
           {"## Todo\n- buy milk", "## Todo\n1. a\n2. b c d\n", "## Xy\n- ünïcödé wörds"},
           {"## todo\n- a", "## Todo\n", "## Todo\n-  a", "## Todo\n- a b c d e f g h i", "## Todo\n100. a"});
+}
+
+// ---------------------------------------------------------------------------
+// Random grammars against regex.hpp's DFA (an independent implementation):
+// non-recursive GBNF over a, b, c, each written also as a regular expression.
+
+namespace
+{
+    struct random_grammar
+    {
+        struct text
+        {
+            std::string gbnf, regex;
+            bool nullable;
+        };
+        std::mt19937 rng;
+        std::vector<text> rules;  // r0, r1, ... as regexes, for references
+
+        explicit random_grammar(std::uint32_t seed) : rng(seed) {}
+        int pick(int n) { return int(rng() % unsigned(n)); }
+
+        text item(int depth)
+        {
+            switch (pick(depth > 2 ? 5 : 7))
+            {
+            case 0:
+            {
+                std::string s(std::size_t(1 + pick(2)), 'a');
+                for (char& c : s)
+                {
+                    c = "abc"[pick(3)];
+                }
+                return {"\"" + s + "\"", "(?:" + s + ")", false};
+            }
+            case 1:
+            {
+                const bool negated = pick(3) == 0;
+                std::string s(std::size_t(1 + pick(2)), 'a');
+                for (char& c : s)
+                {
+                    c = "abc"[pick(3)];
+                }
+                const std::string set = std::string("[") + (negated ? "^" : "") + s + "]";
+                return {set, set, false};
+            }
+            case 2: return {".", "[^]", false};
+            case 3: return {"[a-b]", "[a-b]", false};
+            case 4:
+                if (!rules.empty())
+                {
+                    const int r = pick(int(rules.size()));
+                    return {"r" + std::to_string(r), "(?:" + rules[std::size_t(r)].regex + ")",
+                            rules[std::size_t(r)].nullable};
+                }
+                return {"\"c\"", "c", false};
+            default:
+            {
+                const text e = alternatives(depth + 1);
+                return {"(" + e.gbnf + ")", "(?:" + e.regex + ")", e.nullable};
+            }
+            }
+        }
+        text repeated(int depth)
+        {
+            const text x = item(depth);
+            const std::string m = std::to_string(pick(3)), n = std::to_string(pick(3) + 2);
+            switch (pick(9))
+            {
+            // unbounded repetitions only of what cannot match the empty text
+            case 0: return x.nullable ? x : text{x.gbnf + "*", "(?:" + x.regex + ")*", true};
+            case 1: return x.nullable ? x : text{x.gbnf + "+", "(?:" + x.regex + ")+", false};
+            case 2: return x.nullable ? x : text{x.gbnf + "{" + m + ",}", "(?:" + x.regex + "){" + m + ",}", m == "0"};
+            case 3: return {x.gbnf + "?", "(?:" + x.regex + ")?", true};
+            case 4: return {x.gbnf + "{" + m + "}", "(?:" + x.regex + "){" + m + "}", x.nullable || m == "0"};
+            case 5: return {x.gbnf + "{" + m + "," + n + "}", "(?:" + x.regex + "){" + m + "," + n + "}",
+                            x.nullable || m == "0"};
+            default: return x;
+            }
+        }
+        text sequence(int depth)
+        {
+            text s{"", "", true};
+            const int n = pick(4);
+            for (int i = 0; i < n; ++i)
+            {
+                const text x = repeated(depth);
+                s.gbnf += (i > 0 ? " " : "") + x.gbnf;
+                s.regex += x.regex;
+                s.nullable = s.nullable && x.nullable;
+            }
+            if (n == 0)
+            {
+                return {"\"\"", "(?:)", true};
+            }
+            return s;
+        }
+        text alternatives(int depth)
+        {
+            text e = sequence(depth);
+            for (int n = pick(3); n > 0; --n)
+            {
+                const text s = sequence(depth);
+                e.gbnf += " | " + s.gbnf;
+                e.regex += "|" + s.regex;
+                e.nullable = e.nullable || s.nullable;
+            }
+            return e;
+        }
+        /// A grammar (root first, then the rules it may use) and root's regex.
+        std::pair<std::string, std::string> next()
+        {
+            rules.clear();
+            std::string defs;
+            for (int i = pick(3); i > 0; --i)
+            {
+                const text r = alternatives(0);
+                defs += "r" + std::to_string(rules.size()) + " ::= " + r.gbnf + "\n";
+                rules.push_back(r);
+            }
+            const text root = alternatives(0);
+            return {"root ::= " + root.gbnf + "\n" + defs, root.regex};
+        }
+    };
+}
+
+TEST_CASE("gbnf: random grammars accept what the same regular expression matches", "[gbnf][random]")
+{
+    std::vector<std::string> texts{""};  // every text over a b c d up to 4 long
+    for (std::size_t from = 0, len = 1; len <= 4; ++len)
+    {
+        const std::size_t to = texts.size();
+        for (std::size_t i = from; i < to; ++i)
+        {
+            for (const char c : std::string("abcd"))
+            {
+                texts.push_back(texts[i] + c);
+            }
+        }
+        from = to;
+    }
+    random_grammar gen(2024);
+    regex_options small;  // the few patterns whose DFA is large are skipped, quickly
+    small.max_states = 1000;
+    small.max_work = 2000000;
+    int compared = 0;
+    for (int round = 0; round < 400; ++round)
+    {
+        const auto [text, pattern] = gen.next();
+        INFO("grammar: " << text << "regex: " << pattern);
+        std::shared_ptr<const grammar_automaton> a;
+        byte_dfa dfa;
+        try
+        {
+            dfa = compile_regex(pattern, small);
+        }
+        catch (const invalid_parameter&)
+        {
+            continue;  // over the regex compiler's limits
+        }
+        REQUIRE_NOTHROW(a = compile(text));
+        for (const auto& t : texts)
+        {
+            std::int32_t s = dfa.start();
+            for (std::size_t i = 0; i < t.size() && s != byte_dfa::dead; ++i)
+            {
+                s = dfa.next(s, static_cast<unsigned char>(t[i]));
+            }
+            INFO("text: \"" << t << "\"");
+            REQUIRE(accepts(a, t) == (s != byte_dfa::dead && dfa.accepting(s)));
+        }
+        ++compared;
+    }
+    CHECK(compared >= 320);  // 357 with this seed
 }
 
 // ---------------------------------------------------------------------------
