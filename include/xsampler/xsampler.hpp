@@ -28,6 +28,7 @@
 #include "grammar.hpp"
 #include "matcher.hpp"
 #include "json_grammar.hpp"
+#include "gbnf.hpp"
 #include "constraint.hpp"
 #include "beam_search.hpp"
 #include "vote.hpp"
