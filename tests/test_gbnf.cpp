@@ -114,10 +114,8 @@ TEST_CASE("gbnf: llama.cpp parser cases that must fail", "[gbnf][llama.cpp]")
     // unroll and cannot be counted)
     const char* hang = "root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}";
     CHECK(parse_error(hang).empty());
-    CHECK(compile_error(hang) ==
-          "grammar: rule 'root': the repetition {0,99} is too large to unroll (grammar_limits::unroll), and its item "
-          "can go on after it matches, so its iterations cannot be counted; write the item so that it ends where it "
-          "matches");
+    CHECK_THAT(compile_error(hang), Catch::Matchers::Contains("grammar: rule 'root': the repetition {0,99} is too large "
+                                                              "to unroll (grammar_limits::unroll) and cannot be counted"));
 }
 
 TEST_CASE("gbnf: llama.cpp parser cases: a maximum over 2000", "[gbnf][llama.cpp]")

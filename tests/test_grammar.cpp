@@ -314,24 +314,36 @@ TEST_CASE("matcher: counted repetitions count code points exactly", "[grammar]")
         m.feed("<");
         CHECK(m.shortest() == min + 1);
     }
-    // an item that can go on after an iteration: [0-9]+{2,40} splits ambiguously, still exact
+    // an item that can go on after it ends, with what differs from the next one's start
+    // (digits then spaces, the next one a comma): counted, exact
     grammar g;
     const auto r = g.rule("root");
-    g.define(r, g.repeat(g.sequence({g.plus(g.byte_class(byte_set::range('0', '9'))), g.bytes(",")}), 2, 40));
+    const auto item = g.sequence({g.bytes(","), g.plus(g.byte_class(byte_set::range('0', '9'))), g.star(g.bytes(" "))});
+    g.define(r, g.repeat(item, 2, 40));
     g.set_root(r);
     grammar_limits limits;
     limits.unroll = 8;
     const auto a = compile_grammar(g, limits);
+    CHECK(a->rules.size() == 2);
     for (std::size_t n = 0; n < 45; ++n)
     {
         std::string t;
         for (std::size_t i = 0; i < n; ++i)
         {
-            t += std::to_string(i * 37) + ",";
+            t += "," + std::to_string(i * 37) + std::string(i % 3, ' ');
         }
         matcher m(a);
         CHECK(((m.feed(t) == t.size()) && m.complete()) == (n >= 2 && n <= 40));
     }
+    // one that cannot say how many were read is an error, unless unrolled
+    grammar h;
+    const auto hr = h.rule("root");
+    h.define(hr, h.repeat(h.plus(h.byte_class(byte_set::range('0', '9'))), 2, 40));
+    h.set_root(hr);
+    CHECK_THROWS_WITH(compile_grammar(h, limits), Contains("cannot be counted"));
+    matcher unrolled(compile_grammar(h));
+    CHECK(unrolled.feed("12345") == 5);
+    CHECK(unrolled.complete());
 }
 
 TEST_CASE("matcher: the completion is a path", "[grammar]")

@@ -1030,22 +1030,23 @@ namespace xsampler
         };
 
         /// Hopcroft's partition refinement over a complete DFA of n states
-        /// (table n x 256, entries in [0, n)); returns each state's block, the
-        /// blocks of equivalent states.
+        /// (table n x symbols, entries in [0, n)); returns each state's block,
+        /// the blocks of equivalent states. Also minimises the grammar's rule
+        /// DFAs (detail/automaton.hpp: byte classes and rule symbols).
         inline std::vector<std::int32_t> hopcroft(const std::vector<std::int32_t>& table, std::size_t n,
-                                                  const std::vector<bool>& accept)
+                                                  const std::vector<bool>& accept, std::size_t symbols = 256)
         {
             // inverse transitions per byte, CSR: inv_start[c * (n + 1) + q] ..
-            std::vector<std::uint32_t> inv_start(256 * (n + 1), 0);
-            std::vector<std::int32_t> inv(256 * n);
+            std::vector<std::uint32_t> inv_start(symbols * (n + 1), 0);
+            std::vector<std::int32_t> inv(symbols * n);
             for (std::size_t p = 0; p < n; ++p)
             {
-                for (std::size_t c = 0; c < 256; ++c)
+                for (std::size_t c = 0; c < symbols; ++c)
                 {
-                    ++inv_start[c * (n + 1) + std::size_t(table[p * 256 + c]) + 1];
+                    ++inv_start[c * (n + 1) + std::size_t(table[p * symbols + c]) + 1];
                 }
             }
-            for (std::size_t c = 0; c < 256; ++c)
+            for (std::size_t c = 0; c < symbols; ++c)
             {
                 std::uint32_t* s = &inv_start[c * (n + 1)];
                 for (std::size_t q = 0; q < n; ++q)
@@ -1057,9 +1058,9 @@ namespace xsampler
                 std::vector<std::uint32_t> fill(inv_start);
                 for (std::size_t p = 0; p < n; ++p)
                 {
-                    for (std::size_t c = 0; c < 256; ++c)
+                    for (std::size_t c = 0; c < symbols; ++c)
                     {
-                        const std::size_t q = std::size_t(table[p * 256 + c]);
+                        const std::size_t q = std::size_t(table[p * symbols + c]);
                         inv[c * n + fill[c * (n + 1) + q]++] = std::int32_t(p);
                     }
                 }
@@ -1097,10 +1098,10 @@ namespace xsampler
                     work.emplace_back(b, c);
                 }
             };
-            in_work.assign(first.size(), std::vector<bool>(256, false));
+            in_work.assign(first.size(), std::vector<bool>(symbols, false));
             for (std::uint32_t b = 0; b < first.size(); ++b)
             {
-                for (std::uint32_t c = 0; c < 256; ++c)
+                for (std::uint32_t c = 0; c < symbols; ++c)
                 {
                     push(b, c);
                 }
@@ -1156,8 +1157,8 @@ namespace xsampler
                     {
                         block[std::size_t(elems[i])] = std::int32_t(z);
                     }
-                    in_work.emplace_back(256, false);
-                    for (std::uint32_t cc = 0; cc < 256; ++cc)
+                    in_work.emplace_back(symbols, false);
+                    for (std::uint32_t cc = 0; cc < symbols; ++cc)
                     {
                         if (in_work[y][cc])
                         {

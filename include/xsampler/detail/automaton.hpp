@@ -9,15 +9,18 @@
 //   - A rule that is not recursive and whose body is small and loop-free, or
 //     that is used once, is inlined where it is used (a class like
 //     digit ::= [0-9], a bounded whitespace rule), so that the matcher does
-//     not predict it; the others stay rules, whose positions are shared by
+//     not predict it (at most 16 states: a rule used in many places stays
+//     one rule); the others stay rules, whose positions are shared by
 //     every place that uses them (and their masks with them).
 //   - A bounded repetition e{m,n} is unrolled when its copies are small;
 //     otherwise it becomes a counted rule: its body is e's DFA and the
 //     matcher's item counts the iterations done (a JSON string with
 //     maxLength 65535 is one rule of about ten states). An item that ends
 //     an iteration starts the next one with the count plus one, and goes
-//     on in the body too if the body can (e{m,n} with e = [0-9]+ is
-//     ambiguous: its items then hold several counts, each a way to split).
+//     on in the body too if the body can; then what it can read next must
+//     differ from what an iteration begins with (an array item's trailing
+//     whitespace, then ','), so that the text says how many were read:
+//     ([0-9]+){2,400} would not, and is an error unless unrolled.
 // Every state of every DFA can reach an accepting state (through productive
 // rules only), so an Earley item in a state is always live.
 #ifndef XSAMPLER_DETAIL_AUTOMATON_HPP
@@ -618,7 +621,7 @@ namespace xsampler
                     }
                     const expr_id b = m_g.body(r);
                     size_of(b);
-                    const bool small = !m_loop[b] && m_size[b] <= 64;
+                    const bool small = !m_loop[b] && m_size[b] <= 16;
                     const bool once = m_uses[r] <= 1 && m_size[b] <= 4096;
                     m_inline[r] = small || once;
                 }
@@ -1264,59 +1267,62 @@ namespace xsampler
                         }
                     }
                 }
-                // Moore: blocks by signature until stable
-                std::vector<std::int64_t> block(m);
-                for (std::size_t s = 0; s < m; ++s)
+                // Hopcroft (regex.hpp) over the live states and a dead sink; the
+                // symbols: the byte classes, then this DFA's rule symbols
+                std::map<std::uint32_t, std::uint32_t> symbol_of_rule;
+                for (std::size_t q = 0; q < m; ++q)
                 {
-                    block[s] = live[s] ? accepting[s] : -1;
-                }
-                std::size_t blocks = 0;
-                for (;;)
-                {
-                    std::map<std::vector<std::int64_t>, std::int64_t> sig;
-                    std::vector<std::int64_t> next(m, -1);
-                    std::vector<std::int64_t> key;
-                    for (std::size_t s = 0; s < m; ++s)
+                    for (const auto& arc : rule_arcs[q])
                     {
-                        if (!live[s])
+                        symbol_of_rule.emplace(arc.first, 0);
+                    }
+                }
+                std::uint32_t next_symbol = classes;
+                for (auto& kv : symbol_of_rule)
+                {
+                    kv.second = next_symbol++;
+                }
+                const std::size_t symbols = next_symbol;
+                const auto sink = std::int32_t(m);
+                std::vector<std::int32_t> dense((m + 1) * symbols, sink);
+                std::vector<bool> final_states(m + 1, false);
+                for (std::size_t q = 0; q < m; ++q)
+                {
+                    if (!live[q])
+                    {
+                        continue;
+                    }
+                    final_states[q] = accepting[q] != 0;
+                    for (std::uint32_t c = 0; c < classes; ++c)
+                    {
+                        const std::int32_t t = table[q * classes + c];
+                        if (t >= 0 && live[std::size_t(t)])
                         {
-                            continue;
-                        }
-                        key.clear();
-                        key.push_back(block[s]);
-                        for (std::uint32_t c = 0; c < classes; ++c)
-                        {
-                            const std::int32_t t = table[s * classes + c];
-                            key.push_back(t >= 0 ? block[std::size_t(t)] : -1);
-                        }
-                        for (const auto& a : rule_arcs[s])
-                        {
-                            if (live[a.second])
-                            {
-                                key.push_back(std::int64_t(a.first) + (std::int64_t(1) << 40));
-                                key.push_back(block[a.second]);
-                            }
-                        }
-                        const auto it = sig.find(key);
-                        if (it == sig.end())
-                        {
-                            next[s] = std::int64_t(sig.size());
-                            sig.emplace(key, next[s]);
-                        }
-                        else
-                        {
-                            next[s] = it->second;
+                            dense[q * symbols + c] = t;
                         }
                     }
-                    work(m * (classes + 1));
-                    block = std::move(next);
-                    if (sig.size() == blocks)
+                    for (const auto& arc : rule_arcs[q])
                     {
-                        break;
+                        if (live[arc.second])
+                        {
+                            dense[q * symbols + symbol_of_rule[arc.first]] = std::int32_t(arc.second);
+                        }
                     }
-                    blocks = sig.size();
-                    tick();
                 }
+                work((m + 1) * symbols * 4);
+                const std::vector<std::int32_t> hop = regex::hopcroft(dense, m + 1, final_states, symbols);
+                // blocks numbered from 0 over the live states (dead ones: -1)
+                std::vector<std::int64_t> block(m, -1);
+                std::map<std::int32_t, std::int64_t> renumber;
+                for (std::size_t q = 0; q < m; ++q)
+                {
+                    if (live[q])
+                    {
+                        block[q] = renumber.emplace(hop[q], std::int64_t(renumber.size())).first->second;
+                    }
+                }
+                const std::size_t blocks = renumber.size();
+                tick();
                 // renumber the blocks from the start, breadth first
                 std::vector<std::int64_t> number(blocks, -1);
                 std::vector<std::size_t> rep(blocks, 0);
@@ -1392,7 +1398,68 @@ namespace xsampler
                     st.edges_end = std::uint32_t(out.edges.size());
                     out.states.push_back(st);
                 }
+                if (m_pending[i].counted)
+                {
+                    check_counted(i, base, std::uint32_t(order.size()));
+                }
                 m_pending[i].n = nfa();  // free it
+            }
+
+            /// A counted rule's iterations must be read off the text: where an
+            /// iteration may end and go on, what it can read next must differ
+            /// from what the next iteration begins with (a rule edge counts as
+            /// anything). Else its items would hold every way to split the text.
+            void check_counted(std::size_t i, std::uint32_t base, std::uint32_t count)
+            {
+                const automaton& a = *m_out;
+                const auto reads = [&](std::uint32_t s, std::vector<std::uint8_t>& cls) {
+                    for (std::uint32_t c = 0; c < a.classes; ++c)
+                    {
+                        cls[c] = cls[c] || a.table[std::size_t(s) * a.classes + c] >= 0;
+                    }
+                    return a.states[s].edges_begin != a.states[s].edges_end;
+                };
+                std::vector<std::uint8_t> first(a.classes, 0), next(a.classes, 0);
+                const bool first_rule = reads(base, first);
+                bool next_rule = false, ends_and_goes_on = false;
+                std::vector<std::uint8_t> here(a.classes, 0);
+                for (std::uint32_t s = base; s < base + count; ++s)
+                {
+                    if (!a.states[s].accepting)
+                    {
+                        continue;
+                    }
+                    std::fill(here.begin(), here.end(), 0);
+                    const bool rule = reads(s, here);
+                    if (rule || std::count(here.begin(), here.end(), 1) > 0)
+                    {
+                        ends_and_goes_on = true;
+                        next_rule = next_rule || rule;
+                        for (std::uint32_t c = 0; c < a.classes; ++c)
+                        {
+                            next[c] = next[c] || here[c];
+                        }
+                    }
+                }
+                if (!ends_and_goes_on)
+                {
+                    return;
+                }
+                bool overlap = (first_rule && (next_rule || std::count(next.begin(), next.end(), 1) > 0)) ||
+                               (next_rule && std::count(first.begin(), first.end(), 1) > 0);
+                for (std::uint32_t c = 0; c < a.classes && !overlap; ++c)
+                {
+                    overlap = first[c] && next[c];
+                }
+                if (overlap)
+                {
+                    const auto& r = a.rules[i];
+                    fail("grammar: rule " + rule_name(m_pending[i].source) + ": the repetition {" + std::to_string(r.min) +
+                         "," + (r.max == grammar::unbounded ? std::string() : std::to_string(r.max)) +
+                         "} is too large to unroll (grammar_limits::unroll) and cannot be counted: its item can go "
+                         "on with what the next one begins with, so the text does not say how many were read; make "
+                         "the item end where it matches (a separator), or lower the bound");
+                }
             }
 
             /// dist: the shortest way from each state to an accepting state of its
