@@ -156,8 +156,11 @@ namespace
         state.counters["warm_worst_us"] = *std::max_element(per_step.begin(), per_step.end());
     }
 
-    /// The default chain with the constraint first, its state after `prefix`.
-    void run_constrained(benchmark::State& state, const std::string& prefix)
+    /// The default chain with the constraint first, its state after `prefix`
+    /// (dense: temperature 1 alone, no top_k, so the mask meets the whole row;
+    /// unconstrained: the same chain without it, for the difference).
+    void run_constrained(benchmark::State& state, const std::string& prefix, bool dense = false,
+                         bool unconstrained = false)
     {
         const std::int64_t vocab = state.range(0);
         auto c = schema_constraint(vocab);
@@ -168,12 +171,25 @@ namespace
             history.push_back(v.find(std::string(1, ch)));
         }
         xsampler::sampling_params p;
-        p.top_k = 40;
-        p.top_p = 0.95;
-        p.min_p = 0.05;
-        p.temperature = 0.8;
-        p.custom.emplace_back("constraint", std::move(c));
-        p.order = xsampler::parse_stage_order("constraint;top_k;top_p;min_p;temperature");
+        if (dense)
+        {
+            p.temperature = 1.0;
+            p.top_k = 0;
+            p.top_p = 1.0;
+            p.min_p = 0.0;
+        }
+        else
+        {
+            p.top_k = 40;
+            p.top_p = 0.95;
+            p.min_p = 0.05;
+            p.temperature = 0.8;
+        }
+        if (!unconstrained)
+        {
+            p.custom.emplace_back("constraint", std::move(c));
+            p.order = xsampler::parse_stage_order("constraint;top_k;top_p;min_p;temperature");
+        }
         xsampler::sampler s(std::move(p));
         std::vector<float> row(static_cast<std::size_t>(vocab), 0.0f);
         xsampler::philox4x32 gen(20261129, std::uint64_t(vocab));
@@ -192,9 +208,15 @@ namespace
     }
     void BM_sampler_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a"); }
     void BM_sampler_constraint_structure(benchmark::State& state) { run_constrained(state, "{"); }
+    void BM_sampler_dense_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a", true); }
+    void BM_sampler_dense_constraint_structure(benchmark::State& state) { run_constrained(state, "{", true); }
+    void BM_sampler_dense_unconstrained(benchmark::State& state) { run_constrained(state, "", true, true); }
 }
 
 BENCHMARK(BM_schema_compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_constraint_mask)->Arg(50257)->Arg(128256)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_sampler_constraint_string)->Arg(50257)->Arg(128256);
 BENCHMARK(BM_sampler_constraint_structure)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_dense_constraint_string)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_dense_constraint_structure)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_dense_unconstrained)->Arg(50257)->Arg(128256);

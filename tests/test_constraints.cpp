@@ -338,6 +338,17 @@ TEMPLATE_TEST_CASE("keep_in on a fused top-k decides what the masked row decides
             const auto c3 = fused3.final_distribution(row);
             REQUIRE(c3.ids == plain3.final_distribution(row).ids);
             REQUIRE(c3.probs == plain3.final_distribution(row).probs);
+            // without a top_k: a mask that leaves the row mostly whole keeps it dense
+            // (its outside masked by block), a smaller one makes it sparse; both as masked
+            chain dense{pre, keep_set{&allowed}, lower, top_p{0.9}};
+            chain masked{pre, mask_rest{&allowed}, no_op{}, lower, top_p{0.9}};
+            const auto d1 = dense.final_distribution(row);
+            const auto d2 = masked.final_distribution(row);
+            REQUIRE(d1.ids == d2.ids);
+            REQUIRE(d1.probs == d2.probs);
+            chain dense_greedy{keep_set{&allowed}, raise, temperature{0.0}};
+            chain masked_greedy{mask_rest{&allowed}, no_op{}, raise, temperature{0.0}};
+            REQUIRE(dense_greedy.final_distribution(row).ids == masked_greedy.final_distribution(row).ids);
             // a dense mask keeps the selection pending (the fast path is taken)
             candidates<TestType> c;
             c.load(row, k);
@@ -348,6 +359,27 @@ TEMPLATE_TEST_CASE("keep_in on a fused top-k decides what the masked row decides
             }
         }
     }
+}
+
+TEST_CASE("keep_in on a dense set: when every allowed token is masked it throws and the set is as it was",
+          "[constraint][candidates]")
+{
+    xt::xtensor<float, 1> row = xt::zeros<float>({std::size_t(1000)});
+    std::vector<token_id> ids;
+    for (token_id i = 0; i < 990; ++i)
+    {
+        ids.push_back(i);  // 99% allowed: the dense path
+    }
+    const token_set allowed(ids, "test");
+    candidates<float> c;
+    c.load(row);
+    for (token_id i = 0; i < 990; ++i)
+    {
+        c.mask(i);  // the allowed tokens are already gone
+    }
+    CHECK_THROWS_WITH(c.keep_in(allowed, "keep"), Contains("keep: every token is masked"));
+    CHECK(c.size() == 10);  // tokens 990..999 are still kept
+    CHECK(c.argmax() == 990);
 }
 
 TEST_CASE("constraint: the mask allows exactly the tokens after which the text can be completed", "[constraint]")

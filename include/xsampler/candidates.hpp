@@ -62,7 +62,9 @@
 //   tokens of the rank are kept (0 counts as 1).
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
 //   keep_in(set, who)       the tokens of a mask over the vocabulary (a
-//                           processor's allow list; a constraint's mask)
+//                           processor's allow list; a constraint's mask); a
+//                           dense set the mask leaves mostly whole stays
+//                           dense, the tokens outside it masked by block
 //   The entropy filters' (typical, top_n_sigma, dynamic temperature, top_k's
 //   keep-ties rule):
 //   log_weight_moments(), entropy()  Z and E[t] of the kept set; H in nats
@@ -355,7 +357,10 @@ namespace xsampler
                 f(m_row.data, std::size_t(0), m_row.size);
                 return;
             }
-            std::sort(m_patched.begin(), m_patched.end());
+            if (!std::is_sorted(m_patched.begin(), m_patched.end()))
+            {
+                std::sort(m_patched.begin(), m_patched.end());
+            }
             std::size_t next = 0;  // the first id not yet passed on
             for (const std::size_t b : m_patched)
             {
@@ -837,6 +842,10 @@ namespace xsampler
                 return;
             }
             unfuse();
+            if (m_dense && mask_outside(allowed, who))
+            {
+                return;
+            }
             if (retain_allowed(allowed) == 0)
             {
                 throw invalid_logits(who + ": every token is masked");
@@ -1121,6 +1130,69 @@ namespace xsampler
             m_pending_top_k = 0;
             m_lowered = 0;
             m_pending_mask = nullptr;
+        }
+
+        /// keep_in on a dense set that the mask leaves mostly whole (at most a
+        /// sixteenth of the row outside it, as inside a grammar's string):
+        /// the set stays dense and the tokens outside are masked, block by
+        /// block, reading the mask's words once (a full word is skipped);
+        /// false (nothing changed) when the mask takes more, for the sparse
+        /// path. Throws as keep_in when no token is left, the set unchanged.
+        bool mask_outside(const token_set& allowed, const std::string& who)
+        {
+            const auto& words = allowed.words();
+            const std::size_t n = m_row.size;
+            const std::size_t n_words = (n + 63) / 64;
+            if (allowed.size() + n / 16 < n)
+            {
+                return false;
+            }
+            const auto word = [&](std::size_t w) {
+                std::uint64_t bits = w < words.size() ? words[w] : 0;
+                if (w + 1 == n_words && n % 64 != 0)
+                {
+                    bits |= ~std::uint64_t(0) << (n % 64);  // past the row: nothing to mask
+                }
+                return bits;
+            };
+            // first: some allowed token must be left (else the set stays as it was)
+            bool any = false;
+            for (std::size_t w = 0; w < n_words && !any; ++w)
+            {
+                const std::uint64_t keep = w < words.size() ? words[w] : 0;
+                detail::for_each_bit(keep, w * 64, [&](std::size_t i) { any = any || (i < n && logit(token_id(i)) != -inf); });
+            }
+            if (!any)
+            {
+                throw invalid_logits(who + ": every token is masked");
+            }
+            bool changed = false;
+            for (std::size_t w = 0; w < n_words; ++w)
+            {
+                const std::uint64_t out = ~word(w);
+                if (out == 0)
+                {
+                    continue;
+                }
+                T* block = &patch(w * 64);  // the block's copy (block_size == 64: one word a block)
+                detail::for_each_bit(out, 0, [&](std::size_t j) {
+                    if (block[j] != -inf)
+                    {
+                        block[j] = -inf;
+                        changed = true;
+                        if (token_id(w * 64 + j) == m_argmax)
+                        {
+                            m_max_stale = true;  // as an edit that lowers the max does
+                        }
+                    }
+                });
+            }
+            if (changed)
+            {
+                m_size = unknown;
+                m_weights_current = false;
+            }
+            return true;
         }
 
         /// Keeps the kept tokens in `allowed` (keep_in); returns how many are
