@@ -733,6 +733,57 @@ TEST_CASE("xsampler generate: --json-schema, --grammar, --regex, --budget-aware 
                 "--stop needs a vocabulary");
 }
 
+TEST_CASE("xsampler match: accepted, incomplete or rejected at byte N in a rule; generate --grammar-file",
+          "[cli][constraint]")
+{
+    const auto gbnf = write_bytes("sum.gbnf", "# sums, left-recursive\n"
+                                              "root ::= expr\n"
+                                              "expr ::= expr \"+\" term | term\n"
+                                              "term ::= [0-9]+ | \"(\" expr \")\"\n");
+    const auto m = [&](const std::string& args) { return run("match --grammar-file " + gbnf + " " + args); };
+    auto r = m("--text '1+(2+3)'");
+    CHECK(r.status == 0);
+    CHECK(r.out == "accepted\n");
+    r = m("--text '1+('");
+    CHECK(r.status == 1);
+    CHECK(r.out == "incomplete\n");
+    r = m("--text '1+)'");
+    CHECK(r.status == 1);
+    CHECK(r.out == "rejected at byte 2 in rule 'expr'\n");
+    r = m("--text-file " + write_bytes("sum.txt", "12+34"));
+    CHECK(r.out == "accepted\n");
+    CHECK(run("match --grammar json --text '[1, {\"a\": null}]'").out == "accepted\n");
+    CHECK(run("match --regex 'a+b' --text aaab").out == "accepted\n");
+    CHECK(run("match --regex '' --text ''").out == "accepted\n");  // the empty regex: only the empty text
+    CHECK(run("match --regex '' --text x").out == "rejected at byte 0 in rule 'regex'\n");
+    CHECK(run("match --json-schema " + write_bytes("n.json", R"({"type":"integer"})") + " --text 12").out == "accepted\n");
+    check_error("match --grammar-file " + gbnf, "match needs a text");
+    check_error("match --text x", "match needs a grammar");
+    check_error("match --json-schema '' --text x", "cannot open");
+    check_error("match --grammar-file " + write_bytes("bad.gbnf", "root ::= \"a\" undefined-rule\n") + " --text a",
+                "undefined-rule");
+    check_error("match --grammar-file " + gbnf + " --text 1 --text-file x", "--text excludes --text-file");
+    // generate under the GBNF grammar over GPT-2's vocabulary: every eos-ended text matches
+    const auto corpus = write_bytes("sums.txt", "1+2\n(3+4)+5\n10+(2+3)\n");
+    const std::string gen = "generate --corpus " + corpus + " --tokenizer gpt2 --temp 1 --max-tokens 24 --grammar-file " + gbnf;
+    for (int seed = 1; seed <= 4; ++seed)
+    {
+        const auto j = nlohmann::json::parse(run(gen + " --budget-aware --json --seed " + std::to_string(seed)).out);
+        CHECK(j.at("stop_reason") == "eos");
+        const std::string text = j.at("text");
+        CHECK(run("match --grammar-file " + gbnf + " --text-file " + write_bytes("out.txt", text)).out == "accepted\n");
+    }
+    // --regex '' generates the empty text, then eos; --json-schema '' is a file that cannot be opened
+    const auto empty = nlohmann::json::parse(run(gen.substr(0, gen.find("--grammar-file")) + "--regex '' --json --seed 1").out);
+    CHECK(empty.at("text") == "");
+    CHECK(empty.at("stop_reason") == "eos");
+    check_error(gen.substr(0, gen.find("--grammar-file")) + "--json-schema '' --seed 1", "cannot open");
+    // the constraint ends on the loop's eos: an ordinary token as --eos is refused
+    check_error(gen + " --eos 11 --seed 1", "--eos 11 with a constraint");
+    check_error(gen + " --budget-aware --ignore-eos --seed 1", "--ignore-eos masks eos");
+    check_error(gen + " --budget-aware --min-tokens 24 --seed 1", "--min-tokens 24 allows no eos before it");
+}
+
 TEST_CASE("xsampler decoding commands: bad input is one line on stderr", "[cli][decode][errors]")
 {
     const auto file = write_npy("markov3.npy", xt::xtensor<float, 2>(xt::zeros<float>({3, 3})));
