@@ -416,28 +416,9 @@ namespace xsampler
             }
             static void append_utf8(std::string& out, std::uint32_t c)
             {
-                if (c < 0x80)
-                {
-                    out += char(c);
-                }
-                else if (c < 0x800)
-                {
-                    out += char(0xC0 | (c >> 6));
-                    out += char(0x80 | (c & 0x3F));
-                }
-                else if (c < 0x10000)
-                {
-                    out += char(0xE0 | (c >> 12));
-                    out += char(0x80 | ((c >> 6) & 0x3F));
-                    out += char(0x80 | (c & 0x3F));
-                }
-                else
-                {
-                    out += char(0xF0 | (c >> 18));
-                    out += char(0x80 | ((c >> 12) & 0x3F));
-                    out += char(0x80 | ((c >> 6) & 0x3F));
-                    out += char(0x80 | (c & 0x3F));
-                }
+                unsigned char b[4];
+                regex::utf8_encode(c, b);
+                out.append(reinterpret_cast<const char*>(b), std::size_t(regex::utf8_length(c)));
             }
 
             // --- syntax ---

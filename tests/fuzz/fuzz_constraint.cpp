@@ -32,22 +32,8 @@ namespace
 
     std::shared_ptr<const vocabulary_index> small_index()
     {
-        static const auto index = [] {
-            std::vector<std::string> tokens;
-            for (int b = 0; b < 256; ++b)
-            {
-                tokens.emplace_back(1, char(b));
-            }
-            for (const char* t : {"{\"", "\":", "\",", "\"}", "},", "\"},", "\":\"", ", \"", "[{", "}]", "true",
-                                  "false", "null", "12", "ab", "abc", "\\u", "D83D", "\xC3\xA9", "  "})
-            {
-                tokens.emplace_back(t);
-            }
-            tokens.emplace_back();
-            const auto eos = token_id(tokens.size() - 1);
-            return std::make_shared<const vocabulary_index>(
-                std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
-        }();
+        static const auto index = fuzz::small_index({"{\"", "\":", "\",", "\"}", "},", "\"},", "\":\"", ", \"", "[{", "}]", "true",
+                                  "false", "null", "12", "ab", "abc", "\\u", "D83D", "\xC3\xA9", "  "});
         return index;
     }
 }

@@ -28,7 +28,12 @@
 #include <limits>
 #include <string>
 
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
 #include <xsampler/types.hpp>
+#include <xsampler/vocabulary.hpp>
 
 // A failed property: what failed and where, then abort (the fuzzer saves the
 // input as a crash).
@@ -178,6 +183,25 @@ namespace fuzz
         p.frequency_penalty = in.value<double>();
         p.repeat_last_n = std::int64_t(std::int8_t(in.byte()));
         p.penalty_scope = in.flag() ? scope::output : scope::window;
+    }
+
+    /// A small vocabulary for the constraint targets: every single byte, the
+    /// extra tokens given, and eos last.
+    inline std::shared_ptr<const xsampler::vocabulary_index> small_index(std::initializer_list<const char*> extra)
+    {
+        std::vector<std::string> tokens;
+        for (int b = 0; b < 256; ++b)
+        {
+            tokens.emplace_back(1, char(b));
+        }
+        for (const char* t : extra)
+        {
+            tokens.emplace_back(t);
+        }
+        tokens.emplace_back();
+        const auto eos = xsampler::token_id(tokens.size() - 1);
+        return std::make_shared<const xsampler::vocabulary_index>(
+            std::make_shared<const xsampler::vocabulary>(std::move(tokens), std::vector<xsampler::token_id>{eos}));
     }
 }
 
