@@ -109,13 +109,37 @@ TEST_CASE("gbnf: llama.cpp parser cases that must fail", "[gbnf][llama.cpp]")
               "gbnf: the repetition minimum 5000 is over the limit of 2000 (gbnf_options::max_count) at 1:13 (in "
               "rule 'root')");
     }
-    // nested repetitions whose expansion llama.cpp refuses: here it parses, and
-    // the compiler refuses it (a nullable item repeated 99 times is too large to
-    // unroll and cannot be counted)
-    const char* hang = "root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}";
-    CHECK(parse_error(hang).empty());
-    CHECK_THAT(compile_error(hang), Catch::Matchers::Contains("grammar: rule 'root': the repetition {0,99} is too large "
-                                                              "to unroll (grammar_limits::unroll) and cannot be counted"));
+    // nested repetitions whose expansion reaches the limit (llama.cpp's
+    // "hang" case): the group around ([^x]*){0,99} stands for 102 rules
+    CHECK(parse_error("root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}") ==
+          "gbnf: the repetition {0,99} of an item of 102 rules expands to 10098, not under the limit of 2000 "
+          "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:29 (in rule 'root')");
+}
+
+TEST_CASE("gbnf: llama.cpp's count of the rules a repetition expands into", "[gbnf][llama.cpp]")
+{
+    // a count of 2000 is too many already: llama.cpp refuses products that reach its limit
+    CHECK(parse_error("root ::= \"a\"{2000}") ==
+          "gbnf: the repetition {2000} of an item of 1 rule expands to 2000, not under the limit of 2000 "
+          "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:13 (in rule 'root')");
+    CHECK(parse_error("root ::= \"a\"{0,2000}").find("expands to 2000") != std::string::npos);
+    check("root ::= \"a\"{1999}", {times("a", 1999)}, {times("a", 1998), times("a", 2000)});
+    check("root ::= \"a\"{0,1999}", {"", times("a", 1999)}, {times("a", 2000)});
+    // a maximum over the limit counts as none (llama.cpp's reading), so {0,2001} passes
+    check("root ::= \"a\"{0,2001}", {times("a", 2001)}, {times("a", 2002)});
+    // a group stands for itself, the rules its repetitions generate and the
+    // rule names first seen in it: (a{0,40}) is 41, 41 * 40 = 1640 < 2000
+    check("root ::= (\"a\"{0,40} \"b\"){0,40}", {"", times(times("a", 40) + "b", 40)},
+          {times(times("a", 40) + "b", 41), times("a", 41) + "b"});
+    CHECK(parse_error("root ::= (\"a\"{0,40}){0,40}").empty());
+    CHECK(parse_error("root ::= (\"a\"{0,40} \"b\"){0,49}").find("of an item of 41 rules expands to 2009") !=
+          std::string::npos);
+    CHECK(parse_error("root ::= (x y z){999}\nx ::= \"1\"\ny ::= \"2\"\nz ::= \"3\"") ==
+          "gbnf: the repetition {999} of an item of 4 rules expands to 3996, not under the limit of 2000 "
+          "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:17 (in rule 'root')");
+    check("x ::= \"1\"\ny ::= \"2\"\nz ::= \"3\"\nroot ::= (x y z){999}", {times("123", 999)}, {"123"});
+    // *, + and ? count once, and reset nothing
+    check("root ::= ((((\"a\"+)*)?){0,10} \"b\"){0,30}", {"b", "aab", "bb"}, {"c", "bc"});
 }
 
 TEST_CASE("gbnf: llama.cpp parser cases: a maximum over 2000", "[gbnf][llama.cpp]")
@@ -129,7 +153,7 @@ TEST_CASE("gbnf: llama.cpp parser cases: a maximum over 2000", "[gbnf][llama.cpp
     llama.large_max_unbounded = true;
     check("root ::= \"a\"{0,5000}", {"", "a", a5000, a5001}, {"b"}, llama);
     check("root ::= \"a\"{3,5000}", {"aaa", a5001}, {"", "aa"}, llama);
-    check("root ::= \"a\"{0,2000}", {times("a", 2000)}, {times("a", 2001)}, llama);  // not above the limit
+    check("root ::= \"a\"{0,1999}", {times("a", 1999)}, {times("a", 2000)}, llama);  // not above the limit
 }
 
 TEST_CASE("gbnf: llama.cpp parser cases that must parse", "[gbnf][llama.cpp]")
@@ -432,7 +456,7 @@ TEST_CASE("gbnf: repetition forms", "[gbnf]")
     // inside parentheses a newline may stand in the braces
     check("root ::= ([a]{2,\n3})", {"aa", "aaa"}, {"a"});
     // a large count is counted, not expanded
-    check(R"gbnf(root ::= [a-z]{2000} "!")gbnf", {times("a", 2000) + "!"}, {times("a", 1999) + "!", "!"});
+    check(R"gbnf(root ::= [a-z]{1999} "!")gbnf", {times("a", 1999) + "!"}, {times("a", 1998) + "!", "!"});
     check(R"gbnf(root ::= [a-z]{0,100000})gbnf", {"", times("q", 100000)}, {times("q", 100001)});
 }
 
@@ -836,14 +860,16 @@ TEST_CASE("gbnf: limits", "[gbnf][limits]")
     CHECK(parse_error("root ::= ((\"a\")?)", o).find("nested deeper than 2 levels") != std::string::npos);
     CHECK(parse_error("root ::= (((\"a\")))", o).find("nested deeper than 2 levels") != std::string::npos);
 
-    // repetition minimum: 2000 is fine, 2001 is not, unless allowed
-    check("root ::= \"a\"{2000}", {times("a", 2000)}, {times("a", 1999)});
+    // repetition minimum: over 2000 is an error, unless allowed (and 2000
+    // itself reaches llama.cpp's expansion limit)
+    check("root ::= \"a\"{1999,}", {times("a", 1999), times("a", 3000)}, {times("a", 1998)});
     CHECK(parse_error("root ::= \"a\"{2001}") ==
           "gbnf: the repetition minimum 2001 is over the limit of 2000 (gbnf_options::max_count) at 1:13 (in rule "
           "'root')");
     o = {};
     o.max_count = 5000;
-    check("root ::= \"a\"{5000}", {times("a", 5000)}, {times("a", 4999)}, o);
+    check("root ::= \"a\"{4999}", {times("a", 4999)}, {times("a", 4998)}, o);
+    CHECK(parse_error("root ::= \"a\"{2001}", o).empty());
     // a maximum is never limited, and is kept exact
     check("root ::= [a]{0,4000000000}", {"", "aaa"}, {"b"});
 }
