@@ -827,6 +827,14 @@ TEST_CASE("gbnf: what only the whole grammar shows is compile_grammar's to repor
     check(R"gbnf(root ::= [\uD800-\uDFFF] | "x")gbnf", {"x"}, {"\xED\xA0\x80"});
 }
 
+TEST_CASE("gbnf: a counted repetition of what matches only the empty text is the empty text", "[gbnf]")
+{
+    // counted, not unrolled (300 copies); its body without the empty text matches nothing
+    check(R"gbnf(root ::= (""){300} "a")gbnf", {"a"}, {"", "aa"});
+    check(R"gbnf(root ::= ("a"{0} | ()){2,300} "b")gbnf", {"b"}, {"", "ab"});
+    check("root ::= e{5,300} \"x\"\ne ::= \"\"", {"x"}, {"", "xx"});
+}
+
 // ---------------------------------------------------------------------------
 // Limits.
 

@@ -1267,6 +1267,12 @@ namespace xsampler
                         }
                     }
                 }
+                if (m_pending[i].counted)
+                {
+                    // a counted rule's start ends its iterations (the count completes it), so it stays even
+                    // when the body without the empty text matches nothing: (""){300} is the empty text
+                    live[0] = 1;
+                }
                 // Hopcroft (regex.hpp) over the live states and a dead sink; the
                 // symbols: the byte classes, then this DFA's rule symbols
                 std::map<std::uint32_t, std::uint32_t> symbol_of_rule;
