@@ -139,7 +139,7 @@ TEST_CASE("gbnf: llama.cpp's count of the rules a repetition expands into", "[gb
           "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:17 (in rule 'root')");
     check("x ::= \"1\"\ny ::= \"2\"\nz ::= \"3\"\nroot ::= (x y z){999}", {times("123", 999)}, {"123"});
     // *, + and ? count once, and reset nothing
-    check("root ::= ((((\"a\"+)*)?){0,10} \"b\"){0,30}", {"b", "aab", "bb"}, {"c", "bc"});
+    check("root ::= ((((\"a\"+)*)?){0,10} \"b\"){0,30}", {"b", "aab", "bb"}, {"a", "ba", "c", "bc"});
 }
 
 TEST_CASE("gbnf: llama.cpp parser cases: a maximum over 2000", "[gbnf][llama.cpp]")
@@ -833,6 +833,15 @@ TEST_CASE("gbnf: a counted repetition of what matches only the empty text is the
     check(R"gbnf(root ::= (""){300} "a")gbnf", {"a"}, {"", "aa"});
     check(R"gbnf(root ::= ("a"{0} | ()){2,300} "b")gbnf", {"b"}, {"", "ab"});
     check("root ::= e{5,300} \"x\"\ne ::= \"\"", {"x"}, {"", "xx"});
+}
+
+TEST_CASE("gbnf: a counted repetition ends an iteration only where its item ends", "[gbnf]")
+{
+    // the item's DFA loops on 'a' at its start; counted (300 copies), "a" must
+    // not read as a finished iteration
+    check(R"gbnf(root ::= ("a"* "b"){0,300})gbnf", {"", "b", "ab", "aabab", "bb"}, {"a", "ba", "aba", "c"});
+    check(R"gbnf(root ::= ([a]* [b]){2,300})gbnf", {"bb", "abab", times("b", 300)}, {"b", "ab", "bba", "aab", times("b", 301)});
+    check(R"gbnf(root ::= (("a"*)? "b" ","?){0,300} ".")gbnf", {".", "b.", "ab,b.", "b,ab,."}, {"a.", "ba.", "a,b.", "b,,."});
 }
 
 // ---------------------------------------------------------------------------
