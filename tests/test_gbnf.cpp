@@ -579,9 +579,10 @@ namespace
             bool nullable;
         };
         std::mt19937 rng;
+        bool counted;             // some maxima of 300: counted repetitions, not unrolled
         std::vector<text> rules;  // r0, r1, ... as regexes, for references
 
-        explicit random_grammar(std::uint32_t seed) : rng(seed) {}
+        explicit random_grammar(std::uint32_t seed, bool big = false) : rng(seed), counted(big) {}
         int pick(int n) { return int(rng() % unsigned(n)); }
 
         text item(int depth)
@@ -628,7 +629,8 @@ namespace
         text repeated(int depth)
         {
             const text x = item(depth);
-            const std::string m = std::to_string(pick(3)), n = std::to_string(pick(3) + 2);
+            const std::string m = std::to_string(pick(3));
+            const std::string n = counted && pick(2) == 0 ? "300" : std::to_string(pick(3) + 2);
             switch (pick(9))
             {
             // unbounded repetitions only of what cannot match the empty text
@@ -736,6 +738,59 @@ TEST_CASE("gbnf: random grammars accept what the same regular expression matches
         ++compared;
     }
     CHECK(compared >= 320);  // 357 with this seed
+}
+
+TEST_CASE("gbnf: random grammars with counted repetitions", "[gbnf][random]")
+{
+    // maxima of 300 make counted rules; a grammar whose counts the parser
+    // (llama.cpp's expansion limit) or the compiler (counts the text does not
+    // say) refuses is skipped
+    std::vector<std::string> texts{""};
+    for (std::size_t from = 0, len = 1; len <= 4; ++len)
+    {
+        const std::size_t to = texts.size();
+        for (std::size_t i = from; i < to; ++i)
+        {
+            for (const char c : std::string("abc"))
+            {
+                texts.push_back(texts[i] + c);
+            }
+        }
+        from = to;
+    }
+    random_grammar gen(77, true);
+    regex_options small;
+    small.max_states = 2000;
+    small.max_work = 4000000;
+    int compared = 0;
+    for (int round = 0; round < 400; ++round)
+    {
+        const auto [text, pattern] = gen.next();
+        INFO("grammar: " << text << "regex: " << pattern);
+        std::shared_ptr<const grammar_automaton> a;
+        byte_dfa dfa;
+        try
+        {
+            a = compile(text);
+            dfa = compile_regex(pattern, small);
+        }
+        catch (const invalid_parameter&)
+        {
+            continue;
+        }
+        for (const auto& t : texts)
+        {
+            std::int32_t s = dfa.start();
+            for (std::size_t i = 0; i < t.size() && s != byte_dfa::dead; ++i)
+            {
+                s = dfa.next(s, static_cast<unsigned char>(t[i]));
+            }
+            INFO("text: \"" << t << "\"");
+            REQUIRE(accepts(a, t) == (s != byte_dfa::dead && dfa.accepting(s)));
+        }
+        ++compared;
+    }
+    CHECK(compared >= 250);  // 284 with this seed, 45 of them with counted rules
 }
 
 // ---------------------------------------------------------------------------
