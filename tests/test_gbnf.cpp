@@ -109,13 +109,37 @@ TEST_CASE("gbnf: llama.cpp parser cases that must fail", "[gbnf][llama.cpp]")
               "gbnf: the repetition minimum 5000 is over the limit of 2000 (gbnf_options::max_count) at 1:13 (in "
               "rule 'root')");
     }
-    // nested repetitions whose expansion llama.cpp refuses: here it parses, and
-    // the compiler refuses it (a nullable item repeated 99 times is too large to
-    // unroll and cannot be counted)
-    const char* hang = "root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}";
-    CHECK(parse_error(hang).empty());
-    CHECK_THAT(compile_error(hang), Catch::Matchers::Contains("grammar: rule 'root': the repetition {0,99} is too large "
-                                                              "to unroll (grammar_limits::unroll) and cannot be counted"));
+    // nested repetitions whose expansion reaches the limit (llama.cpp's
+    // "hang" case): the group around ([^x]*){0,99} stands for 102 rules
+    CHECK(parse_error("root ::= (((((([^x]*){0,99}){0,99}){0,99}){0,99}){0,99}){0,99}") ==
+          "gbnf: the repetition {0,99} of an item of 102 rules expands to 10098, not under the limit of 2000 "
+          "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:29 (in rule 'root')");
+}
+
+TEST_CASE("gbnf: llama.cpp's count of the rules a repetition expands into", "[gbnf][llama.cpp]")
+{
+    // a count of 2000 is too many already: llama.cpp refuses products that reach its limit
+    CHECK(parse_error("root ::= \"a\"{2000}") ==
+          "gbnf: the repetition {2000} of an item of 1 rule expands to 2000, not under the limit of 2000 "
+          "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:13 (in rule 'root')");
+    CHECK(parse_error("root ::= \"a\"{0,2000}").find("expands to 2000") != std::string::npos);
+    check("root ::= \"a\"{1999}", {times("a", 1999)}, {times("a", 1998), times("a", 2000)});
+    check("root ::= \"a\"{0,1999}", {"", times("a", 1999)}, {times("a", 2000)});
+    // a maximum over the limit counts as none (llama.cpp's reading), so {0,2001} passes
+    check("root ::= \"a\"{0,2001}", {times("a", 2001)}, {times("a", 2002)});
+    // a group stands for itself, the rules its repetitions generate and the
+    // rule names first seen in it: (a{0,40}) is 41, 41 * 40 = 1640 < 2000
+    check("root ::= (\"a\"{0,40} \"b\"){0,40}", {"", times(times("a", 40) + "b", 40)},
+          {times(times("a", 40) + "b", 41), times("a", 41) + "b"});
+    CHECK(parse_error("root ::= (\"a\"{0,40}){0,40}").empty());
+    CHECK(parse_error("root ::= (\"a\"{0,40} \"b\"){0,49}").find("of an item of 41 rules expands to 2009") !=
+          std::string::npos);
+    CHECK(parse_error("root ::= (x y z){999}\nx ::= \"1\"\ny ::= \"2\"\nz ::= \"3\"") ==
+          "gbnf: the repetition {999} of an item of 4 rules expands to 3996, not under the limit of 2000 "
+          "(llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count) at 1:17 (in rule 'root')");
+    check("x ::= \"1\"\ny ::= \"2\"\nz ::= \"3\"\nroot ::= (x y z){999}", {times("123", 999)}, {"123"});
+    // *, + and ? count once, and reset nothing
+    check("root ::= ((((\"a\"+)*)?){0,10} \"b\"){0,30}", {"b", "aab", "bb"}, {"a", "ba", "c", "bc"});
 }
 
 TEST_CASE("gbnf: llama.cpp parser cases: a maximum over 2000", "[gbnf][llama.cpp]")
@@ -129,7 +153,7 @@ TEST_CASE("gbnf: llama.cpp parser cases: a maximum over 2000", "[gbnf][llama.cpp
     llama.large_max_unbounded = true;
     check("root ::= \"a\"{0,5000}", {"", "a", a5000, a5001}, {"b"}, llama);
     check("root ::= \"a\"{3,5000}", {"aaa", a5001}, {"", "aa"}, llama);
-    check("root ::= \"a\"{0,2000}", {times("a", 2000)}, {times("a", 2001)}, llama);  // not above the limit
+    check("root ::= \"a\"{0,1999}", {times("a", 1999)}, {times("a", 2000)}, llama);  // not above the limit
 }
 
 TEST_CASE("gbnf: llama.cpp parser cases that must parse", "[gbnf][llama.cpp]")
@@ -432,7 +456,7 @@ TEST_CASE("gbnf: repetition forms", "[gbnf]")
     // inside parentheses a newline may stand in the braces
     check("root ::= ([a]{2,\n3})", {"aa", "aaa"}, {"a"});
     // a large count is counted, not expanded
-    check(R"gbnf(root ::= [a-z]{2000} "!")gbnf", {times("a", 2000) + "!"}, {times("a", 1999) + "!", "!"});
+    check(R"gbnf(root ::= [a-z]{1999} "!")gbnf", {times("a", 1999) + "!"}, {times("a", 1998) + "!", "!"});
     check(R"gbnf(root ::= [a-z]{0,100000})gbnf", {"", times("q", 100000)}, {times("q", 100001)});
 }
 
@@ -555,9 +579,10 @@ namespace
             bool nullable;
         };
         std::mt19937 rng;
+        bool counted;             // some maxima of 300: counted repetitions, not unrolled
         std::vector<text> rules;  // r0, r1, ... as regexes, for references
 
-        explicit random_grammar(std::uint32_t seed) : rng(seed) {}
+        explicit random_grammar(std::uint32_t seed, bool big = false) : rng(seed), counted(big) {}
         int pick(int n) { return int(rng() % unsigned(n)); }
 
         text item(int depth)
@@ -604,7 +629,8 @@ namespace
         text repeated(int depth)
         {
             const text x = item(depth);
-            const std::string m = std::to_string(pick(3)), n = std::to_string(pick(3) + 2);
+            const std::string m = std::to_string(pick(3));
+            const std::string n = counted && pick(2) == 0 ? "300" : std::to_string(pick(3) + 2);
             switch (pick(9))
             {
             // unbounded repetitions only of what cannot match the empty text
@@ -714,6 +740,59 @@ TEST_CASE("gbnf: random grammars accept what the same regular expression matches
     CHECK(compared >= 320);  // 357 with this seed
 }
 
+TEST_CASE("gbnf: random grammars with counted repetitions", "[gbnf][random]")
+{
+    // maxima of 300 make counted rules; a grammar whose counts the parser
+    // (llama.cpp's expansion limit) or the compiler (counts the text does not
+    // say) refuses is skipped
+    std::vector<std::string> texts{""};
+    for (std::size_t from = 0, len = 1; len <= 4; ++len)
+    {
+        const std::size_t to = texts.size();
+        for (std::size_t i = from; i < to; ++i)
+        {
+            for (const char c : std::string("abc"))
+            {
+                texts.push_back(texts[i] + c);
+            }
+        }
+        from = to;
+    }
+    random_grammar gen(77, true);
+    regex_options small;
+    small.max_states = 2000;
+    small.max_work = 4000000;
+    int compared = 0;
+    for (int round = 0; round < 400; ++round)
+    {
+        const auto [text, pattern] = gen.next();
+        INFO("grammar: " << text << "regex: " << pattern);
+        std::shared_ptr<const grammar_automaton> a;
+        byte_dfa dfa;
+        try
+        {
+            a = compile(text);
+            dfa = compile_regex(pattern, small);
+        }
+        catch (const invalid_parameter&)
+        {
+            continue;
+        }
+        for (const auto& t : texts)
+        {
+            std::int32_t s = dfa.start();
+            for (std::size_t i = 0; i < t.size() && s != byte_dfa::dead; ++i)
+            {
+                s = dfa.next(s, static_cast<unsigned char>(t[i]));
+            }
+            INFO("text: \"" << t << "\"");
+            REQUIRE(accepts(a, t) == (s != byte_dfa::dead && dfa.accepting(s)));
+        }
+        ++compared;
+    }
+    CHECK(compared >= 250);  // 284 with this seed, 45 of them with counted rules
+}
+
 // ---------------------------------------------------------------------------
 // Errors, each with its line:column.
 
@@ -803,6 +882,23 @@ TEST_CASE("gbnf: what only the whole grammar shows is compile_grammar's to repor
     check(R"gbnf(root ::= [\uD800-\uDFFF] | "x")gbnf", {"x"}, {"\xED\xA0\x80"});
 }
 
+TEST_CASE("gbnf: a counted repetition of what matches only the empty text is the empty text", "[gbnf]")
+{
+    // counted, not unrolled (300 copies); its body without the empty text matches nothing
+    check(R"gbnf(root ::= (""){300} "a")gbnf", {"a"}, {"", "aa"});
+    check(R"gbnf(root ::= ("a"{0} | ()){2,300} "b")gbnf", {"b"}, {"", "ab"});
+    check("root ::= e{5,300} \"x\"\ne ::= \"\"", {"x"}, {"", "xx"});
+}
+
+TEST_CASE("gbnf: a counted repetition ends an iteration only where its item ends", "[gbnf]")
+{
+    // the item's DFA loops on 'a' at its start; counted (300 copies), "a" must
+    // not read as a finished iteration
+    check(R"gbnf(root ::= ("a"* "b"){0,300})gbnf", {"", "b", "ab", "aabab", "bb"}, {"a", "ba", "aba", "c"});
+    check(R"gbnf(root ::= ([a]* [b]){2,300})gbnf", {"bb", "abab", times("b", 300)}, {"b", "ab", "bba", "aab", times("b", 301)});
+    check(R"gbnf(root ::= (("a"*)? "b" ","?){0,300} ".")gbnf", {".", "b.", "ab,b.", "b,ab,."}, {"a.", "ba.", "a,b.", "b,,."});
+}
+
 // ---------------------------------------------------------------------------
 // Limits.
 
@@ -836,14 +932,16 @@ TEST_CASE("gbnf: limits", "[gbnf][limits]")
     CHECK(parse_error("root ::= ((\"a\")?)", o).find("nested deeper than 2 levels") != std::string::npos);
     CHECK(parse_error("root ::= (((\"a\")))", o).find("nested deeper than 2 levels") != std::string::npos);
 
-    // repetition minimum: 2000 is fine, 2001 is not, unless allowed
-    check("root ::= \"a\"{2000}", {times("a", 2000)}, {times("a", 1999)});
+    // repetition minimum: over 2000 is an error, unless allowed (and 2000
+    // itself reaches llama.cpp's expansion limit)
+    check("root ::= \"a\"{1999,}", {times("a", 1999), times("a", 3000)}, {times("a", 1998)});
     CHECK(parse_error("root ::= \"a\"{2001}") ==
           "gbnf: the repetition minimum 2001 is over the limit of 2000 (gbnf_options::max_count) at 1:13 (in rule "
           "'root')");
     o = {};
     o.max_count = 5000;
-    check("root ::= \"a\"{5000}", {times("a", 5000)}, {times("a", 4999)}, o);
+    check("root ::= \"a\"{4999}", {times("a", 4999)}, {times("a", 4998)}, o);
+    CHECK(parse_error("root ::= \"a\"{2001}", o).empty());
     // a maximum is never limited, and is kept exact
     check("root ::= [a]{0,4000000000}", {"", "aaa"}, {"b"});
 }

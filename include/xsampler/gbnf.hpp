@@ -37,17 +37,21 @@
 // at 4:17 but never defined"), a missing root rule, and the limits: a text
 // over options.max_size bytes, expressions nested deeper than
 // options.max_depth (parentheses and stacked repetitions: the parser and
-// the compiler recurse on them), a repetition minimum over options.max_count.
+// the compiler recurse on them), a repetition minimum over options.max_count,
+// and newer llama.cpp's expansion limit: a repetition whose count (its
+// maximum, or its minimum when it has none, or 1), times the rules llama.cpp
+// would write for its item, reaches max_count ("a"{2000}, ([^x]*{0,99}){0,99}:
+// a group counts 1, plus each rule name first seen inside it, plus n - m
+// rules for each {m,n} and 1 for each other repetition in it; counts multiply
+// along the items repeated). Nested repetitions of that kind also make the
+// matcher's charts large, so the limit is kept.
 //
 // Where this parser decides differently from llama.cpp (the reason: never
 // accept a text outside the grammar the user wrote, never fail unclearly):
 //   - A maximum above max_count (2000, llama.cpp's MAX_REPETITION_THRESHOLD)
 //     is kept: x{0,5000} allows at most 5000 x. Newer llama.cpp reads it as
 //     x{0,} (options.large_max_unbounded = true does the same; older
-//     versions had no limits at all). Newer llama.cpp also refuses nested
-//     repetitions whose expansion reaches 2000 rules ((x{0,99}){0,99}, and
-//     "a"{2000} itself); here the compiler's limits (grammar_limits) bound
-//     what they cost instead.
+//     versions had no limits at all).
 //   - {m,n} with n < m is an error (older llama.cpp reads it as {m}, newer
 //     ones generate rules until memory runs out).
 //   - An empty class [] or [^] is an error (llama.cpp reads either as the
@@ -152,6 +156,10 @@ namespace xsampler
             std::map<rule_id, std::size_t> m_first_use;  // where each rule is first referred to
             std::map<std::pair<bool, grammar::code_point_ranges>, expr_id> m_classes;  // shared class expressions
             expr_id m_any = grammar::none;
+            std::uint64_t m_generated = 0;  // the rules llama.cpp would have generated so far
+
+            /// llama.cpp's symbol count: rule names seen, and the rules it generates.
+            std::uint64_t symbols() const noexcept { return m_g.rules() + m_generated; }
 
             // --- positions and errors ---
 
@@ -490,10 +498,12 @@ namespace xsampler
                 std::vector<expr_id> items;
                 std::vector<std::size_t> heights;
                 bool last = false;  // an item a repetition may apply to is items.back()
+                std::uint64_t expansion = 1;  // the rules llama.cpp would expand items.back() into
                 const auto push = [&](expr_id e, std::size_t h) {
                     items.push_back(e);
                     heights.push_back(h);
                     last = true;
+                    expansion = 1;
                 };
                 while (!at_end())
                 {
@@ -520,6 +530,7 @@ namespace xsampler
                         if (bytes.empty())
                         {
                             last = false;  // "" is no item: llama.cpp refuses ""* too
+                            expansion = 1;
                         }
                         else
                         {
@@ -553,6 +564,8 @@ namespace xsampler
                         ++m_i;
                         space(true);
                         std::size_t inner = 0;
+                        const std::uint64_t before = symbols();
+                        ++m_generated;  // llama.cpp's rule for the group
                         const expr_id inside = alternatives(true, depth + 1, inner);
                         if (!is(')'))
                         {
@@ -562,6 +575,7 @@ namespace xsampler
                         ++m_i;
                         space(nested);
                         push(inside, inner + 1);
+                        expansion = symbols() - before;
                     }
                     else if (c == '.')
                     {
@@ -577,8 +591,8 @@ namespace xsampler
                     {
                         ++m_i;
                         space(nested);
-                        repeat(items, heights, last, at, c == '+' ? 1 : 0, c == '?' ? 1 : grammar::unbounded,
-                               depth);
+                        repeat(items, heights, last, expansion, at, c == '+' ? 1 : 0,
+                               c == '?' ? 1 : grammar::unbounded, depth);
                     }
                     else if (c == '{')
                     {
@@ -629,7 +643,7 @@ namespace xsampler
                         {
                             max = grammar::unbounded;
                         }
-                        repeat(items, heights, last, at, min, max, depth);
+                        repeat(items, heights, last, expansion, at, min, max, depth);
                     }
                     else
                     {
@@ -647,13 +661,36 @@ namespace xsampler
                 return m_g.sequence(std::move(items));
             }
 
-            void repeat(std::vector<expr_id>& items, std::vector<std::size_t>& heights, bool last, std::size_t at,
-                        std::size_t min, std::size_t max, std::size_t depth)
+            /// items.back() repeated min..max times (the operator at `at`).
+            /// expansion: what llama.cpp would expand it into, as rules (see
+            /// the top of this file), multiplied by the repetition's count.
+            void repeat(std::vector<expr_id>& items, std::vector<std::size_t>& heights, bool last,
+                        std::uint64_t& expansion, std::size_t at, std::size_t min, std::size_t max, std::size_t depth)
             {
                 if (!last)
                 {
                     fail(std::string("'") + m_t[at] + "' has no item before it to repeat", at, in_rule());
                 }
+                // llama.cpp's reading: a maximum over its limit is no maximum
+                const bool no_max = max == grammar::unbounded || max > m_o.max_count;
+                const std::uint64_t copies = !no_max && max > 0 ? max : min > 0 ? min : 1;
+                if (expansion * copies >= m_o.max_count)
+                {
+                    const std::string op = m_t[at] != '{' ? std::string(1, m_t[at])
+                                           : "{" + std::to_string(min) +
+                                                 (max == min ? std::string()
+                                                  : max == grammar::unbounded ? std::string(",")
+                                                                              : "," + std::to_string(max)) +
+                                                 "}";
+                    fail("the repetition " + op + " of an item of " + std::to_string(expansion) +
+                             (expansion == 1 ? " rule" : " rules") + " expands to " +
+                             std::to_string(expansion * copies) + ", not under the limit of " +
+                             std::to_string(m_o.max_count) +
+                             " (llama.cpp's rule: nested repetitions multiply; gbnf_options::max_count)",
+                         at, in_rule());
+                }
+                expansion *= copies;
+                m_generated += no_max ? 1 : max - min;
                 items.back() = m_g.repeat(items.back(), min, max);
                 if (depth + ++heights.back() > m_o.max_depth)
                 {

@@ -1171,11 +1171,26 @@ namespace xsampler
                         tick();
                     }
                 }
-                if (p.counted && accepting[0])
+                // a counted rule's start is where an iteration ends, so no arc may enter
+                // it: in ("a"* "b"){0,300} the body's DFA loops on 'a' at its start, and
+                // "a" would end an iteration
+                bool entered = false;
+                for (const std::int32_t t : table)
                 {
-                    // a nullable body: iterations must read something; a new start
-                    // state like the old one but not accepting (the old one stays,
-                    // reachable through the body's loops)
+                    entered = entered || t == 0;
+                }
+                for (const auto& arcs : rule_arcs)
+                {
+                    for (const auto& a : arcs)
+                    {
+                        entered = entered || a.second == 0;
+                    }
+                }
+                if (p.counted && (accepting[0] || entered))
+                {
+                    // a nullable body (iterations must read something) or a start that arcs
+                    // enter: a new start state like the old one but not accepting (the old
+                    // one stays, reachable through the body's loops)
                     const auto id = std::uint32_t(sets.size());
                     sets.push_back({});
                     table.resize(sets.size() * classes, -1);
@@ -1267,6 +1282,12 @@ namespace xsampler
                         }
                     }
                 }
+                if (m_pending[i].counted)
+                {
+                    // a counted rule's start ends its iterations (the count completes it), so it stays even
+                    // when the body without the empty text matches nothing: (""){300} is the empty text
+                    live[0] = 1;
+                }
                 // Hopcroft (regex.hpp) over the live states and a dead sink; the
                 // symbols: the byte classes, then this DFA's rule symbols
                 std::map<std::uint32_t, std::uint32_t> symbol_of_rule;
@@ -1282,7 +1303,10 @@ namespace xsampler
                 {
                     kv.second = next_symbol++;
                 }
-                const std::size_t symbols = next_symbol;
+                // a counted rule's start merges with no other state (minimised, it could be
+                // entered again): one more symbol, on which only it goes on (to itself)
+                const bool counted = m_pending[i].counted;
+                const std::size_t symbols = next_symbol + (counted ? 1 : 0);
                 const auto sink = std::int32_t(m);
                 std::vector<std::int32_t> dense((m + 1) * symbols, sink);
                 std::vector<bool> final_states(m + 1, false);
@@ -1308,6 +1332,10 @@ namespace xsampler
                             dense[q * symbols + symbol_of_rule[arc.first]] = std::int32_t(arc.second);
                         }
                     }
+                }
+                if (counted)
+                {
+                    dense[symbols - 1] = 0;
                 }
                 work((m + 1) * symbols * 4);
                 const std::vector<std::int32_t> hop = regex::hopcroft(dense, m + 1, final_states, symbols);
