@@ -129,6 +129,12 @@ namespace xsampler
             std::int64_t delta;
             std::vector<std::pair<std::uint64_t, token_id>> tokens;
         };
+        /// A context's tokens (the second level's) with the cost of finishing
+        /// after each, less the state's own: sorted.
+        struct context_costs
+        {
+            std::vector<std::pair<std::int64_t, token_id>> tokens;
+        };
         struct position_costs
         {
             std::vector<budget_class> classes;
@@ -187,9 +193,16 @@ namespace xsampler
         {
             return find_or_make(m_positions, key, make, m_counters.position_hits, m_counters.position_walks);
         }
-        /// The second level's entry: the context-dependent tokens allowed.
+        /// The second level's entry: the context-dependent tokens allowed (ids;
+        /// many of them also as words of a bitset, to be or-ed in).
+        struct context_tokens
+        {
+            std::vector<token_id> ids;
+            std::vector<std::uint64_t> words;  // when ids are many
+            static constexpr std::size_t many = 256;
+        };
         template <class Make>
-        std::shared_ptr<const std::vector<token_id>> contexts(const std::string& key, Make&& make) const
+        std::shared_ptr<const context_tokens> contexts(const std::string& key, Make&& make) const
         {
             return find_or_make(m_contexts, key, make, m_counters.context_hits, m_counters.context_walks);
         }
@@ -199,6 +212,13 @@ namespace xsampler
         {
             std::size_t hits = 0, walks = 0;
             return find_or_make(m_costs, key, make, hits, walks);
+        }
+        /// The second level's costs under a budget.
+        template <class Make>
+        std::shared_ptr<const context_costs> context_cost(const std::string& key, Make&& make) const
+        {
+            std::size_t hits = 0, walks = 0;
+            return find_or_make(m_context_costs, key, make, hits, walks);
         }
         /// The token cost of each state (detail/token_costs.hpp), built on first use.
         const detail::token_costs& token_costs() const
@@ -237,8 +257,9 @@ namespace xsampler
         std::string m_name;
         mutable std::mutex m_lock;
         mutable std::unordered_map<std::string, std::shared_ptr<const position_masks>> m_positions;
-        mutable std::unordered_map<std::string, std::shared_ptr<const std::vector<token_id>>> m_contexts;
+        mutable std::unordered_map<std::string, std::shared_ptr<const context_tokens>> m_contexts;
         mutable std::unordered_map<std::string, std::shared_ptr<const position_costs>> m_costs;
+        mutable std::unordered_map<std::string, std::shared_ptr<const context_costs>> m_context_costs;
         mutable counters m_counters;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
@@ -341,11 +362,33 @@ namespace xsampler
             {
                 m_ctx_key = m_key;
                 context_key(m_ctx_key);
-                m_extras = m_g->contexts(m_ctx_key, [&] { return walk_context(*found); });
-                if (!m_extras->empty() || done)
+                m_extras = m_g->contexts(m_ctx_key, [&] {
+                    compiled_grammar::context_tokens ct;
+                    ct.ids = walk_context(*found);
+                    if (ct.ids.size() > ct.many)
+                    {
+                        ct.words.assign(found->allowed.words().size(), 0);
+                        for (const token_id t : ct.ids)
+                        {
+                            ct.words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64);
+                        }
+                    }
+                    return ct;
+                });
+                if (!m_extras->words.empty())
+                {
+                    std::vector<std::uint64_t> words = found->allowed.words();
+                    for (std::size_t w = 0; w < words.size(); ++w)
+                    {
+                        words[w] |= m_extras->words[w];
+                    }
+                    m_scratch = token_set(std::move(words));
+                    out = &m_scratch;
+                }
+                else if (!m_extras->ids.empty() || done)
                 {
                     m_scratch = found->allowed;
-                    for (const token_id t : *m_extras)
+                    for (const token_id t : m_extras->ids)
                     {
                         m_scratch.insert(t);
                     }
@@ -708,7 +751,8 @@ namespace xsampler
         }
 
         /// Walks the trie through `local`: on_token(node, popped before its
-        /// last byte, items) where it lives; returns the subtrees where it
+        /// last byte, items, generation) where it lives (generation[k]: a
+        /// number for the chart's set at depth k, new each time it is built); returns the subtrees where it
         /// dies after a kernel rule finished (decided by the context). While
         /// a set is one plain item, its children are a table look-up each and
         /// the chart is filled in only when the walk reaches something else.
@@ -723,6 +767,8 @@ namespace xsampler
             std::vector<earley_item> single(depths);      // depth d > real: its one plain item
             std::string path(depths, '\0');                // the bytes read, by depth - 1
             std::size_t real = 0;                          // the chart holds depths 0..real
+            std::vector<std::uint32_t> generation(depths, 0);  // of the chart's set at each depth
+            std::uint32_t sets_made = 0;
             const auto n = std::uint32_t(ix.nodes());
             for (std::uint32_t i = 0; i < n;)
             {
@@ -761,13 +807,14 @@ namespace xsampler
                     {
                         single[d] = y;
                         popped[d] = popped[d - 1];
-                        on_token(i, popped[d - 1] != 0, &single[d], &single[d] + 1);
+                        on_token(i, popped[d - 1] != 0, &single[d], &single[d] + 1, generation);
                         ++i;
                         continue;
                     }
                     for (std::size_t k = real + 1; k < d; ++k)  // fill in the chart up to the parent
                     {
                         local.step(static_cast<unsigned char>(path[k - 1]));
+                        generation[k] = ++sets_made;
                     }
                     real = d - 1;
                 }
@@ -781,8 +828,9 @@ namespace xsampler
                     continue;
                 }
                 real = d;
+                generation[d] = ++sets_made;
                 popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(local.popped()));
-                on_token(i, popped[d - 1] != 0, local.begin(), local.end());
+                on_token(i, popped[d - 1] != 0, local.begin(), local.end(), generation);
                 ++i;
             }
             return roots;
@@ -795,7 +843,8 @@ namespace xsampler
             matcher local = local_chart();
             compiled_grammar::position_masks out;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
-            out.roots = walk_local(local, [&](std::uint32_t i, bool, const earley_item*, const earley_item*) {
+            out.roots = walk_local(local, [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
+                                              const std::vector<std::uint32_t>&) {
                 ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
             });
             out.allowed = token_set(std::move(words));
@@ -819,56 +868,93 @@ namespace xsampler
                 std::uint64_t local;
             };
             std::vector<way> ways;
-            // the chains from item x up to a kernel group's level, local cost acc so far
-            const std::function<void(const earley_item&, std::uint64_t, std::size_t)> chains =
-                [&](const earley_item& x, std::uint64_t acc, std::size_t depth) {
-                    if (ways.size() > 256)
-                    {
-                        return;  // fewer ways: a dearer bound, never a wrong one
-                    }
-                    if (matcher::is_context(x.origin))
-                    {
-                        const std::uint32_t g = matcher::context - x.origin;
-                        ways.push_back({g, x.state, std::int64_t(x.count) - std::int64_t(m_kernel[m_rep[g]].count), acc});
-                        return;
-                    }
-                    if (depth > 256)
-                    {
-                        return;
-                    }
-                    const std::uint64_t here = detail::automaton::saturated_add(acc, tc.rest(x.state, x.count));
-                    const std::uint32_t rule = a.states[x.state].rule;
-                    for (const earley_item* y = local.set_begin(x.origin); y != local.set_end(x.origin); ++y)
-                    {
-                        if (!local.can_read(*y))
-                        {
-                            continue;
-                        }
-                        const auto& ys = a.states[y->state];
-                        for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
-                        {
-                            earley_item t{a.edges[e].target, y->origin, y->count};
-                            if (a.edges[e].rule == rule && local.advanced(t))
-                            {
-                                chains(t, here, depth + 1);
-                            }
-                        }
-                    }
-                };
-            walk_local(local, [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last) {
-                ways.clear();
-                if (last - first == 1 && matcher::is_context(first->origin))  // inside a kernel rule: itself
+            // out_of(rule, o): the ways from finishing `rule` begun at local set o up to
+            // a kernel group's level, memoised by (rule, o, the set's generation)
+            struct key_hash
+            {
+                std::size_t operator()(const std::array<std::uint32_t, 3>& k) const noexcept
                 {
-                    const std::uint32_t g = matcher::context - first->origin;
-                    ways.push_back({g, first->state,
-                                    std::int64_t(first->count) - std::int64_t(m_kernel[m_rep[g]].count), 0});
+                    return std::size_t((std::uint64_t(k[0]) * 0x9E3779B97F4A7C15ull) ^ (std::uint64_t(k[1]) << 32 | k[2]));
                 }
-                else
+            };
+            std::unordered_map<std::array<std::uint32_t, 3>, std::vector<way>, key_hash> memo;
+            std::unordered_map<std::array<std::uint32_t, 3>, char, key_hash> busy;
+            const std::vector<std::uint32_t>* generation = nullptr;
+            const auto add_way = [](std::vector<way>& into, const way& w) {
+                for (way& x : into)
                 {
-                    for (const earley_item* x = first; x != last; ++x)
+                    if (x.group == w.group && x.state == w.state && x.delta == w.delta)
                     {
-                        chains(*x, 0, 0);
+                        x.local = std::min(x.local, w.local);
+                        return;
                     }
+                }
+                if (into.size() < 256)  // fewer ways: a dearer bound, never a wrong one
+                {
+                    into.push_back(w);
+                }
+            };
+            std::function<std::vector<way>(std::uint32_t, std::uint32_t)> out_of;
+            std::size_t cycles = 0;  // an entry computed while a cycle was cut is not memoised (it may lack ways)
+            // the ways of item t (at the level above a finished rule, or in the set itself)
+            const auto ways_of = [&](const earley_item& t, std::vector<way>& into, std::uint64_t acc) {
+                if (matcher::is_context(t.origin))
+                {
+                    const std::uint32_t g = matcher::context - t.origin;
+                    add_way(into, {g, t.state, std::int64_t(t.count) - std::int64_t(m_kernel[m_rep[g]].count), acc});
+                    return;
+                }
+                const std::uint64_t here = detail::automaton::saturated_add(acc, tc.rest(t.state, t.count));
+                for (const way& w : out_of(a.states[t.state].rule, t.origin))
+                {
+                    add_way(into, {w.group, w.state, w.delta, detail::automaton::saturated_add(w.local, here)});
+                }
+            };
+            out_of = [&](std::uint32_t rule, std::uint32_t o) -> std::vector<way> {
+                const std::array<std::uint32_t, 3> k{rule, o, (*generation)[o]};
+                const auto found = memo.find(k);
+                if (found != memo.end())
+                {
+                    return found->second;
+                }
+                if (busy.count(k) != 0)
+                {
+                    ++cycles;
+                    return {};  // a cycle (left recursion): only dearer ways
+                }
+                const std::size_t cycles_before = cycles;
+                busy.emplace(k, 1);
+                std::vector<way> into;
+                for (const earley_item* y = local.set_begin(o); y != local.set_end(o); ++y)
+                {
+                    if (!local.can_read(*y))
+                    {
+                        continue;
+                    }
+                    const auto& ys = a.states[y->state];
+                    for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                    {
+                        earley_item t{a.edges[e].target, y->origin, y->count};
+                        if (a.edges[e].rule == rule && local.advanced(t))
+                        {
+                            ways_of(t, into, 0);
+                        }
+                    }
+                }
+                busy.erase(k);
+                if (cycles == cycles_before || busy.empty())
+                {
+                    memo.emplace(k, into);  // complete: no way was cut below it (or all cuts were its own)
+                }
+                return into;
+            };
+            walk_local(local, [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last,
+                                  const std::vector<std::uint32_t>& gen) {
+                generation = &gen;
+                ways.clear();
+                for (const earley_item* x = first; x != last; ++x)
+                {
+                    ways_of(*x, ways, 0);
                 }
                 std::size_t last_class = ~std::size_t(0);
                 std::uint64_t last_key = 0;
@@ -911,6 +997,12 @@ namespace xsampler
 
         /// The second level: the context's subtrees walked through the real chart.
         std::vector<token_id> walk_context(const compiled_grammar::position_masks& p) const
+        {
+            return walk_context(p, [](token_id, matcher&) {});
+        }
+        /// The same, with on_token(t, chart after t) for each allowed token.
+        template <class OnToken>
+        std::vector<token_id> walk_context(const compiled_grammar::position_masks& p, OnToken&& on_token) const
         {
             const vocabulary_index& ix = m_g->index();
             matcher m = m_matcher;
@@ -963,7 +1055,10 @@ namespace xsampler
                         i = ix.end(i);
                         continue;
                     }
-                    ix.for_each_token(i, [&](token_id t) { out.push_back(t); });
+                    ix.for_each_token(i, [&](token_id t) {
+                        out.push_back(t);
+                        on_token(t, m);
+                    });
                     ++i;
                 }
                 m.pop(m.position() - top);
@@ -971,6 +1066,67 @@ namespace xsampler
             std::sort(out.begin(), out.end());
             return out;
         }
+
+        /// The budget's whole mask by one walk of the trie through the real
+        /// chart (a set that is one plain item steps by table look-up): each
+        /// token whose completion after it fits in `target` tokens.
+        std::vector<std::uint64_t> walk_exact(std::uint64_t target) const
+        {
+            const vocabulary_index& ix = m_g->index();
+            const detail::token_costs& tc = m_g->token_costs();
+            matcher m = m_matcher;
+            std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            walk_local(m, [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
+                              const std::vector<std::uint32_t>&) {
+                std::uint64_t best = detail::automaton::infinite;
+                for (const earley_item* x = first; x != last; ++x)
+                {
+                    best = std::min(best, m.cost(*x, tc));
+                }
+                if (best <= target)
+                {
+                    ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
+                }
+            });
+            return words;
+        }
+
+        /// Whether every cost in the chart is count-free: no counted rule that
+        /// needs more iterations (then a context's costs, relative to the
+        /// state's, are the same for every state with its key).
+        bool count_free() const
+        {
+            const auto& a = *m_matcher.shared_rules();
+            for (std::size_t k = 0; k <= m_matcher.position(); ++k)
+            {
+                for (const earley_item* x = m_matcher.set_begin(k); x != m_matcher.set_end(k); ++x)
+                {
+                    const auto& r = a.rules[a.states[x->state].rule];
+                    if (r.counted && x->count < r.min)
+                    {
+                        return false;
+                    }
+                }
+            }
+            return true;
+        }
+
+        /// The budgeted mask by walk_exact, eos added when the text is complete.
+        const token_set& exact(std::uint64_t target, bool done)
+        {
+            auto words = walk_exact(target);
+            if (done)
+            {
+                for (const token_id e : vocab().eos())
+                {
+                    words[std::size_t(e) / 64] |= std::uint64_t(1) << (e % 64);
+                }
+            }
+            m_budgeted = token_set(std::move(words));
+            return m_budgeted;
+        }
+        /// Tokens a budgeted step reads through the chart one by one; more: one walk.
+        static constexpr std::size_t max_checks = 64;
 
         /// Whether the completion after token t fits in `target` tokens: read
         /// through the real chart.
@@ -1049,19 +1205,61 @@ namespace xsampler
                 }
                 cut = cut || keep[c] < k.tokens.size();
             }
+            // the context's tokens: their costs relative to the state's, cached by the
+            // context when they are count-free; else each read through the chart
             std::vector<token_id> extras;
-            if (m_extras && !m_current->roots.empty())
+            if (m_extras && !m_current->roots.empty() && !m_extras->ids.empty())
             {
-                for (const token_id t : *m_extras)
+                const std::uint64_t here = m_matcher.cheapest(tc);
+                std::shared_ptr<const compiled_grammar::context_costs> known;
+                if (count_free())
                 {
-                    if (fits_after(t, target))
+                    known = m_g->context_cost(m_ctx_key, [&] {
+                        compiled_grammar::context_costs cc;
+                        walk_context(*m_current, [&](token_id t, matcher& m) {
+                            cc.tokens.push_back({std::int64_t(m.cheapest(tc)) - std::int64_t(here), t});
+                        });
+                        std::sort(cc.tokens.begin(), cc.tokens.end());
+                        return cc;
+                    });
+                }
+                if (known && std::int64_t(here) + known->tokens.back().first <= std::int64_t(target))
+                {
+                    if (!cut)
                     {
+                        return allowed;  // every class whole, every context token fits
+                    }
+                    extras = m_extras->ids;
+                }
+                else if (known)
+                {
+                    for (const auto& [delta, t] : known->tokens)
+                    {
+                        if (std::int64_t(here) + delta > std::int64_t(target))
+                        {
+                            cut = true;
+                            break;
+                        }
                         extras.push_back(t);
                     }
-                    else
+                }
+                else if (m_extras->ids.size() <= max_checks)
+                {
+                    for (const token_id t : m_extras->ids)
                     {
-                        cut = true;
+                        if (fits_after(t, target))
+                        {
+                            extras.push_back(t);
+                        }
+                        else
+                        {
+                            cut = true;
+                        }
                     }
+                }
+                else
+                {
+                    return exact(target, done);
                 }
             }
             if (!cut)
@@ -1077,9 +1275,21 @@ namespace xsampler
                     set(costs->classes[c].tokens[j].second);
                 }
             }
+            std::vector<token_id> recheck;
             for (const token_id t : costs->check)
             {
-                if ((words[std::size_t(t) / 64] >> (t % 64) & 1) == 0 && fits_after(t, target))
+                if ((words[std::size_t(t) / 64] >> (t % 64) & 1) == 0)
+                {
+                    recheck.push_back(t);
+                }
+            }
+            if (recheck.size() > max_checks)
+            {
+                return exact(target, done);  // many: one walk through the chart beats one read each
+            }
+            for (const token_id t : recheck)
+            {
+                if (fits_after(t, target))
                 {
                     set(t);
                 }
@@ -1120,7 +1330,7 @@ namespace xsampler
         bool m_ended = false;
         std::size_t m_budget = 0;
         std::shared_ptr<const compiled_grammar::position_masks> m_current;  // alive while a step uses it
-        std::shared_ptr<const std::vector<token_id>> m_extras;
+        std::shared_ptr<const compiled_grammar::context_tokens> m_extras;
         token_set m_scratch, m_budgeted;
         std::string m_key, m_ctx_key;
         std::vector<earley_item> m_kernel;

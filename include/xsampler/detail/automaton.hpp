@@ -150,6 +150,7 @@ namespace xsampler
             using expr_id = grammar::expr_id;
             using op = grammar::op;
             static constexpr std::uint64_t inf = automaton::infinite;
+            static constexpr std::size_t max_inline = 64;
 
             automaton_builder(const grammar& g, const grammar_limits& limits)
                 : m_g(g), m_limits(limits), m_start(std::chrono::steady_clock::now())
@@ -889,7 +890,9 @@ namespace xsampler
                 case op::rule:
                 {
                     const rule_id r = x.index;
-                    if (m_inline[r] && std::find(inlining.begin(), inlining.end(), r) == inlining.end())
+                    // inlined rules nest at most max_inline deep (emit recurses through them)
+                    if (m_inline[r] && inlining.size() < max_inline &&
+                        std::find(inlining.begin(), inlining.end(), r) == inlining.end())
                     {
                         inlining.push_back(r);
                         const std::uint32_t end = emit(n, m_g.body(r), in, r, inlining);
