@@ -411,7 +411,7 @@ namespace
     struct generation_times
     {
         std::vector<double> mask, advance, keep_in;
-        std::vector<std::string> texts_before;  // filled only on demand (the slowest steps)
+        std::vector<std::size_t> allowed;  // the mask's size
     };
 
     /// The constraint as the chain's first stage, with its calls timed: at
@@ -449,6 +449,7 @@ namespace
             times->advance.push_back(advanced);
             times->mask.push_back(masked);
             times->keep_in.push_back(kept);
+            times->allowed.push_back(m.size());
         }
     };
 
@@ -825,6 +826,7 @@ namespace
                     const xsampler::token_set& m = c.mask();
                     const double masked = timer.stop();
                     const bool in = m.contains(tok);
+                    const std::size_t allowed = m.size();
                     if (tok == eos && in != c.complete())
                     {
                         out.problem = std::string("eos ") + (in ? "in" : "not in") + " the mask but complete() is " +
@@ -858,8 +860,9 @@ namespace
                         {
                             before += vocab().bytes(t.ids[j]);
                         }
-                        return where + " token " + std::to_string(k) + " (byte " + std::to_string(at_byte) + ") after \"" +
-                               shown(before, 50) + "\", next \"" + shown(vocab().bytes(tok), 20, false) + "\"";
+                        return where + " token " + std::to_string(k) + " (byte " + std::to_string(at_byte) + ", " +
+                               std::to_string(allowed) + " tokens allowed) after \"" + shown(before, 50) +
+                               "\", next \"" + shown(vocab().bytes(tok), 20, false) + "\"";
                     };
                     for (auto* s : into)
                     {
@@ -973,7 +976,10 @@ namespace
                 const auto here = [&] {
                     const std::vector<token_id> before(g.tokens.begin(),
                                                        g.tokens.begin() + std::ptrdiff_t(std::min(k, g.tokens.size())));
-                    return where + " step " + std::to_string(k) + " after \"" + shown(vocab().decode(before), 50) + "\"";
+                    return where + " step " + std::to_string(k) + " (" + std::to_string(times.allowed[k]) +
+                           " tokens allowed" +
+                           (budgeted ? ", " + std::to_string(m_o.max_tokens - k) + " left in the budget" : "") +
+                           ") after \"" + shown(vocab().decode(before), 50) + "\"";
                 };
                 const double adv = std::max(times.advance[k], 0.0);
                 s.mask.add(times.mask[k], here);
