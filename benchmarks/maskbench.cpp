@@ -153,6 +153,42 @@ namespace
         clock_type::time_point m_t0;
     };
 
+    /// The text with each byte that is not part of a well-formed UTF-8
+    /// sequence written as \xNN (a token may end inside a character).
+    std::string utf8_or_escaped(const std::string& s)
+    {
+        std::string out;
+        for (std::size_t i = 0; i < s.size();)
+        {
+            const auto b = static_cast<unsigned char>(s[i]);
+            std::size_t n = b < 0x80 ? 1 : b >= 0xC2 && b <= 0xDF ? 2 : b >= 0xE0 && b <= 0xEF ? 3 : b >= 0xF0 && b <= 0xF4 ? 4 : 0;
+            bool ok = n != 0 && i + n <= s.size();
+            for (std::size_t k = 1; ok && k < n; ++k)
+            {
+                const auto c = static_cast<unsigned char>(s[i + k]);
+                ok = (c & 0xC0) == 0x80;
+                if (ok && k == 1)  // overlong forms, surrogates, past U+10FFFF
+                {
+                    ok = !(b == 0xE0 && c < 0xA0) && !(b == 0xED && c >= 0xA0) && !(b == 0xF0 && c < 0x90) &&
+                         !(b == 0xF4 && c >= 0x90);
+                }
+            }
+            if (ok)
+            {
+                out.append(s, i, n);
+                i += n;
+            }
+            else
+            {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\x%02X", b);
+                out += buf;
+                ++i;
+            }
+        }
+        return out;
+    }
+
     /// Bytes for a message: printable ASCII as is, the rest escaped; at most
     /// `keep` bytes, the end of the text when `tail`.
     std::string shown(const std::string& s, std::size_t keep = 60, bool tail = true)
@@ -196,10 +232,10 @@ namespace
             }
             else
             {
-                out += ch;  // UTF-8 passes through
+                out += ch;  // bytes from 0x80: kept where they are well-formed UTF-8 (below)
             }
         }
-        return out + post;
+        return utf8_or_escaped(out) + post;
     }
 
     // ---------------------------------------------------------------- statistics
@@ -292,6 +328,7 @@ namespace
     struct group_counts
     {
         std::size_t files = 0, compiled = 0, compile_errors = 0;
+        std::size_t passed = 0;  // compiled, and every text decided right (MaskBench's "passes")
         std::size_t valid_accepted = 0, valid_rejected = 0, invalid_accepted = 0, invalid_rejected = 0;
         std::size_t generations = 0, eos_ended = 0;
         std::size_t budget_runs = 0, budget_eos = 0, budget_refused = 0;
@@ -697,7 +734,9 @@ namespace
             }
             m_schemas.compile.add(timer.stop(), [&] { return group + "/" + name; });
             ++counts.compiled;
+            const std::size_t wrong = counts.valid_rejected + counts.invalid_accepted + counts.failures;
             walk_tests(compiled, tests, group, name, counts, m_schemas);
+            counts.passed += counts.valid_rejected + counts.invalid_accepted + counts.failures == wrong ? 1 : 0;
             if (!m_o.no_generate)
             {
                 generate_all(compiled, m_o.generate, "schema", group, name, counts, m_schemas);
@@ -1097,6 +1136,7 @@ namespace
             }
             m_gbnf_timings.compile.add(timer.stop(), [&] { return name; });
             ++counts.compiled;
+            const std::size_t wrong = counts.valid_rejected + counts.invalid_accepted + counts.failures;
             // texts: the hand-written valid ones, random walks, the hand-written invalid ones
             std::vector<test_text> tests;
             const hand_texts hand = hand_written(name);
@@ -1140,6 +1180,7 @@ namespace
             }
             m_gbnf_texts[name] = tests.size();
             walk_tests(compiled, tests, group, name, counts, m_gbnf_timings);
+            counts.passed += counts.valid_rejected + counts.invalid_accepted + counts.failures == wrong ? 1 : 0;
             if (!m_o.no_generate)
             {
                 generate_all(compiled, m_o.gbnf_generate, "gbnf", group, name, counts, m_gbnf_timings);
@@ -1168,15 +1209,15 @@ namespace
 
         void counts_table(const std::map<std::string, group_counts>& groups, const char* first) const
         {
-            std::printf("| %s | files | compiled | compile errors | valid accepted | valid rejected | invalid accepted "
-                        "| invalid rejected | generations | eos-ended | budget-aware | budget eos-ended | budget refused "
-                        "| engine failures |\n",
+            std::printf("| %s | files | compiled | compile errors | passed | valid accepted | valid rejected | invalid "
+                        "accepted | invalid rejected | generations | eos-ended | budget-aware | budget eos-ended | budget "
+                        "refused | engine failures |\n",
                         first);
-            std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+            std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
             group_counts total;
             const auto row = [](const std::string& g, const group_counts& c) {
-                std::printf("| %s | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu |\n",
-                            g.c_str(), c.files, c.compiled, c.compile_errors, c.valid_accepted, c.valid_rejected,
+                std::printf("| %s | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu | %zu |\n",
+                            g.c_str(), c.files, c.compiled, c.compile_errors, c.passed, c.valid_accepted, c.valid_rejected,
                             c.invalid_accepted, c.invalid_rejected, c.generations, c.eos_ended, c.budget_runs,
                             c.budget_eos, c.budget_refused, c.failures);
             };
@@ -1186,6 +1227,7 @@ namespace
                 total.files += c.files;
                 total.compiled += c.compiled;
                 total.compile_errors += c.compile_errors;
+                total.passed += c.passed;
                 total.valid_accepted += c.valid_accepted;
                 total.valid_rejected += c.valid_rejected;
                 total.invalid_accepted += c.invalid_accepted;
@@ -1370,6 +1412,7 @@ namespace
                 j[g] = {{"files", c.files},
                         {"compiled", c.compiled},
                         {"compile_errors", c.compile_errors},
+                        {"passed", c.passed},
                         {"valid_accepted", c.valid_accepted},
                         {"valid_rejected", c.valid_rejected},
                         {"invalid_accepted", c.invalid_accepted},
