@@ -663,6 +663,80 @@ TEST_CASE("constraint: budgets from the minimum upwards all complete", "[constra
     }
 }
 
+TEST_CASE("constraint: under a budget advance takes exactly the tokens the mask allows", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    std::mt19937 pick(23);
+    std::size_t refused = 0;
+    for (const auto& text : schemas)
+    {
+        const constraint proto = make(text);
+        const std::size_t least = proto.shortest_completion();
+        for (std::size_t budget : {least, least + 1, least + 3})
+        {
+            constraint c = proto;
+            c.set_budget(budget);
+            while (!c.complete() || c.tokens() + 1 < budget)
+            {
+                const token_set mask = c.mask();
+                const std::string before = c.text();
+                std::vector<token_id> allowed;
+                for (token_id t = 0; t < token_id(v.size()); ++t)
+                {
+                    if (v.special(t))
+                    {
+                        continue;
+                    }
+                    constraint probe = c.fork();
+                    bool took = true;
+                    try
+                    {
+                        probe.advance(t);
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        took = false;
+                        const std::string what = e.what();
+                        if (what.find("leaves no completion within the budget") != std::string::npos)
+                        {
+                            ++refused;
+                            REQUIRE(probe.text() == before);  // as it was, and still usable
+                            REQUIRE(probe.mask().words() == mask.words());
+                        }
+                    }
+                    INFO(text << " budget " << budget << " after \"" << before << "\" token " << t);
+                    REQUIRE(took == mask.contains(t));
+                    if (took)
+                    {
+                        allowed.push_back(t);
+                    }
+                }
+                if (allowed.empty())
+                {
+                    break;
+                }
+                c.advance(allowed[pick() % allowed.size()]);
+            }
+            REQUIRE(c.complete());
+        }
+    }
+    CHECK(refused > 0);
+}
+
+TEST_CASE("constraint: a budget set after some tokens counts them", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    constraint c = make(schemas[0]);  // {"name":"","age":0}: 10 tokens with eos
+    c.advance(v.find("{\""));
+    const std::size_t need = c.shortest_completion();
+    CHECK_THROWS_WITH(c.set_budget(need), Contains("after the 1 read"));
+    CHECK(c.text() == "{\"");
+    c.set_budget(need + 1);
+    CHECK(c.mask().contains(v.find("name")));
+}
+
 TEST_CASE("constraint: the shortest completion counts tokens of the vocabulary", "[constraint]")
 {
     // {"name":"","age":0} (the properties in the schema's order) in the fewest

@@ -341,6 +341,16 @@ TEST_CASE("matcher: counted repetitions count code points exactly", "[grammar]")
     h.define(hr, h.repeat(h.plus(h.byte_class(byte_set::range('0', '9'))), 2, 40));
     h.set_root(hr);
     CHECK_THROWS_WITH(compile_grammar(h, limits), Contains("cannot be counted"));
+    // nor one whose item can end at once through a rule that matches the empty text
+    grammar e;
+    const auto er = e.rule("root"), as = e.rule("as");
+    e.define(as, e.choice({e.sequence({e.bytes("a"), e.ref(as)}), e.bytes("")}));
+    e.define(er, e.repeat(e.sequence({e.ref(as), e.optional(e.bytes("b"))}), 2, 40));
+    e.set_root(er);
+    CHECK_THROWS_WITH(compile_grammar(e, limits), Contains("can end without reading a byte"));
+    matcher eu(compile_grammar(e));
+    CHECK(eu.feed("aabab") == 5);
+    CHECK(eu.complete());
     matcher unrolled(compile_grammar(h));
     CHECK(unrolled.feed("12345") == 5);
     CHECK(unrolled.complete());

@@ -33,7 +33,8 @@
 //                 the vocabulary exactly when the text is complete
 //   advance(id)   reads the token; one the mask would not allow (a byte that
 //                 breaks the text, eos before the text is complete, a special
-//                 token that is not eos, anything after eos): invalid_parameter
+//                 token that is not eos, anything after eos, under a budget a
+//                 token after which no completion fits): invalid_parameter
 //                 naming the token and the text, and the constraint is as it was
 //   rollback(k)   forgets the last k tokens read (a rejected speculative
 //                 draft); k > tokens(): invalid_parameter
@@ -321,7 +322,7 @@ namespace xsampler
 
         /// Budget-aware completion: at most max_tokens tokens in all, eos
         /// included, counted from the empty text (0: no budget). Fails if
-        /// the shortest completion from the start does not fit.
+        /// the shortest completion from the text read so far does not fit.
         void set_budget(std::size_t max_tokens)
         {
             if (max_tokens != 0)
@@ -332,13 +333,14 @@ namespace xsampler
                     throw invalid_parameter(name() + ": a budget needs every single byte to be a token of the "
                                                      "vocabulary (byte fallback); this one lacks some");
                 }
-                matcher start(m_g->rules());
-                const std::size_t need = std::size_t(start.cheapest(m_g->token_costs())) + 1;
-                if (need > max_tokens)
+                // from the text read so far (all of it, at the start)
+                const std::size_t need = m_ended ? 0 : std::size_t(m_matcher.cheapest(m_g->token_costs())) + 1;
+                if (need + m_ids.size() > max_tokens)
                 {
                     throw invalid_parameter(name() + ": no completion fits in " + std::to_string(max_tokens) +
                                             " tokens: the shortest takes " + std::to_string(need) +
-                                            " (eos included), \"" + detail::shortened(start.completion()) + "\"");
+                                            (m_ids.empty() ? std::string() : " after the " + std::to_string(m_ids.size()) + " read") +
+                                            " (eos included), \"" + detail::shortened(m_matcher.completion()) + "\"");
                 }
             }
             m_budget = max_tokens;
@@ -450,6 +452,14 @@ namespace xsampler
                 m_matcher.pop(m_matcher.position() - before);
                 throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + detail::shortened(b) +
                                         "\") does not continue the text \"" + detail::shortened(text(), true) + "\"");
+            }
+            // under a budget, as the mask: a completion and eos must fit in the tokens after it
+            if (m_budget != 0 && (left() < 2 || m_matcher.cheapest(m_g->token_costs()) > left() - 2))
+            {
+                m_matcher.pop(m_matcher.position() - before);
+                throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + detail::shortened(b) +
+                                        "\") leaves no completion within the budget (" + std::to_string(left()) +
+                                        " tokens left, eos included)");
             }
             m_starts.push_back(before);
             m_ids.push_back(id);
@@ -576,118 +586,93 @@ namespace xsampler
             }
         }
 
-        /// The second level's key: for each kernel item, the items its rule
-        /// returns to, and theirs, up to the root (the chart's stack).
+        /// The second level's key: the chart's stack above the kernel, as a
+        /// graph. Its nodes are (set, rule) pairs, numbered as they are found,
+        /// breadth first from the kernel; a node's record lists the items of
+        /// that set waiting for that rule (their state after it, counts
+        /// clamped) and the node each returns to (or the text's end, or the
+        /// context). Then equal keys mean equal labelled graphs, so equal
+        /// futures. Also notes whether every count in it is done with its
+        /// minimum (m_ctx_count_free: budgets may cache relative costs).
         void context_key(std::string& key)
         {
             const auto& a = *m_matcher.shared_rules();
-            std::unordered_map<std::uint64_t, std::uint32_t> ids;  // (set, rule) -> record number
-            std::string records;
-            // an explicit stack: (set, rule) frames whose records are being built
-            struct frame
-            {
-                std::uint32_t set, rule;
-                std::vector<std::pair<std::string, std::uint64_t>> entries;  // (item, set<<32|rule) to finish
-                std::size_t next = 0;
+            const auto put32 = [](std::string& out, std::uint32_t v) {
+                out.append(reinterpret_cast<const char*>(&v), sizeof v);
             };
-            const auto record_of = [&](std::uint32_t set, std::uint32_t rule) -> std::uint32_t {
-                const std::uint64_t top = std::uint64_t(set) << 32 | rule;
-                const auto it = ids.find(top);
+            std::unordered_map<std::uint64_t, std::uint32_t> ids;  // (set, rule) -> node number
+            std::vector<std::uint64_t> nodes;
+            const auto node_of = [&](std::uint32_t set, std::uint32_t rule) -> std::uint32_t {
+                const std::uint64_t k = std::uint64_t(set) << 32 | rule;
+                const auto it = ids.find(k);
                 if (it != ids.end())
                 {
                     return it->second;
                 }
-                std::vector<frame> stack;
-                stack.push_back({set, rule, {}, 0});
-                const auto expand = [&](frame& f) {
-                    for (const earley_item* y = m_matcher.set_begin(f.set); y != m_matcher.set_end(f.set); ++y)
-                    {
-                        if (!m_matcher.can_read(*y))
-                        {
-                            continue;
-                        }
-                        const auto& ys = a.states[y->state];
-                        for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
-                        {
-                            if (a.edges[e].rule != f.rule)
-                            {
-                                continue;
-                            }
-                            std::string item;
-                            put_item(item, {a.edges[e].target, y->origin, y->count});
-                            f.entries.push_back({std::move(item), matcher::is_context(y->origin)
-                                                                      ? ~std::uint64_t(0)
-                                                                      : std::uint64_t(y->origin) << 32 | ys.rule});
-                        }
-                    }
-                };
-                expand(stack.back());
-                while (!stack.empty())
-                {
-                    frame& f = stack.back();
-                    if (f.next < f.entries.size())
-                    {
-                        const std::uint64_t up = f.entries[f.next].second;
-                        ++f.next;
-                        if (up != ~std::uint64_t(0) && ids.find(up) == ids.end())
-                        {
-                            ids.emplace(up, ~std::uint32_t(0));  // on the stack: a cycle refers to it by this
-                            stack.push_back({std::uint32_t(up >> 32), std::uint32_t(up), {}, 0});
-                            expand(stack.back());
-                        }
-                        continue;
-                    }
-                    // all parents numbered: write the record
-                    std::vector<std::string> lines;
-                    for (const auto& [item, up] : f.entries)
-                    {
-                        std::uint32_t n = ~std::uint32_t(0);
-                        if (up != ~std::uint64_t(0))
-                        {
-                            n = ids[up];
-                        }
-                        std::string line = item;
-                        line.append(reinterpret_cast<const char*>(&n), sizeof n);
-                        lines.push_back(std::move(line));
-                    }
-                    if (f.set == 0 && f.rule == a.root)
-                    {
-                        lines.push_back("end");
-                    }
-                    std::sort(lines.begin(), lines.end());
-                    lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
-                    const auto number = std::uint32_t(ids.size());
-                    records += "[";
-                    for (const auto& l : lines)
-                    {
-                        records += l;
-                        records += ";";
-                    }
-                    records += "]";
-                    ids[std::uint64_t(f.set) << 32 | f.rule] = number;
-                    stack.pop_back();
-                }
-                return ids[top];
+                const auto n = std::uint32_t(nodes.size());
+                ids.emplace(k, n);
+                nodes.push_back(k);
+                return n;
             };
+            bool count_free = true;
+            const auto note = [&](const earley_item& x) {
+                const auto& r = a.rules[a.states[x.state].rule];
+                count_free = count_free && !(r.counted && x.count < r.min);
+            };
+            constexpr std::uint32_t none = ~std::uint32_t(0);
             std::vector<std::string> lines;
             for (const auto& x : m_kernel)
             {
+                note(x);
                 std::string line;
                 put_item(line, x);
-                const std::uint32_t n =
-                    matcher::is_context(x.origin) ? ~std::uint32_t(0) : record_of(x.origin, a.states[x.state].rule);
-                line.append(reinterpret_cast<const char*>(&n), sizeof n);
+                put32(line, matcher::is_context(x.origin) ? none : node_of(x.origin, a.states[x.state].rule));
                 lines.push_back(std::move(line));
             }
             std::sort(lines.begin(), lines.end());
             lines.erase(std::unique(lines.begin(), lines.end()), lines.end());
-            key += "|";
+            std::string records;
+            for (std::size_t n = 0; n < nodes.size(); ++n)  // grows as parents are found
+            {
+                const auto set = std::uint32_t(nodes[n] >> 32), rule = std::uint32_t(nodes[n]);
+                std::string entries;
+                std::uint32_t count = 0;
+                for (const earley_item* y = m_matcher.set_begin(set); y != m_matcher.set_end(set); ++y)
+                {
+                    if (!m_matcher.can_read(*y))
+                    {
+                        continue;
+                    }
+                    const auto& ys = a.states[y->state];
+                    for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                    {
+                        if (a.edges[e].rule != rule)
+                        {
+                            continue;
+                        }
+                        const earley_item t{a.edges[e].target, y->origin, y->count};
+                        note(t);
+                        put_item(entries, t);
+                        put32(entries, matcher::is_context(y->origin) ? none : node_of(y->origin, ys.rule));
+                        ++count;
+                    }
+                }
+                records += char(set == 0 && rule == a.root);  // the text may end here
+                put32(records, count);
+                records += entries;
+            }
+            m_ctx_count_free = count_free;
+            std::string out;
+            put32(out, std::uint32_t(key.size()));
+            out += key;
+            put32(out, std::uint32_t(lines.size()));
             for (const auto& l : lines)
             {
-                key += l;
+                out += l;
             }
-            key += "|";
-            key += records;
+            put32(out, std::uint32_t(nodes.size()));
+            out += records;
+            key = std::move(out);
         }
 
         /// A matcher from the kernel's positions alone: one item per group.
@@ -1091,26 +1076,6 @@ namespace xsampler
             return words;
         }
 
-        /// Whether every cost in the chart is count-free: no counted rule that
-        /// needs more iterations (then a context's costs, relative to the
-        /// state's, are the same for every state with its key).
-        bool count_free() const
-        {
-            const auto& a = *m_matcher.shared_rules();
-            for (std::size_t k = 0; k <= m_matcher.position(); ++k)
-            {
-                for (const earley_item* x = m_matcher.set_begin(k); x != m_matcher.set_end(k); ++x)
-                {
-                    const auto& r = a.rules[a.states[x->state].rule];
-                    if (r.counted && x->count < r.min)
-                    {
-                        return false;
-                    }
-                }
-            }
-            return true;
-        }
-
         /// The budgeted mask by walk_exact, eos added when the text is complete.
         const token_set& exact(std::uint64_t target, bool done)
         {
@@ -1212,7 +1177,7 @@ namespace xsampler
             {
                 const std::uint64_t here = m_matcher.cheapest(tc);
                 std::shared_ptr<const compiled_grammar::context_costs> known;
-                if (count_free())
+                if (m_ctx_count_free)
                 {
                     known = m_g->context_cost(m_ctx_key, [&] {
                         compiled_grammar::context_costs cc;
@@ -1222,6 +1187,10 @@ namespace xsampler
                         std::sort(cc.tokens.begin(), cc.tokens.end());
                         return cc;
                     });
+                }
+                if (known && known->tokens.empty())
+                {
+                    known.reset();  // nothing to read: the ids decide alone
                 }
                 if (known && std::int64_t(here) + known->tokens.back().first <= std::int64_t(target))
                 {
@@ -1335,6 +1304,7 @@ namespace xsampler
         std::string m_key, m_ctx_key;
         std::vector<earley_item> m_kernel;
         std::vector<std::uint32_t> m_group, m_rep;
+        bool m_ctx_count_free = false;  // context_key's: every count in the key has met its minimum
         std::vector<std::string> m_parts;
     };
 

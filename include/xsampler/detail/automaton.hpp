@@ -1450,6 +1450,35 @@ namespace xsampler
                     }
                     return a.states[s].edges_begin != a.states[s].edges_end;
                 };
+                // an iteration that rules matching the empty text can end at once
+                // would count any number of times at one byte
+                {
+                    std::vector<std::uint32_t> todo{base};
+                    std::vector<std::uint8_t> seen(count, 0);
+                    seen[0] = 1;
+                    while (!todo.empty())
+                    {
+                        const std::uint32_t s = todo.back();
+                        todo.pop_back();
+                        if (a.states[s].accepting)
+                        {
+                            const auto& r = a.rules[i];
+                            fail("grammar: rule " + rule_name(m_pending[i].source) + ": the repetition {" +
+                                 std::to_string(r.min) + "," + std::to_string(r.max) +
+                                 "} is too large to unroll (grammar_limits::unroll) and cannot be counted: its item "
+                                 "can end without reading a byte (through a rule that matches the empty text)");
+                        }
+                        for (std::uint32_t e = a.states[s].edges_begin; e < a.states[s].edges_end; ++e)
+                        {
+                            const std::uint32_t t = a.edges[e].target;
+                            if (a.rules[a.edges[e].rule].nullable && t >= base && t < base + count && !seen[t - base])
+                            {
+                                seen[t - base] = 1;
+                                todo.push_back(t);
+                            }
+                        }
+                    }
+                }
                 std::vector<std::uint8_t> first(a.classes, 0), next(a.classes, 0);
                 const bool first_rule = reads(base, first);
                 bool next_rule = false, ends_and_goes_on = false;
