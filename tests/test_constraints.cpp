@@ -804,6 +804,31 @@ TEST_CASE("constraint: errors name the problem and leave the constraint usable",
     CHECK(ch.final_distribution(row, token_history()).ids.size() == 2);  // '{' and '{"' start the object
 }
 
+TEST_CASE("constraint: more distinct items at one position than a mask tracks is an error and never a wrong mask", "[constraint]")
+{
+    // root ::= r0 | ... | rN, ri ::= "x" i's digits | "(" ri ")": recursive rules
+    // (not inlined), so after "x" every ri is an item of its own
+    grammar g;
+    const std::size_t n = 70000;
+    std::vector<grammar::expr_id> refs;
+    for (std::size_t i = 0; i < n; ++i)
+    {
+        const auto r = g.rule("r" + std::to_string(i));
+        g.define(r, g.choice({g.sequence({g.bytes("x"), g.bytes(std::to_string(i))}),
+                              g.sequence({g.bytes("("), g.ref(r), g.bytes(")")})}));
+        refs.push_back(g.ref(r));
+    }
+    const auto root = g.rule("root");
+    g.define(root, g.choice(refs));
+    g.set_root(root);
+    constraint c = grammar_constraint(small_index(), g, "wide");
+    CHECK(c.mask().contains(small_index()->vocab().find("x")));
+    c.advance(small_index()->vocab().find("x"));
+    CHECK_THROWS_WITH(c.mask(), Contains("distinct items at one position"));
+    c.advance(small_index()->vocab().find("7"));  // still usable: r7, r70..., r7xxxx
+    CHECK(c.text() == "x7");
+}
+
 TEST_CASE("json_schema: unsupported keywords and bad values are errors that name them", "[constraint]")
 {
     const auto fails = [](const std::string& schema, const std::string& message) {

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -282,6 +283,55 @@ TEST_CASE("matcher: left recursion, ambiguity and empty rules", "[grammar]")
     }
     matcher km(ka);
     CHECK(km.feed("yyy") == 2);
+}
+
+TEST_CASE("matcher: a set of thousands of items is kept without repeats", "[grammar]")
+{
+    // root ::= r0 | ... | r2999, ri ::= "x" i's digits | "(" ri ")" | ri "!": after
+    // "(((x" every ri is live three levels deep, sets of thousands of items
+    grammar g;
+    const std::size_t n = 3000;
+    std::vector<grammar::expr_id> refs;
+    for (std::size_t i = 0; i < n; ++i)
+    {
+        const auto r = g.rule("r" + std::to_string(i));
+        g.define(r, g.choice({g.sequence({g.bytes("x"), g.bytes(std::to_string(i))}),
+                              g.sequence({g.bytes("("), g.ref(r), g.bytes(")")}),
+                              g.sequence({g.ref(r), g.bytes("!")})}));
+        refs.push_back(g.ref(r));
+    }
+    const auto root = g.rule("root");
+    g.define(root, g.choice(refs));
+    g.set_root(root);
+    const auto a = compile_grammar(g);
+    const auto accepts = [&](const std::string& t) {
+        matcher m(a);
+        return m.feed(t) == t.size() && m.complete();
+    };
+    CHECK(accepts("(((x2999)!)!)"));
+    CHECK(accepts("x0!!"));
+    CHECK(accepts("((x17))"));
+    CHECK(!accepts("((x17)"));
+    CHECK(!accepts("(x3000)"));
+    CHECK(!accepts("(x17))"));
+    matcher m(a);
+    CHECK(m.feed("(((x") == 4);
+    CHECK(m.items() >= n);
+    std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t>> distinct;
+    for (const earley_item* x = m.begin(); x != m.end(); ++x)
+    {
+        distinct.insert({x->state, x->origin, x->count});
+    }
+    CHECK(distinct.size() == m.items());
+    // each item once: as many as a fresh chart from the same bytes after a pop
+    const std::size_t items = m.items();
+    m.pop(2);
+    CHECK(m.feed("(x") == 2);
+    CHECK(m.items() == items);
+    CHECK(m.feed("29") == 2);  // x29, x290..x299, x2900..x2999
+    CHECK(!m.complete());
+    CHECK(m.feed(")))") == 3);
+    CHECK(m.complete());
 }
 
 TEST_CASE("matcher: counted repetitions count code points exactly", "[grammar]")

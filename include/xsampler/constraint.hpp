@@ -69,12 +69,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <cstddef>
 #include <functional>
 #include <limits>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -445,22 +446,24 @@ namespace xsampler
                 m_ended = true;
                 return;
             }
+            m_starts.reserve(m_starts.size() + 1);
+            m_ids.reserve(m_ids.size() + 1);
             const std::size_t before = m_matcher.position();
+            rewind undo{m_matcher, before};
             const std::string& b = v.bytes(id);
             if (m_matcher.feed(b) != b.size())
             {
-                m_matcher.pop(m_matcher.position() - before);
                 throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + detail::shortened(b) +
                                         "\") does not continue the text \"" + detail::shortened(text(), true) + "\"");
             }
             // under a budget, as the mask: a completion and eos must fit in the tokens after it
             if (m_budget != 0 && (left() < 2 || m_matcher.cheapest(m_g->token_costs()) > left() - 2))
             {
-                m_matcher.pop(m_matcher.position() - before);
                 throw invalid_parameter(name() + ": token " + std::to_string(id) + " (\"" + detail::shortened(b) +
                                         "\") leaves no completion within the budget (" + std::to_string(left()) +
                                         " tokens left, eos included)");
             }
+            undo.keep();
             m_starts.push_back(before);
             m_ids.push_back(id);
         }
@@ -568,6 +571,13 @@ namespace xsampler
             std::vector<std::string> sorted = parts;
             std::sort(sorted.begin(), sorted.end());
             sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+            if (sorted.size() >= matcher::max_groups)
+            {
+                throw invalid_parameter(name() + ": " + std::to_string(sorted.size()) +
+                                        " distinct items at one position, more than the " +
+                                        std::to_string(matcher::max_groups - 1) +
+                                        " a mask can track (a grammar this ambiguous is beyond the matcher)");
+            }
             m_group.assign(m_kernel.size(), 0);
             m_rep.assign(sorted.size(), ~std::uint32_t(0));
             for (std::size_t i = 0; i < m_kernel.size(); ++i)
@@ -845,7 +855,8 @@ namespace xsampler
             const grammar_automaton& a = *m_matcher.shared_rules();
             matcher local = local_chart();
             compiled_grammar::position_costs out;
-            std::unordered_map<std::uint64_t, std::size_t> class_of;  // (group, state, delta) packed
+            // (group, state, delta) -> class; groups and states below 2^32, a delta below 2^63
+            std::map<std::tuple<std::uint32_t, std::uint32_t, std::int64_t>, std::size_t> class_of;
             struct way
             {
                 std::uint32_t group, state;
@@ -942,7 +953,7 @@ namespace xsampler
                     ways_of(*x, ways, 0);
                 }
                 std::size_t last_class = ~std::size_t(0);
-                std::uint64_t last_key = 0;
+                std::tuple<std::uint32_t, std::uint32_t, std::int64_t> last_key;
                 ix.for_each_token(i, [&](token_id t) {
                     if (popped)
                     {
@@ -950,9 +961,7 @@ namespace xsampler
                     }
                     for (const way& w : ways)
                     {
-                        // a token's count moves by at most its bytes: delta fits 16 bits
-                        const std::uint64_t key = std::uint64_t(w.group) << 48 | std::uint64_t(w.state) << 16 |
-                                                  std::uint16_t(std::int16_t(w.delta));
+                        const auto key = std::make_tuple(w.group, w.state, w.delta);
                         if (last_class == ~std::size_t(0) || key != last_key)
                         {
                             auto it = class_of.find(key);
@@ -1097,15 +1106,9 @@ namespace xsampler
         /// through the real chart.
         bool fits_after(token_id t, std::uint64_t target) const
         {
-            const std::size_t before = m_matcher.position();
+            const rewind undo{m_matcher, m_matcher.position()};
             const std::string& b = vocab().bytes(t);
-            bool fits = false;
-            if (m_matcher.feed(b) == b.size())
-            {
-                fits = m_matcher.cheapest(m_g->token_costs()) <= target;
-            }
-            m_matcher.pop(m_matcher.position() - before);
-            return fits;
+            return m_matcher.feed(b) == b.size() && m_matcher.cheapest(m_g->token_costs()) <= target;
         }
 
         /// The mask restricted to the tokens after which a completion, eos
@@ -1294,6 +1297,21 @@ namespace xsampler
 
         std::shared_ptr<const compiled_grammar> m_g;
         mutable matcher m_matcher;
+        /// Back to a position when the scope ends (however it ends), unless kept.
+        struct rewind
+        {
+            matcher& m;
+            std::size_t to;
+            bool kept = false;
+            void keep() noexcept { kept = true; }
+            ~rewind()
+            {
+                if (!kept)
+                {
+                    m.pop(m.position() - to);
+                }
+            }
+        };
         std::vector<std::size_t> m_starts;  // the matcher's position before each token read
         std::vector<token_id> m_ids;
         bool m_ended = false;

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -85,6 +86,7 @@ namespace xsampler
         void reset()
         {
             m_items.clear();
+            forget_hash();
             m_sets.assign(1, 0);
             m_popped.assign(1, 0);
             m_bytes.ready = m_tokens.ready = 0;
@@ -98,6 +100,7 @@ namespace xsampler
         void start_from(const std::vector<earley_item>& kernel, const std::vector<std::uint32_t>& group)
         {
             m_items.clear();
+            forget_hash();
             m_sets.assign(1, 0);
             m_popped.assign(1, 0);
             m_bytes.ready = m_tokens.ready = 0;
@@ -113,6 +116,9 @@ namespace xsampler
         const grammar_automaton& rules() const noexcept { return *m_a; }
         std::shared_ptr<const grammar_automaton> shared_rules() const noexcept { return m_a; }
 
+        /// Reads one byte; false (and nothing changed) if no item can. If it
+        /// throws (std::bad_alloc), the set it was building counts as read:
+        /// pop() back to the position before undoes it.
         bool step(unsigned char b)
         {
             const grammar_automaton& a = *m_a;
@@ -168,6 +174,7 @@ namespace xsampler
             }
             const std::size_t sets = m_sets.size() - n;
             m_items.resize(m_sets[sets]);
+            forget_hash();
             m_sets.resize(sets);
             m_popped.resize(sets);
             m_bytes.ready = std::min(m_bytes.ready, sets);
@@ -377,17 +384,52 @@ namespace xsampler
                 insert(x);
             }
         }
+        /// Adds x to the current set unless it is there: a scan while the set
+        /// is small, a hash of its items once it is large (a wide grammar's
+        /// set holds thousands).
         void insert(const earley_item& x)
         {
-            for (std::uint32_t i = m_sets.back(); i < m_items.size(); ++i)
+            const std::size_t begin = m_sets.back(), n = m_items.size() - begin;
+            if (n < hashed_from)
             {
-                if (m_items[i] == x)
+                for (std::size_t i = begin; i < m_items.size(); ++i)
                 {
-                    return;
+                    if (m_items[i] == x)
+                    {
+                        return;
+                    }
                 }
+                m_items.push_back(x);
+                return;
+            }
+            if (m_hashed_begin != begin)
+            {
+                m_hashed.clear();
+                m_hashed_begin = begin;
+                m_hashed_n = 0;
+            }
+            for (; m_hashed_n < n; ++m_hashed_n)
+            {
+                m_hashed.insert(m_items[begin + m_hashed_n]);
+            }
+            if (m_hashed.find(x) != m_hashed.end())
+            {
+                return;
             }
             m_items.push_back(x);
+            try
+            {
+                m_hashed.insert(x);
+                ++m_hashed_n;
+            }
+            catch (...)
+            {
+                m_items.pop_back();  // the set as the hash knows it
+                throw;
+            }
         }
+        /// After the items shrink: the hash indexes a set that may be gone.
+        void forget_hash() noexcept { m_hashed_begin = ~std::size_t(0); }
 
         /// Predictions and completions until the current set is closed.
         void closure()
@@ -570,6 +612,17 @@ namespace xsampler
 
         std::shared_ptr<const grammar_automaton> m_a;
         std::vector<earley_item> m_items;
+        struct item_hash
+        {
+            std::size_t operator()(const earley_item& x) const noexcept
+            {
+                std::uint64_t h = (std::uint64_t(x.state) << 32 | x.origin) * 0x9E3779B97F4A7C15ull;
+                return std::size_t((h ^ (h >> 29)) + x.count * 0xBF58476D1CE4E5B9ull);
+            }
+        };
+        static constexpr std::size_t hashed_from = 256;
+        std::unordered_set<earley_item, item_hash> m_hashed;  // the current set's items, once it is large
+        std::size_t m_hashed_begin = ~std::size_t(0), m_hashed_n = 0;
         std::vector<std::uint32_t> m_sets;    // set k is m_items[m_sets[k], m_sets[k + 1])
         std::vector<std::uint8_t> m_popped;   // set k saw a context item complete
         cost_cache m_bytes, m_tokens;         // cost(): in bytes, and in the model's units
