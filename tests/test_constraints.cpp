@@ -45,7 +45,7 @@ namespace
             for (const char* t : {"{\"", "\":", "\",", "\"}", "},", "\"},", "\":\"", "\": ", ", \"", "[{", "}]", "]}",
                                   "[\"", "\"]", "true", "false", "null", "tr", "nu", "name", "\"name\"", "age", "12",
                                   "0.", "e+", "-1", "\\u", "\\n", "D83D", "DE00", "\\uD83D", "é", "\xE2\x82", "\xAC",
-                                  "  ", "\n  ", "abc", "red", "\"red\"", "green", "[]", "{}", "\"\"", "000", "1.5"})
+                                  "  ", "\n  ", "abc", "b,", "e]", "red", "\"red\"", "green", "[]", "{}", "\"\"", "000", "1.5"})
             {
                 tokens.emplace_back(t);
             }
@@ -427,9 +427,10 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
 namespace
 {
     /// Grammars built on the IR directly: left recursion, nesting, ambiguity.
-    std::vector<grammar> ir_grammars()
+    /// Grammars over the IR, each with the limits it is compiled with.
+    std::vector<std::pair<grammar, grammar_limits>> ir_grammars()
     {
-        std::vector<grammar> out;
+        std::vector<std::pair<grammar, grammar_limits>> out;
         {
             grammar g;  // arithmetic, left-recursive
             const auto expr = g.rule("expr"), term = g.rule("term");
@@ -437,7 +438,7 @@ namespace
             g.define(term, g.choice({digits, g.sequence({g.bytes("("), g.ref(expr), g.bytes(")")})}));
             g.define(expr, g.choice({g.sequence({g.ref(expr), g.byte_class(byte_set::of("+-")), g.ref(term)}), g.ref(term)}));
             g.set_root(expr);
-            out.push_back(std::move(g));
+            out.emplace_back(std::move(g), grammar_limits{});
         }
         {
             grammar g;  // nested lists of names, right-recursive, with optional spaces
@@ -446,14 +447,42 @@ namespace
             g.define(items, g.choice({item, g.sequence({item, g.bytes(","), g.optional(g.bytes(" ")), g.ref(items)})}));
             g.define(list, g.sequence({g.bytes("["), g.optional(g.ref(items)), g.bytes("]")}));
             g.set_root(list);
-            out.push_back(std::move(g));
+            out.emplace_back(std::move(g), grammar_limits{});
         }
         {
             grammar g;  // an ambiguous one: s ::= s s | "ab" | "a"
             const auto s = g.rule("s");
             g.define(s, g.choice({g.sequence({g.ref(s), g.ref(s)}), g.bytes("ab"), g.bytes("a")}));
             g.set_root(s);
-            out.push_back(std::move(g));
+            out.emplace_back(std::move(g), grammar_limits{});
+        }
+        {
+            // counted repetitions (unroll 4): quoted names of 0 to 5 letters, lists of
+            // 2 to 4 of them; a name may end at every count but may not pass 5
+            grammar g;
+            const auto name = g.rule("name"), list = g.rule("list");
+            g.define(name, g.sequence({g.bytes("\""), g.repeat(g.byte_class(byte_set::range('a', 'e')), 0, 5), g.bytes("\"")}));
+            g.define(list, g.sequence({g.bytes("["), g.ref(name),
+                                      g.repeat(g.sequence({g.bytes(","), g.ref(name)}), 1, 3), g.bytes("]")}));
+            g.set_root(list);
+            grammar_limits limits;
+            limits.unroll = 4;
+            out.emplace_back(std::move(g), limits);
+        }
+        {
+            // a counted repetition that ends its rule: item ::= "x" [a-e]{0,5} | "(" item ")"
+            // (recursive: a rule of its own), in [item (, item){0,3}]: tokens such as
+            // "b," read past an item's end
+            grammar g;
+            const auto item = g.rule("item"), list = g.rule("list");
+            g.define(item, g.choice({g.sequence({g.bytes("x"), g.repeat(g.byte_class(byte_set::range('a', 'e')), 0, 5)}),
+                                     g.sequence({g.bytes("("), g.ref(item), g.bytes(")")})}));
+            g.define(list, g.sequence({g.bytes("["), g.ref(item), g.repeat(g.sequence({g.bytes(","), g.ref(item)}), 0, 3),
+                                      g.bytes("]")}));
+            g.set_root(list);
+            grammar_limits limits;
+            limits.unroll = 4;
+            out.emplace_back(std::move(g), limits);
         }
         return out;
     }
@@ -466,9 +495,9 @@ TEST_CASE("constraint: on recursive grammars too, the mask allows exactly the to
     const auto& v = index->vocab();
     const token_id eos = v.eos()[0];
     std::mt19937 pick(17);
-    for (const auto& g : ir_grammars())
+    for (const auto& [g, limits] : ir_grammars())
     {
-        const auto compiled = std::make_shared<const compiled_grammar>(index, g, "ir");
+        const auto compiled = std::make_shared<const compiled_grammar>(index, g, "ir", limits);
         for (int run = 0; run < 8; ++run)
         {
             constraint c(compiled);  // shares the masks of the runs before: contexts vary, positions repeat
@@ -539,9 +568,9 @@ TEST_CASE("constraint: budgets on recursive grammars from the minimum upwards al
 {
     const auto index = small_index();
     const auto& v = index->vocab();
-    for (const auto& g : ir_grammars())
+    for (const auto& [g, limits] : ir_grammars())
     {
-        const auto compiled = std::make_shared<const compiled_grammar>(index, g, "ir");
+        const auto compiled = std::make_shared<const compiled_grammar>(index, g, "ir", limits);
         const std::size_t least = constraint(compiled).shortest_completion();
         for (std::size_t budget = least; budget < least + 10; ++budget)
         {
@@ -821,7 +850,9 @@ TEST_CASE("constraint: more distinct items at one position than a mask tracks is
     const auto root = g.rule("root");
     g.define(root, g.choice(refs));
     g.set_root(root);
-    constraint c = grammar_constraint(small_index(), g, "wide");
+    grammar_limits limits;
+    limits.max_seconds = 60;  // about 1 s alone: the time is not what is tested
+    constraint c = grammar_constraint(small_index(), g, "wide", limits);
     CHECK(c.mask().contains(small_index()->vocab().find("x")));
     c.advance(small_index()->vocab().find("x"));
     CHECK_THROWS_WITH(c.mask(), Contains("distinct items at one position"));
