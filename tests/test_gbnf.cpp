@@ -571,6 +571,25 @@ word ::= [^ \n\r]+
 
 namespace
 {
+    /// Every text over the alphabet up to max_len long, shortest first.
+    std::vector<std::string> all_texts(const std::string& alphabet, std::size_t max_len)
+    {
+        std::vector<std::string> texts{""};
+        for (std::size_t from = 0, len = 1; len <= max_len; ++len)
+        {
+            const std::size_t to = texts.size();
+            for (std::size_t i = from; i < to; ++i)
+            {
+                for (const char c : alphabet)
+                {
+                    texts.push_back(texts[i] + c);
+                }
+            }
+            from = to;
+        }
+        return texts;
+    }
+
     struct random_grammar
     {
         struct text
@@ -692,19 +711,7 @@ namespace
 
 TEST_CASE("gbnf: random grammars accept what the same regular expression matches", "[gbnf][random]")
 {
-    std::vector<std::string> texts{""};  // every text over a b c d up to 4 long
-    for (std::size_t from = 0, len = 1; len <= 4; ++len)
-    {
-        const std::size_t to = texts.size();
-        for (std::size_t i = from; i < to; ++i)
-        {
-            for (const char c : std::string("abcd"))
-            {
-                texts.push_back(texts[i] + c);
-            }
-        }
-        from = to;
-    }
+    const std::vector<std::string> texts = all_texts("abcd", 4);
     random_grammar gen(2024);
     regex_options small;  // the few patterns whose DFA is large are skipped, quickly
     small.max_states = 1000;
@@ -727,13 +734,8 @@ TEST_CASE("gbnf: random grammars accept what the same regular expression matches
         REQUIRE_NOTHROW(a = compile(text));
         for (const auto& t : texts)
         {
-            std::int32_t s = dfa.start();
-            for (std::size_t i = 0; i < t.size() && s != byte_dfa::dead; ++i)
-            {
-                s = dfa.next(s, static_cast<unsigned char>(t[i]));
-            }
             INFO("text: \"" << t << "\"");
-            REQUIRE(accepts(a, t) == (s != byte_dfa::dead && dfa.accepting(s)));
+            REQUIRE(accepts(a, t) == dfa.matches(t));
         }
         ++compared;
     }
@@ -745,19 +747,7 @@ TEST_CASE("gbnf: random grammars with counted repetitions", "[gbnf][random]")
     // maxima of 300 make counted rules; a grammar whose counts the parser
     // (llama.cpp's expansion limit) or the compiler (counts the text does not
     // say) refuses is skipped
-    std::vector<std::string> texts{""};
-    for (std::size_t from = 0, len = 1; len <= 4; ++len)
-    {
-        const std::size_t to = texts.size();
-        for (std::size_t i = from; i < to; ++i)
-        {
-            for (const char c : std::string("abc"))
-            {
-                texts.push_back(texts[i] + c);
-            }
-        }
-        from = to;
-    }
+    const std::vector<std::string> texts = all_texts("abc", 4);
     random_grammar gen(77, true);
     regex_options small;
     small.max_states = 2000;
@@ -780,13 +770,8 @@ TEST_CASE("gbnf: random grammars with counted repetitions", "[gbnf][random]")
         }
         for (const auto& t : texts)
         {
-            std::int32_t s = dfa.start();
-            for (std::size_t i = 0; i < t.size() && s != byte_dfa::dead; ++i)
-            {
-                s = dfa.next(s, static_cast<unsigned char>(t[i]));
-            }
             INFO("text: \"" << t << "\"");
-            REQUIRE(accepts(a, t) == (s != byte_dfa::dead && dfa.accepting(s)));
+            REQUIRE(accepts(a, t) == dfa.matches(t));
         }
         ++compared;
     }

@@ -700,13 +700,6 @@ namespace xsampler
             return local;
         }
 
-        /// Whether item x ends its rule (matcher::completes).
-        static bool ends(const grammar_automaton& a, const earley_item& x) noexcept
-        {
-            const auto& st = a.states[x.state];
-            const auto& r = a.rules[st.rule];
-            return r.counted ? x.state == r.start && x.count >= r.min : st.accepting;
-        }
         /// Whether the set {x} is x alone once closed: no rule edge to
         /// predict, and nothing to complete (inside a string, a name) or
         /// what completes is a kernel item, whose end only pops (a string
@@ -718,15 +711,9 @@ namespace xsampler
             {
                 return false;
             }
-            return matcher::is_context(x.origin) ? readable(a, x) : !ends(a, x);
-        }
-        /// matcher::can_read: not a counted item at its start with every
-        /// iteration done (it may only end). The fast path holds only such
-        /// items, so stepping one never needs to ask.
-        static bool readable(const grammar_automaton& a, const earley_item& x) noexcept
-        {
-            const auto& r = a.rules[a.states[x.state].rule];
-            return !r.counted || x.state != r.start || r.max == grammar::unbounded || x.count < r.max;
+            // a kernel item that may only end (its iterations all done) is not:
+            // the fast path holds readable items, so stepping one never asks
+            return matcher::is_context(x.origin) ? matcher::can_read(a, x) : !matcher::completes(a, x);
         }
         /// The one item after x reads b, when the set it makes is that item
         /// alone and plain (then true, and y is it); false otherwise (dead,
@@ -817,7 +804,7 @@ namespace xsampler
                     if (easy)
                     {
                         single[d] = y;
-                        popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(matcher::is_context(y.origin) && ends(a, y)));
+                        popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y)));
                         on_token(i, popped[d - 1] != 0, &single[d], &single[d] + 1, generation);
                         ++i;
                         continue;

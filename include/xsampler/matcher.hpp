@@ -227,10 +227,11 @@ namespace xsampler
         }
 
         /// Whether item x completes its rule here.
-        bool completes(const earley_item& x) const noexcept
+        bool completes(const earley_item& x) const noexcept { return completes(*m_a, x); }
+        static bool completes(const grammar_automaton& a, const earley_item& x) noexcept
         {
-            const auto& st = m_a->states[x.state];
-            const auto& r = m_a->rules[st.rule];
+            const auto& st = a.states[x.state];
+            const auto& r = a.rules[st.rule];
             if (!r.counted)
             {
                 return st.accepting;
@@ -239,10 +240,11 @@ namespace xsampler
         }
         /// Whether item x may read further (a counted rule at its start with
         /// max iterations done may not).
-        bool can_read(const earley_item& x) const noexcept
+        bool can_read(const earley_item& x) const noexcept { return can_read(*m_a, x); }
+        static bool can_read(const grammar_automaton& a, const earley_item& x) noexcept
         {
-            const auto& st = m_a->states[x.state];
-            const auto& r = m_a->rules[st.rule];
+            const auto& st = a.states[x.state];
+            const auto& r = a.rules[st.rule];
             return !r.counted || x.state != r.start || r.max == grammar::unbounded || x.count < r.max;
         }
 

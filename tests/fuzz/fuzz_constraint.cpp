@@ -107,7 +107,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                     t = id;
                 }
             }
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            fuzz::next(seed);
         }
         else
         {
@@ -116,7 +116,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             // without a budget the completion's next byte is always allowed; under one it
             // may not fit (the completion's fewest tokens may not start with that byte)
             FUZZ_REQUIRE(budget != 0 || t < 0 || m.contains(t), "the completion's next byte is allowed");
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            fuzz::next(seed);
             if (t >= 0 && !m.contains(t))
             {
                 t = -1;

@@ -33,12 +33,6 @@ namespace
         static const auto index = fuzz::small_index({"ab", "abc", "ba", "(a", "a)", "1+", "+1", "12", "  ", "\xC3\xA9", "xyz", "\"\"", "[]"});
         return index;
     }
-
-    std::uint64_t next(std::uint64_t& seed)
-    {
-        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-        return seed >> 33;
-    }
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
@@ -104,10 +98,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         const bool done = m.complete();
         const std::size_t at = m.position();
-        m.step(live[next(seed) % live.size()]);
+        m.step(live[fuzz::next(seed) % live.size()]);
         m.pop();
         FUZZ_REQUIRE(m.position() == at && m.complete() == done, "pop undoes a step");
-        m.step(live[next(seed) % live.size()]);
+        m.step(live[fuzz::next(seed) % live.size()]);
     }
     // the constraint, token by token
     const auto index = small_index();
@@ -157,7 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         }
         FUZZ_REQUIRE(!allowed.empty(), "a mask before eos is never empty");
         FUZZ_REQUIRE(mask.contains(eos) == c.complete(), "eos exactly when complete");
-        token_id t = allowed[next(seed) % allowed.size()];
+        token_id t = allowed[fuzz::next(seed) % allowed.size()];
         if (budget == 0 && step > 30)
         {
             const std::string rest = c.completion();
@@ -175,7 +169,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             token_id t = -1;
             for (token_id id = 0; id < token_id(v.size()) && t < 0; ++id)
             {
-                if (mask.contains(id) && next(seed) % 3 == 0)
+                if (mask.contains(id) && fuzz::next(seed) % 3 == 0)
                 {
                     t = id;
                 }

@@ -187,6 +187,13 @@ namespace fuzz
 
     /// A small vocabulary for the constraint targets: every single byte, the
     /// extra tokens given, and eos last.
+    /// The walks' choices: a 64-bit LCG step, its high bits returned.
+    inline std::uint64_t next(std::uint64_t& seed) noexcept
+    {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        return seed >> 33;
+    }
+
     inline std::shared_ptr<const xsampler::vocabulary_index> small_index(std::initializer_list<const char*> extra)
     {
         std::vector<std::string> tokens;
