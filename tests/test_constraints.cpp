@@ -1072,6 +1072,96 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
     }
 }
 
+TEST_CASE("vocabulary_index: walk_region keeps the tokens that stay in a region and lists where it is left", "[constraint]")
+{
+    const std::vector<std::string> tokens = {"ab", "a\"", "\\n", "\\x", "\"", "A", "a\\", "b\"c", "ba", ""};
+    const auto v = std::make_shared<const vocabulary>(tokens, std::vector<token_id>{9});
+    const vocabulary_index ix(v);
+    // state 0: a-z stay, '"' leaves, '\' to state 1; state 1: 'n' back to 0; every other byte dies
+    byte_region r;
+    using run = byte_region::run;
+    r.runs = {run{0x21, byte_region::dead}, run{0x22, byte_region::exit}, run{0x5B, byte_region::dead},
+              run{0x5C, 1},                 run{0x60, byte_region::dead}, run{0x7A, 0},
+              run{0xFF, byte_region::dead}, run{0x6D, byte_region::dead}, run{0x6E, 0},
+              run{0xFF, byte_region::dead}};
+    r.begin = {0, 7, 10};
+    const auto walked = ix.walk_region(r);
+    std::vector<token_id> inside;
+    for (token_id t = 0; t < token_id(v->size()); ++t)
+    {
+        if (walked->inside[std::size_t(t) / 64] >> (t % 64) & 1)
+        {
+            inside.push_back(t);
+        }
+    }
+    CHECK(inside == std::vector<token_id>{0, 2, 6, 8});  // ab, \n, a\ (inside an escape), ba
+    // where '"' is read in state 0, in preorder: at the root, after "a", after "b"
+    REQUIRE(walked->exits.size() == 3);
+    const std::vector<std::string> before = {"", "a", "b"};
+    for (std::size_t k = 0; k < 3; ++k)
+    {
+        const auto node = walked->exits[k].node;
+        CHECK(ix.byte(node) == '"');
+        CHECK(walked->exits[k].from == 0);
+        CHECK(ix.depth(node) == before[k].size() + 1);
+        if (!before[k].empty())
+        {
+            CHECK(ix.byte(ix.parent(node)) == static_cast<unsigned char>(before[k][0]));
+        }
+    }
+    // the same shape again is the same walk, from the index's cache
+    CHECK(ix.walk_region(r) == walked);
+    CHECK(ix.regions_cached() == 1);
+    byte_region bad = r;
+    bad.runs[6].last = 0xFE;  // state 0's runs stop short of byte 255
+    CHECK_THROWS_WITH(ix.walk_region(bad), Contains("walk_region: state 0"));
+    CHECK_THROWS_WITH(ix.walk_region(byte_region{}), Contains("walk_region: a region needs states"));
+}
+
+TEST_CASE("constraint: a string's text is one region of the trie, walked once for every grammar over the vocabulary",
+          "[constraint][gpt2]")
+{
+    const auto index = std::make_shared<const vocabulary_index>(gpt2_index()->shared_vocab());
+    const auto& v = index->vocab();
+    struct probe
+    {
+        const char* schema;
+        const char* before;
+    };
+    const std::vector<probe> probes = {
+        {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", R"({"a": ")"},
+        {R"({"type":"array","items":{"type":"string"},"maxItems":3})", R"([")"},
+        {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", R"({"a": "x\n)"},
+    };
+    for (const auto& p : probes)
+    {
+        constraint c = json_schema_constraint(index, std::string(p.schema));
+        for (const char ch : std::string(p.before))
+        {
+            c.advance(v.find(std::string(1, ch)));
+        }
+        const token_set& m = c.mask();
+        INFO(p.schema << " after " << p.before);
+        CHECK(m.size() > 49000);
+        // each token allowed exactly when the chart reads it
+        for (token_id t = 0; t < token_id(v.size()); ++t)
+        {
+            constraint f = c.fork();
+            bool reads = true;
+            try
+            {
+                f.advance(t);
+            }
+            catch (const invalid_parameter&)
+            {
+                reads = false;
+            }
+            REQUIRE(m.contains(t) == reads);
+        }
+    }
+    CHECK(index->regions_cached() == 1);  // the text inside a JSON string, whatever surrounds it
+}
+
 TEST_CASE("constraint: GPT-2's vocabulary: long completions under tight budgets end complete", "[constraint][gpt2]")
 {
     // strings of minLength 1500 and 5000, 3000 items: each step reads precomputed

@@ -754,8 +754,13 @@ namespace xsampler
         /// dies after a kernel rule finished (decided by the context). While
         /// a set is one plain item, its children are a table look-up each and
         /// the chart is filled in only when the walk reaches something else.
+        ///
+        /// With `starts`, only the subtrees below those nodes are walked, each
+        /// from the plain item given for the set before the node's byte (the
+        /// walk resumed where a region left: walk_positions).
         template <class OnToken>
-        std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token) const
+        std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token,
+                                              const std::vector<std::pair<std::uint32_t, earley_item>>* starts = nullptr) const
         {
             const vocabulary_index& ix = m_g->index();
             const grammar_automaton& a = local.rules();
@@ -767,8 +772,8 @@ namespace xsampler
             std::size_t real = 0;                          // the chart holds depths 0..real
             std::vector<std::uint32_t> generation(depths, 0);  // of the chart's set at each depth
             std::uint32_t sets_made = 0;
-            const auto n = std::uint32_t(ix.nodes());
-            for (std::uint32_t i = 0; i < n;)
+            const auto walk = [&](std::uint32_t first, std::uint32_t last) {
+            for (std::uint32_t i = first; i < last;)
             {
                 const std::size_t d = ix.depth(i);
                 const unsigned char b = ix.byte(i);
@@ -831,22 +836,174 @@ namespace xsampler
                 on_token(i, popped[d - 1] != 0, local.begin(), local.end(), generation);
                 ++i;
             }
+            };
+            if (starts == nullptr)
+            {
+                walk(0, std::uint32_t(ix.nodes()));
+                return roots;
+            }
+            for (const auto& [node, before] : *starts)
+            {
+                local.pop(real);  // back to the position's own set
+                real = 0;
+                const std::size_t d = ix.depth(node);
+                std::uint32_t up = ix.parent(node);
+                for (std::size_t k = d - 1; k >= 1; --k, up = ix.parent(up))
+                {
+                    path[k - 1] = char(ix.byte(up));
+                }
+                if (d > 1)
+                {
+                    single[d - 1] = before;  // (at depth 1, the set itself: `before` is its item)
+                }
+                walk(node, ix.end(node));
+            }
             return roots;
         }
 
         /// The first level: the trie walked from the kernel's positions alone.
+        /// When the position is one item in a wide region (region_of), its
+        /// tokens inside come from the index's walk of the region (shared by
+        /// every grammar over the vocabulary) and only the subtrees where the
+        /// region is left are walked here.
         compiled_grammar::position_masks walk_positions() const
         {
             const vocabulary_index& ix = m_g->index();
             matcher local = local_chart();
             compiled_grammar::position_masks out;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
-            out.roots = walk_local(local, [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
-                                              const std::vector<std::uint32_t>&) {
+            const auto add = [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
+                                 const std::vector<std::uint32_t>&) {
                 ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
-            });
+            };
+            byte_region region;
+            std::vector<std::uint32_t> state_of;
+            if (local.items() == 1 && region_of(local.rules(), local.begin()->state, region, state_of))
+            {
+                const auto walked = ix.walk_region(region);
+                words = walked->inside;
+                const earley_item x = *local.begin();
+                std::vector<std::pair<std::uint32_t, earley_item>> starts;
+                starts.reserve(walked->exits.size());
+                for (const auto& e : walked->exits)
+                {
+                    starts.emplace_back(e.node, earley_item{state_of[e.from], x.origin, x.count});
+                }
+                out.roots = walk_local(local, add, &starts);
+            }
+            else
+            {
+                out.roots = walk_local(local, add);
+            }
             out.allowed = token_set(std::move(words));
             return out;
+        }
+
+        /// Whether an item in state s stays the one plain item of its set
+        /// whatever its origin and count: no rule to predict, nothing to
+        /// complete, not a counted rule's.
+        static bool in_region(const grammar_automaton& a, std::uint32_t s) noexcept
+        {
+            const auto& st = a.states[s];
+            return st.edges_begin == st.edges_end && !st.accepting && !a.rules[st.rule].counted;
+        }
+        /// The region around `start`: the states in_region on a way from it
+        /// back to it by bytes through such states (a string's text, its
+        /// escapes and multi-byte characters), numbered breadth first
+        /// (state_of: the automaton's state of each); a byte to any other
+        /// live state leaves it. Only when it is wide enough for walking the
+        /// whole trie to be what a walk costs: at least 64 bytes stay in it
+        /// from the start (free text, not a keyword); at most 4,096 states
+        /// are looked at.
+        static bool region_of(const grammar_automaton& a, std::uint32_t start, byte_region& region,
+                              std::vector<std::uint32_t>& state_of)
+        {
+            constexpr std::size_t wide = 64, most = 4096;
+            const auto staying = [&](std::int32_t t) { return t >= 0 && in_region(a, std::uint32_t(t)); };
+            if (!in_region(a, start))
+            {
+                return false;
+            }
+            std::size_t from_start = 0;
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                from_start += std::size_t(staying(a.next(start, static_cast<unsigned char>(b))));
+            }
+            if (from_start < wide)
+            {
+                return false;
+            }
+            // forward from start (by byte class), then back to it
+            std::vector<std::uint32_t> seen{start};
+            std::unordered_map<std::uint32_t, std::uint32_t> index{{start, 0}};
+            std::vector<std::vector<std::uint32_t>> back(1);
+            for (std::size_t k = 0; k < seen.size(); ++k)
+            {
+                for (std::uint32_t c = 0; c < a.classes; ++c)
+                {
+                    const std::int32_t t = a.table[std::size_t(seen[k]) * a.classes + c];
+                    if (!staying(t))
+                    {
+                        continue;
+                    }
+                    const auto [it, added] = index.emplace(std::uint32_t(t), std::uint32_t(seen.size()));
+                    if (added)
+                    {
+                        if (seen.size() == most)
+                        {
+                            return false;
+                        }
+                        seen.push_back(std::uint32_t(t));
+                        back.emplace_back();
+                    }
+                    back[it->second].push_back(std::uint32_t(k));
+                }
+            }
+            std::vector<std::uint8_t> loops(seen.size(), 0);  // reaches start
+            std::vector<std::uint32_t> todo{0};
+            loops[0] = 1;
+            while (!todo.empty())
+            {
+                const std::uint32_t k = todo.back();
+                todo.pop_back();
+                for (const std::uint32_t p : back[k])
+                {
+                    if (!loops[p])
+                    {
+                        loops[p] = 1;
+                        todo.push_back(p);
+                    }
+                }
+            }
+            std::unordered_map<std::uint32_t, std::int32_t> number{{start, 0}};
+            state_of.assign(1, start);
+            for (std::size_t k = 0; k < state_of.size(); ++k)
+            {
+                const std::uint32_t s = state_of[k];
+                std::int32_t prev = 0;
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
+                    std::int32_t to = t < 0 ? byte_region::dead : byte_region::exit;
+                    if (staying(t) && loops[index.at(std::uint32_t(t))])
+                    {
+                        const auto [it, added] = number.emplace(std::uint32_t(t), std::int32_t(state_of.size()));
+                        if (added)
+                        {
+                            state_of.push_back(std::uint32_t(t));
+                        }
+                        to = it->second;
+                    }
+                    if (b > 0 && to != prev)
+                    {
+                        region.runs.push_back({static_cast<unsigned char>(b - 1), prev});
+                    }
+                    prev = to;
+                }
+                region.runs.push_back({255, prev});
+                region.begin.push_back(std::uint32_t(region.runs.size()));
+            }
+            return true;
         }
 
         /// The first level's costs: the same walk, each allowed token's ways

@@ -20,6 +20,13 @@
 //   preorder, built once (about 30 ms for GPT-2's 50,257) and shared by every
 //   constraint over the vocabulary (constraint.hpp walks it); fewest_tokens
 //   spells a text in the fewest tokens.
+// walk_region(region): the trie walked through a region of a byte automaton
+//   (byte_region: states and their byte runs, each run staying in the region,
+//   dying, or leaving it): the tokens whose bytes all stay in, and the nodes
+//   where a byte leaves (exits), in preorder. Cached by the region's shape in
+//   the index (at most region_cache_limit entries), so every grammar over the
+//   vocabulary shares it: the text inside a JSON string is one region
+//   whatever surrounds it. Thread-safe.
 #ifndef XSAMPLER_VOCABULARY_HPP
 #define XSAMPLER_VOCABULARY_HPP
 
@@ -28,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -112,10 +120,60 @@ namespace xsampler
         std::unordered_map<std::string, token_id> m_by_bytes;
     };
 
+    /// A region of a byte automaton: states numbered from 0 (where a walk
+    /// starts); state s's bytes are runs[begin[s] .. begin[s + 1]), in byte
+    /// order, each (its last byte, to): `to` a state of the region, dead or
+    /// exit. The runs of a state end at byte 255.
+    struct byte_region
+    {
+        static constexpr std::int32_t dead = -1;
+        static constexpr std::int32_t exit = -2;
+        struct run
+        {
+            unsigned char last;
+            std::int32_t to;
+        };
+        std::vector<std::uint32_t> begin{0};
+        std::vector<run> runs;
+
+        std::size_t states() const noexcept { return begin.size() - 1; }
+        /// Its shape as bytes: equal keys, equal regions.
+        std::string key() const
+        {
+            std::string k;
+            k.reserve(begin.size() * 4 + runs.size() * 5);
+            for (const std::uint32_t b : begin)
+            {
+                k.append(reinterpret_cast<const char*>(&b), sizeof b);
+            }
+            for (const run& r : runs)
+            {
+                k += char(r.last);
+                k.append(reinterpret_cast<const char*>(&r.to), sizeof r.to);
+            }
+            return k;
+        }
+    };
+
+    /// What walking the trie through a byte_region from its state 0 finds.
+    struct region_walk
+    {
+        std::vector<std::uint64_t> inside;  // token bits: every byte stays in the region
+        struct exit
+        {
+            std::uint32_t node;  // its byte leaves the region
+            std::uint32_t from;  // the region's state before that byte
+        };
+        std::vector<exit> exits;  // in preorder
+    };
+
     /// The vocabulary's non-special tokens as a byte trie in preorder.
     class vocabulary_index
     {
     public:
+        /// Regions kept by walk_region (each a bitset of the vocabulary).
+        static constexpr std::size_t region_cache_limit = 256;
+
         explicit vocabulary_index(std::shared_ptr<const vocabulary> vocab) : m_vocab(std::move(vocab))
         {
             if (!m_vocab)
@@ -267,7 +325,100 @@ namespace xsampler
         /// Whether some token's bytes end at node i.
         bool has_token(std::uint32_t i) const noexcept { return m_count[i] > 0; }
 
+        /// The trie walked through `region` (see the top of this file); a
+        /// region with no states, a run past a state, or runs not ending at
+        /// 255: invalid_parameter.
+        std::shared_ptr<const region_walk> walk_region(const byte_region& region) const
+        {
+            std::string key = region.key();
+            {
+                const std::lock_guard<std::mutex> lock(m_regions->mutex);
+                const auto it = m_regions->walks.find(key);
+                if (it != m_regions->walks.end())
+                {
+                    return it->second;
+                }
+            }
+            auto walked = std::make_shared<const region_walk>(walk_through(region));
+            const std::lock_guard<std::mutex> lock(m_regions->mutex);
+            if (m_regions->walks.size() < region_cache_limit)
+            {
+                m_regions->walks.emplace(std::move(key), walked);
+            }
+            return walked;
+        }
+        /// Regions walk_region holds.
+        std::size_t regions_cached() const
+        {
+            const std::lock_guard<std::mutex> lock(m_regions->mutex);
+            return m_regions->walks.size();
+        }
+
     private:
+        region_walk walk_through(const byte_region& region) const
+        {
+            const std::size_t n = region.states();
+            if (n == 0 || region.begin.front() != 0 || region.begin.back() != region.runs.size())
+            {
+                throw invalid_parameter("walk_region: a region needs states, and runs for each");
+            }
+            std::vector<std::int32_t> table(n * 256);  // (state, byte) -> to
+            for (std::size_t s = 0; s < n; ++s)
+            {
+                std::size_t b = 0;
+                for (std::uint32_t r = region.begin[s]; r < region.begin[s + 1]; ++r)
+                {
+                    const auto& run = region.runs[r];
+                    if (run.last < b || (run.to < 0 && run.to != byte_region::dead && run.to != byte_region::exit) ||
+                        (run.to >= 0 && std::size_t(run.to) >= n))
+                    {
+                        throw invalid_parameter("walk_region: state " + std::to_string(s) + ": a run out of order or to no state");
+                    }
+                    for (; b <= run.last; ++b)
+                    {
+                        table[s * 256 + b] = run.to;
+                    }
+                }
+                if (b != 256)
+                {
+                    throw invalid_parameter("walk_region: state " + std::to_string(s) + ": its runs end before byte 255");
+                }
+            }
+            region_walk out;
+            out.inside.assign((m_vocab->size() + 63) / 64, 0);
+            std::vector<std::int32_t> at(m_longest + 1, 0);  // the region's state at each depth
+            const auto nodes = std::uint32_t(m_byte.size());
+            for (std::uint32_t i = 0; i < nodes;)
+            {
+                const std::size_t d = m_depth[i];
+                const std::int32_t from = at[d - 1];
+                const std::int32_t to = table[std::size_t(from) * 256 + m_byte[i]];
+                if (to < 0)
+                {
+                    if (to == byte_region::exit)
+                    {
+                        out.exits.push_back({i, std::uint32_t(from)});
+                    }
+                    i = m_end[i];
+                    continue;
+                }
+                at[d] = to;
+                for (std::uint32_t k = m_first[i], e = m_first[i] + m_count[i]; k < e; ++k)
+                {
+                    const auto t = std::size_t(m_ids[k]);
+                    out.inside[t / 64] |= std::uint64_t(1) << (t % 64);
+                }
+                ++i;
+            }
+            return out;
+        }
+
+        struct region_cache
+        {
+            std::mutex mutex;
+            std::unordered_map<std::string, std::shared_ptr<const region_walk>> walks;
+        };
+
         std::shared_ptr<const vocabulary> m_vocab;
         std::vector<unsigned char> m_byte;
         std::vector<std::uint16_t> m_depth;
@@ -279,6 +430,7 @@ namespace xsampler
         std::array<std::int32_t, 256> m_root{};
         std::size_t m_longest = 0;
         bool m_all_bytes = false;
+        std::shared_ptr<region_cache> m_regions = std::make_shared<region_cache>();  // shared by copies
     };
 
 }
