@@ -755,12 +755,20 @@ namespace xsampler
         /// a set is one plain item, its children are a table look-up each and
         /// the chart is filled in only when the walk reaches something else.
         ///
-        /// With `starts`, only the subtrees below those nodes are walked, each
-        /// from the plain item given for the set before the node's byte (the
-        /// walk resumed where a region left: walk_positions).
+        ///
+        /// With `starts`, only the subtrees below those nodes are walked (the
+        /// walk resumed where a region left: walk_positions), each from the
+        /// plain item given for the set before the node's byte, or (chart)
+        /// from the chart stepped along the bytes above it.
+        struct resume
+        {
+            std::uint32_t node;
+            earley_item before;
+            bool chart;
+        };
         template <class OnToken>
         std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token,
-                                              const std::vector<std::pair<std::uint32_t, earley_item>>* starts = nullptr) const
+                                              const std::vector<resume>* starts = nullptr) const
         {
             const vocabulary_index& ix = m_g->index();
             const grammar_automaton& a = local.rules();
@@ -842,21 +850,38 @@ namespace xsampler
                 walk(0, std::uint32_t(ix.nodes()));
                 return roots;
             }
-            for (const auto& [node, before] : *starts)
+            for (const resume& r : *starts)
             {
                 local.pop(real);  // back to the position's own set
                 real = 0;
-                const std::size_t d = ix.depth(node);
-                std::uint32_t up = ix.parent(node);
+                const std::size_t d = ix.depth(r.node);
+                std::uint32_t up = ix.parent(r.node);
                 for (std::size_t k = d - 1; k >= 1; --k, up = ix.parent(up))
                 {
                     path[k - 1] = char(ix.byte(up));
                 }
-                if (d > 1)
+                bool live = true;
+                if (r.chart)
                 {
-                    single[d - 1] = before;  // (at depth 1, the set itself: `before` is its item)
+                    for (std::size_t k = 1; k < d && live; ++k)
+                    {
+                        live = local.step(static_cast<unsigned char>(path[k - 1]));
+                        if (live)
+                        {
+                            real = k;
+                            generation[k] = ++sets_made;
+                            popped[k] = std::uint8_t(popped[k - 1] | std::uint8_t(local.popped()));
+                        }
+                    }
                 }
-                walk(node, ix.end(node));
+                else if (d > 1)
+                {
+                    single[d - 1] = r.before;  // (at depth 1, the set itself: `before` is its item)
+                }
+                if (live)  // (a chart that dies above the node: the region said it would not)
+                {
+                    walk(r.node, ix.end(r.node));
+                }
             }
             return roots;
         }
@@ -878,16 +903,46 @@ namespace xsampler
             };
             byte_region region;
             std::vector<std::uint32_t> state_of;
+            earley_item x{};
+            std::vector<resume> starts;
             if (local.items() == 1 && region_of(local.rules(), local.begin()->state, region, state_of))
             {
                 const auto walked = ix.walk_region(region);
                 words = walked->inside;
-                const earley_item x = *local.begin();
-                std::vector<std::pair<std::uint32_t, earley_item>> starts;
+                x = *local.begin();
                 starts.reserve(walked->exits.size());
                 for (const auto& e : walked->exits)
                 {
-                    starts.emplace_back(e.node, earley_item{state_of[e.from], x.origin, x.count});
+                    starts.push_back({e.node, earley_item{state_of[e.from], x.origin, x.count}, false});
+                }
+                out.roots = walk_local(local, add, &starts);
+            }
+            else if (frame_of(local, region, state_of, x))
+            {
+                // x's iterations: the tokens that need at most max of them; where
+                // the tail reads (an iteration's end, the minimum done), the chart
+                const auto walked = ix.walk_region(region);
+                const auto& r = local.rules().rules[local.rules().states[x.state].rule];
+                const std::size_t most = r.max == grammar::unbounded ? ~std::size_t(0) : r.max;
+                if (most >= walked->most)
+                {
+                    words = walked->inside;
+                }
+                else
+                {
+                    for (std::size_t t = 0; t < walked->need.size(); ++t)
+                    {
+                        words[t / 64] |= std::uint64_t(walked->need[t] <= most) << (t % 64);
+                    }
+                }
+                for (const auto& e : walked->exits)
+                {
+                    // (at the first byte the chart decides whatever the minimum:
+                    // kernel items in the tail's states read there too)
+                    if ((e.ends == 0 || e.ends >= r.min) && e.ends <= most)
+                    {
+                        starts.push_back({e.node, x, true});
+                    }
                 }
                 out.roots = walk_local(local, add, &starts);
             }
@@ -1004,6 +1059,152 @@ namespace xsampler
                 region.begin.push_back(std::uint32_t(region.runs.size()));
             }
             return true;
+        }
+
+        /// A counted rule's frame: whether the set is x, an item of a counted
+        /// rule begun here (at its start, count 0), items waiting for that
+        /// rule and reading nothing else, and items that read bytes only (no
+        /// rule, no end): the waiting items moved past x's rule (the tail,
+        /// here when its minimum is 0) and kernel items in such states. Then
+        /// every later set is x's successor and, at an iteration's end with
+        /// the minimum done, the same tail: a string with maxLength after its
+        /// opening quote. The region is x's body from its start (state 0,
+        /// where iterations end); a byte that those items read leaves it
+        /// there, and none may be a byte an iteration begins with. state_of as
+        /// region_of's; only when at least 64 bytes begin an iteration.
+        static bool frame_of(const matcher& local, byte_region& region, std::vector<std::uint32_t>& state_of, earley_item& x)
+        {
+            const grammar_automaton& a = local.rules();
+            region = byte_region{};
+            const earley_item* found = nullptr;
+            for (const earley_item* it = local.begin(); it != local.end(); ++it)
+            {
+                if (!matcher::is_context(it->origin))
+                {
+                    const auto& r = a.rules[a.states[it->state].rule];
+                    if (found != nullptr || !r.counted || it->state != r.start || it->count != 0)
+                    {
+                        return false;  // another rule predicted here, or not at its start
+                    }
+                    found = it;
+                }
+            }
+            if (found == nullptr)
+            {
+                return false;
+            }
+            x = *found;
+            const std::uint32_t rule = a.states[x.state].rule;
+            const auto& r = a.rules[rule];
+            const auto reads_bytes = [&](std::uint32_t s) {
+                for (std::uint32_t c = 0; c < a.classes; ++c)
+                {
+                    if (a.table[std::size_t(s) * a.classes + c] >= 0)
+                    {
+                        return true;
+                    }
+                }
+                return false;
+            };
+            // the others: waiting for x's rule (reading nothing else), or reading
+            // bytes only (the tail, and kernel items in the tail's states: at this
+            // set only); what they read leaves the body
+            std::array<bool, 256> leaves{};
+            const auto reader = [&](std::uint32_t s) {
+                if (!in_region(a, s))
+                {
+                    return false;  // it would predict, or end
+                }
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    leaves[b] = leaves[b] || a.next(s, static_cast<unsigned char>(b)) >= 0;
+                }
+                return true;
+            };
+            for (const earley_item* it = local.begin(); it != local.end(); ++it)
+            {
+                const auto& st = a.states[it->state];
+                if (it == found)
+                {
+                    continue;
+                }
+                if (st.edges_begin == st.edges_end)
+                {
+                    if (!reader(it->state))
+                    {
+                        return false;
+                    }
+                    continue;
+                }
+                if (matcher::completes(a, *it) || a.rules[st.rule].counted || reads_bytes(it->state))
+                {
+                    return false;
+                }
+                for (std::uint32_t e = st.edges_begin; e < st.edges_end; ++e)
+                {
+                    if (a.edges[e].rule != rule || !reader(a.edges[e].target))
+                    {
+                        return false;  // it waits for another rule too, or its tail is not plain
+                    }
+                }
+            }
+            // the body, numbered breadth first from its start
+            constexpr std::size_t wide = 64, most = 4096;
+            std::unordered_map<std::uint32_t, std::int32_t> number{{r.start, 0}};
+            state_of.assign(1, r.start);
+            region.start = 0;
+            std::size_t from_start = 0;
+            for (std::size_t k = 0; k < state_of.size(); ++k)
+            {
+                const std::uint32_t s = state_of[k];
+                const auto& st = a.states[s];
+                if (st.edges_begin != st.edges_end)
+                {
+                    return false;  // the body predicts a rule
+                }
+                std::int32_t prev = 0;
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
+                    const bool tail_reads = k == 0 && leaves[b];
+                    std::int32_t to = tail_reads ? byte_region::exit : byte_region::dead;
+                    if (t >= 0)
+                    {
+                        const auto& ts = a.states[std::uint32_t(t)];
+                        if (tail_reads || std::uint32_t(t) == r.start || ts.edges_begin != ts.edges_end ||
+                            (ts.accepting && ts.reads))
+                        {
+                            return false;  // the text would not say which: the chart decides
+                        }
+                        if (ts.accepting)
+                        {
+                            to = byte_region::end;
+                        }
+                        else
+                        {
+                            const auto [it, added] = number.emplace(std::uint32_t(t), std::int32_t(state_of.size()));
+                            if (added)
+                            {
+                                if (state_of.size() == most)
+                                {
+                                    return false;
+                                }
+                                state_of.push_back(std::uint32_t(t));
+                            }
+                            to = it->second;
+                        }
+                        from_start += std::size_t(k == 0);
+                    }
+                    if (b > 0 && to != prev)
+                    {
+                        region.runs.push_back({static_cast<unsigned char>(b - 1), prev});
+                    }
+                    prev = to;
+                }
+                region.runs.push_back({255, prev});
+                region.begin.push_back(std::uint32_t(region.runs.size()));
+            }
+            return from_start >= wide;
         }
 
         /// The first level's costs: the same walk, each allowed token's ways

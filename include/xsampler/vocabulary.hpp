@@ -122,12 +122,14 @@ namespace xsampler
 
     /// A region of a byte automaton: states numbered from 0 (where a walk
     /// starts); state s's bytes are runs[begin[s] .. begin[s + 1]), in byte
-    /// order, each (its last byte, to): `to` a state of the region, dead or
-    /// exit. The runs of a state end at byte 255.
+    /// order, each (its last byte, to): `to` a state of the region, dead,
+    /// exit, or end (a counted rule's iteration ends: back to state `start`,
+    /// one more done). The runs of a state end at byte 255.
     struct byte_region
     {
         static constexpr std::int32_t dead = -1;
         static constexpr std::int32_t exit = -2;
+        static constexpr std::int32_t end = -3;
         struct run
         {
             unsigned char last;
@@ -135,13 +137,15 @@ namespace xsampler
         };
         std::vector<std::uint32_t> begin{0};
         std::vector<run> runs;
+        std::int32_t start = -1;  // where an iteration ends (a counted region), or -1
 
         std::size_t states() const noexcept { return begin.size() - 1; }
         /// Its shape as bytes: equal keys, equal regions.
         std::string key() const
         {
             std::string k;
-            k.reserve(begin.size() * 4 + runs.size() * 5);
+            k.reserve(begin.size() * 4 + runs.size() * 5 + 4);
+            k.append(reinterpret_cast<const char*>(&start), sizeof start);
             for (const std::uint32_t b : begin)
             {
                 k.append(reinterpret_cast<const char*>(&b), sizeof b);
@@ -158,13 +162,20 @@ namespace xsampler
     /// What walking the trie through a byte_region from its state 0 finds.
     struct region_walk
     {
+        static constexpr std::uint16_t outside = 0xFFFF;
         std::vector<std::uint64_t> inside;  // token bits: every byte stays in the region
         struct exit
         {
             std::uint32_t node;  // its byte leaves the region
             std::uint32_t from;  // the region's state before that byte
+            std::uint32_t ends;  // iterations ended before it (counted)
         };
         std::vector<exit> exits;  // in preorder
+        /// A counted region's: by token id, the iterations a token inside
+        /// needs (those it ends, plus one if it stops inside one), `outside`
+        /// for the others; `most`, the largest.
+        std::vector<std::uint16_t> need;
+        std::uint16_t most = 0;
     };
 
     /// The vocabulary's non-special tokens as a byte trie in preorder.
@@ -172,7 +183,7 @@ namespace xsampler
     {
     public:
         /// Regions kept by walk_region (each a bitset of the vocabulary).
-        static constexpr std::size_t region_cache_limit = 256;
+        static constexpr std::size_t region_cache_limit = 128;
 
         explicit vocabulary_index(std::shared_ptr<const vocabulary> vocab) : m_vocab(std::move(vocab))
         {
@@ -358,9 +369,14 @@ namespace xsampler
         region_walk walk_through(const byte_region& region) const
         {
             const std::size_t n = region.states();
-            if (n == 0 || region.begin.front() != 0 || region.begin.back() != region.runs.size())
+            if (n == 0 || n > 65535 || region.begin.front() != 0 || region.begin.back() != region.runs.size())
             {
-                throw invalid_parameter("walk_region: a region needs states, and runs for each");
+                throw invalid_parameter("walk_region: a region needs states (at most 65,535), and runs for each");
+            }
+            const bool counted = region.start >= 0;
+            if (region.start >= std::int32_t(n) || region.start < -1)
+            {
+                throw invalid_parameter("walk_region: its start is no state");
             }
             std::vector<std::int32_t> table(n * 256);  // (state, byte) -> to
             for (std::size_t s = 0; s < n; ++s)
@@ -369,7 +385,7 @@ namespace xsampler
                 for (std::uint32_t r = region.begin[s]; r < region.begin[s + 1]; ++r)
                 {
                     const auto& run = region.runs[r];
-                    if (run.last < b || (run.to < 0 && run.to != byte_region::dead && run.to != byte_region::exit) ||
+                    if (run.last < b || run.to < byte_region::end || (run.to == byte_region::end && !counted) ||
                         (run.to >= 0 && std::size_t(run.to) >= n))
                     {
                         throw invalid_parameter("walk_region: state " + std::to_string(s) + ": a run out of order or to no state");
@@ -386,27 +402,45 @@ namespace xsampler
             }
             region_walk out;
             out.inside.assign((m_vocab->size() + 63) / 64, 0);
-            std::vector<std::int32_t> at(m_longest + 1, 0);  // the region's state at each depth
+            if (counted)
+            {
+                out.need.assign(m_vocab->size(), region_walk::outside);
+            }
+            std::vector<std::int32_t> at(m_longest + 1, 0);     // the region's state at each depth
+            std::vector<std::uint16_t> ends(m_longest + 1, 0);  // iterations ended (at most the depth)
             const auto nodes = std::uint32_t(m_byte.size());
             for (std::uint32_t i = 0; i < nodes;)
             {
                 const std::size_t d = m_depth[i];
                 const std::int32_t from = at[d - 1];
-                const std::int32_t to = table[std::size_t(from) * 256 + m_byte[i]];
+                std::uint16_t e = ends[d - 1];
+                std::int32_t to = table[std::size_t(from) * 256 + m_byte[i]];
+                if (to == byte_region::end)
+                {
+                    to = region.start;
+                    ++e;
+                }
                 if (to < 0)
                 {
                     if (to == byte_region::exit)
                     {
-                        out.exits.push_back({i, std::uint32_t(from)});
+                        out.exits.push_back({i, std::uint32_t(from), e});
                     }
                     i = m_end[i];
                     continue;
                 }
                 at[d] = to;
-                for (std::uint32_t k = m_first[i], e = m_first[i] + m_count[i]; k < e; ++k)
+                ends[d] = e;
+                const auto need = std::uint16_t(e + std::uint16_t(to != region.start));
+                for (std::uint32_t k = m_first[i], last = m_first[i] + m_count[i]; k < last; ++k)
                 {
                     const auto t = std::size_t(m_ids[k]);
                     out.inside[t / 64] |= std::uint64_t(1) << (t % 64);
+                    if (counted)
+                    {
+                        out.need[t] = need;
+                        out.most = std::max(out.most, need);
+                    }
                 }
                 ++i;
             }
