@@ -724,9 +724,17 @@ TEST_CASE("constraint: under a budget advance takes exactly the tokens the mask 
     const auto& v = index->vocab();
     std::mt19937 pick(23);
     std::size_t refused = 0;
+    std::vector<std::pair<std::string, constraint>> protos;
     for (const auto& text : schemas)
     {
-        const constraint proto = make(text);
+        protos.emplace_back(text, make(text));
+    }
+    for (auto& [g, limits] : ir_grammars())
+    {
+        protos.emplace_back("ir grammar", constraint(std::make_shared<const compiled_grammar>(index, g, "ir", limits)));
+    }
+    for (const auto& [text, proto] : protos)
+    {
         const std::size_t least = proto.shortest_completion();
         for (std::size_t budget : {least, least + 1, least + 3})
         {
@@ -777,6 +785,53 @@ TEST_CASE("constraint: under a budget advance takes exactly the tokens the mask 
         }
     }
     CHECK(refused > 0);
+}
+
+TEST_CASE("constraint: just after a counted string's opening quote, each budget's mask is what advance takes",
+          "[constraint]")
+{
+    // the position walked as a counted region (its costs by the iterations each token ends)
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    const auto grammars = ir_grammars();
+    std::size_t cut = 0;
+    for (std::size_t k = grammars.size() - 2; k < grammars.size(); ++k)
+    {
+        const auto compiled = std::make_shared<const compiled_grammar>(index, grammars[k].first, "ir", grammars[k].second);
+        const std::size_t least = constraint(compiled).shortest_completion();
+        for (std::size_t budget = least; budget < least + 6; ++budget)
+        {
+            for (const bool apart : {false, true})  // '[' '"' leaves one token less
+            {
+                constraint c(compiled);
+                c.set_budget(budget);
+                for (const char* t : apart ? std::vector<const char*>{"[", "\""} : std::vector<const char*>{"[\""})
+                {
+                    c.advance(v.find(t));
+                }
+                const token_set mask = c.mask();
+                for (token_id t = 0; t < token_id(v.size()); ++t)
+                {
+                    constraint probe = c.fork();
+                    bool took = true;
+                    try
+                    {
+                        probe.advance(t);
+                    }
+                    catch (const invalid_parameter&)
+                    {
+                        took = false;
+                    }
+                    INFO("grammar " << k << " budget " << budget << " token " << t);
+                    REQUIRE(took == mask.contains(t));
+                }
+                constraint free(compiled);
+                free.advance(v.find("[\""));
+                cut += free.mask().size() - mask.size();
+            }
+        }
+    }
+    CHECK(cut > 0);  // tight budgets cut some tokens there
 }
 
 TEST_CASE("constraint: a budget set after some tokens counts them", "[constraint]")

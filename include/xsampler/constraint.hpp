@@ -901,50 +901,22 @@ namespace xsampler
                                  const std::vector<std::uint32_t>&) {
                 ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
             };
-            byte_region region;
-            std::vector<std::uint32_t> state_of;
-            earley_item x{};
-            std::vector<resume> starts;
-            if (local.items() == 1 && region_of(local.rules(), local.begin()->state, region, state_of))
+            region_view v;
+            if (as_region(local, v))
             {
-                const auto walked = ix.walk_region(region);
-                words = walked->inside;
-                x = *local.begin();
-                starts.reserve(walked->exits.size());
-                for (const auto& e : walked->exits)
+                const region_walk& w = *v.walked;
+                if (!v.frame || v.most >= w.most)
                 {
-                    starts.push_back({e.node, earley_item{state_of[e.from], x.origin, x.count}, false});
-                }
-                out.roots = walk_local(local, add, &starts);
-            }
-            else if (frame_of(local, region, state_of, x))
-            {
-                // x's iterations: the tokens that need at most max of them; where
-                // the tail reads (an iteration's end, the minimum done), the chart
-                const auto walked = ix.walk_region(region);
-                const auto& r = local.rules().rules[local.rules().states[x.state].rule];
-                const std::size_t most = r.max == grammar::unbounded ? ~std::size_t(0) : r.max;
-                if (most >= walked->most)
-                {
-                    words = walked->inside;
+                    words = w.inside;
                 }
                 else
                 {
-                    for (std::size_t t = 0; t < walked->need.size(); ++t)
+                    for (std::size_t t = 0; t < w.need.size(); ++t)
                     {
-                        words[t / 64] |= std::uint64_t(walked->need[t] <= most) << (t % 64);
+                        words[t / 64] |= std::uint64_t(w.need[t] <= v.most) << (t % 64);
                     }
                 }
-                for (const auto& e : walked->exits)
-                {
-                    // (at the first byte the chart decides whatever the minimum:
-                    // kernel items in the tail's states read there too)
-                    if ((e.ends == 0 || e.ends >= r.min) && e.ends <= most)
-                    {
-                        starts.push_back({e.node, x, true});
-                    }
-                }
-                out.roots = walk_local(local, add, &starts);
+                out.roots = walk_local(local, add, &v.resumes);
             }
             else
             {
@@ -952,6 +924,61 @@ namespace xsampler
             }
             out.allowed = token_set(std::move(words));
             return out;
+        }
+
+        /// A position that is a region (region_of: one plain item x; frame_of:
+        /// x a counted rule's item just begun, whose iterations may number
+        /// min..most): the index's walk of it, its states, and where the walk
+        /// resumes below its exits (through the chart for a frame, where the
+        /// tail reads: an iteration's end with the minimum done, or the first
+        /// byte, where kernel items in the tail's states read too).
+        struct region_view
+        {
+            std::shared_ptr<const region_walk> walked;
+            std::vector<std::uint32_t> state_of;
+            earley_item x{};
+            bool frame = false;
+            std::size_t min = 0, most = 0;
+            std::vector<resume> resumes;
+
+            /// Whether inside token t is read from x (a frame: at most `most` iterations).
+            bool reads(token_id t) const noexcept
+            {
+                const auto k = std::size_t(t);
+                return (walked->inside[k / 64] >> (k % 64) & 1) != 0 && (!frame || walked->need[k] <= most);
+            }
+        };
+        bool as_region(const matcher& local, region_view& v) const
+        {
+            byte_region region;
+            if (local.items() == 1 && region_of(local.rules(), local.begin()->state, region, v.state_of))
+            {
+                v.x = *local.begin();
+            }
+            else if (frame_of(local, region, v.state_of, v.x))
+            {
+                const auto& r = local.rules().rules[local.rules().states[v.x.state].rule];
+                v.frame = true;
+                v.min = r.min;
+                v.most = r.max == grammar::unbounded ? ~std::size_t(0) : r.max;
+            }
+            else
+            {
+                return false;
+            }
+            v.walked = m_g->index().walk_region(region);
+            for (const auto& e : v.walked->exits)
+            {
+                if (!v.frame)
+                {
+                    v.resumes.push_back({e.node, earley_item{v.state_of[e.from], v.x.origin, v.x.count}, false});
+                }
+                else if ((e.ends == 0 || e.ends >= v.min) && e.ends <= v.most)
+                {
+                    v.resumes.push_back({e.node, v.x, true});
+                }
+            }
+            return true;
         }
 
         /// Whether an item in state s stays the one plain item of its set
@@ -1305,39 +1332,78 @@ namespace xsampler
                 }
                 return into;
             };
-            walk_local(local, [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last,
-                                  const std::vector<std::uint32_t>& gen) {
+            std::size_t last_class = ~std::size_t(0);
+            std::tuple<std::uint32_t, std::uint32_t, std::int64_t> last_key;
+            const auto put = [&](token_id t, bool popped) {  // t by each of `ways`
+                if (popped)
+                {
+                    out.check.push_back(t);
+                }
+                for (const way& w : ways)
+                {
+                    const auto key = std::make_tuple(w.group, w.state, w.delta);
+                    if (last_class == ~std::size_t(0) || key != last_key)
+                    {
+                        auto it = class_of.find(key);
+                        if (it == class_of.end())
+                        {
+                            it = class_of.emplace(key, out.classes.size()).first;
+                            out.classes.push_back({w.group, w.state, w.delta, {}});
+                        }
+                        last_class = it->second;
+                        last_key = key;
+                    }
+                    out.classes[last_class].tokens.push_back({w.local, t});
+                }
+            };
+            const auto on_node = [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last,
+                                     const std::vector<std::uint32_t>& gen) {
                 generation = &gen;
                 ways.clear();
                 for (const earley_item* x = first; x != last; ++x)
                 {
                     ways_of(*x, ways, 0);
                 }
-                std::size_t last_class = ~std::size_t(0);
-                std::tuple<std::uint32_t, std::uint32_t, std::int64_t> last_key;
-                ix.for_each_token(i, [&](token_id t) {
-                    if (popped)
+                ix.for_each_token(i, [&](token_id t) { put(t, popped); });
+            };
+            region_view v;
+            if (!as_region(local, v))
+            {
+                walk_local(local, on_node);
+            }
+            else
+            {
+                // the tokens inside: the item after each is x in the state it ends
+                // in (a frame: with the iterations it ended; its tail's ways are
+                // x's own once it may end); the ways of each (state, count) once
+                const region_walk& w = *v.walked;
+                const std::vector<std::uint32_t> at_start(1, 0);  // the local set 0's generation
+                generation = &at_start;
+                std::uint64_t ways_for = ~std::uint64_t(0);
+                for (std::size_t k = 0; k < w.last.size(); ++k)
+                {
+                    const auto t = token_id(k);
+                    if (!v.reads(t))
                     {
-                        out.check.push_back(t);
+                        continue;
                     }
-                    for (const way& w : ways)
+                    earley_item y{v.state_of[w.last[k]], v.x.origin, v.x.count};
+                    if (v.frame)
                     {
-                        const auto key = std::make_tuple(w.group, w.state, w.delta);
-                        if (last_class == ~std::size_t(0) || key != last_key)
-                        {
-                            auto it = class_of.find(key);
-                            if (it == class_of.end())
-                            {
-                                it = class_of.emplace(key, out.classes.size()).first;
-                                out.classes.push_back({w.group, w.state, w.delta, {}});
-                            }
-                            last_class = it->second;
-                            last_key = key;
-                        }
-                        out.classes[last_class].tokens.push_back({w.local, t});
+                        const std::size_t ended = w.need[k] - std::size_t(w.last[k] != 0);
+                        y.count = std::uint32_t(v.most == ~std::size_t(0) ? std::min(ended, v.min) : ended);
                     }
-                });
-            });
+                    const std::uint64_t item = std::uint64_t(y.state) << 32 | y.count;
+                    if (item != ways_for)
+                    {
+                        ways_for = item;
+                        ways.clear();
+                        ways_of(y, ways, 0);
+                    }
+                    put(t, false);
+                }
+                walk_local(local, on_node, &v.resumes);
+            }
             // by local cost (a token in several ways of one class: its cheapest first, the rest harmless)
             const auto by_cost = [](const auto& x, const auto& y) { return x.first < y.first; };
             for (auto& c : out.classes)

@@ -176,14 +176,17 @@ namespace xsampler
         /// for the others; `most`, the largest.
         std::vector<std::uint16_t> need;
         std::uint16_t most = 0;
+        /// By token id, the state a token inside ends in (0 for the others).
+        std::vector<std::uint16_t> last;
     };
 
     /// The vocabulary's non-special tokens as a byte trie in preorder.
     class vocabulary_index
     {
     public:
-        /// Regions kept by walk_region (each a bitset of the vocabulary).
-        static constexpr std::size_t region_cache_limit = 128;
+        /// Regions kept by walk_region (each a bitset and one or two 16-bit
+        /// numbers per token of the vocabulary).
+        static constexpr std::size_t region_cache_limit = 64;
 
         explicit vocabulary_index(std::shared_ptr<const vocabulary> vocab) : m_vocab(std::move(vocab))
         {
@@ -402,6 +405,7 @@ namespace xsampler
             }
             region_walk out;
             out.inside.assign((m_vocab->size() + 63) / 64, 0);
+            out.last.assign(m_vocab->size(), 0);
             if (counted)
             {
                 out.need.assign(m_vocab->size(), region_walk::outside);
@@ -436,6 +440,7 @@ namespace xsampler
                 {
                     const auto t = std::size_t(m_ids[k]);
                     out.inside[t / 64] |= std::uint64_t(1) << (t % 64);
+                    out.last[t] = std::uint16_t(to);
                     if (counted)
                     {
                         out.need[t] = need;
