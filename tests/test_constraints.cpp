@@ -1216,6 +1216,44 @@ TEST_CASE("vocabulary_index: walk_region keeps the tokens that stay in a region 
     CHECK(ix.regions_cached() == 2);
 }
 
+TEST_CASE("constraint: a region's exits leave the context nothing the whole walk would not", "[constraint]")
+{
+    // "! pops the string at once, deeper than the next exit's ab" would: that exit's
+    // subtree must not inherit it (a root for ab"x, a context walk for nothing)
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b)
+    {
+        tokens.emplace_back(1, char(b));
+    }
+    for (const char* t : {"\"!", "ab", "ab\"", "ab\"x"})
+    {
+        tokens.emplace_back(t);
+    }
+    tokens.emplace_back();
+    const auto v = std::make_shared<const vocabulary>(tokens, std::vector<token_id>{token_id(tokens.size() - 1)});
+    const auto ix = std::make_shared<const vocabulary_index>(v);
+    grammar g;  // root ::= '"' [ -~ but "]* '"!'
+    byte_set text;
+    for (unsigned b = 0x20; b <= 0x7e; ++b)
+    {
+        if (b != '"')
+        {
+            text.insert(static_cast<unsigned char>(b));
+        }
+    }
+    const auto root = g.rule("root");
+    g.define(root, g.sequence({g.bytes("\""), g.star(g.byte_class(text)), g.bytes("\"!")}));
+    g.set_root(root);
+    const auto compiled = std::make_shared<const compiled_grammar>(ix, g, "exits");
+    constraint c(compiled);
+    c.advance(v->find("\""));
+    const token_set& m = c.mask();
+    CHECK(ix->regions_cached() == 1);
+    CHECK(m.contains(v->find("ab\"")));
+    CHECK(!m.contains(v->find("ab\"x")));
+    CHECK(compiled->stats().context_walks == 0);
+}
+
 TEST_CASE("constraint: a string's text is one region of the trie, walked once for every grammar over the vocabulary",
           "[constraint][gpt2]")
 {

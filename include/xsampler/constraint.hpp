@@ -877,6 +877,7 @@ namespace xsampler
                 else if (d > 1)
                 {
                     single[d - 1] = r.before;  // (at depth 1, the set itself: `before` is its item)
+                    popped[d - 1] = 0;         // nothing ends inside a region (an earlier exit's may have)
                 }
                 if (live)  // (a chart that dies above the node: the region said it would not)
                 {
@@ -1057,6 +1058,26 @@ namespace xsampler
                     }
                 }
             }
+            return number_region(a, start, region, state_of, [&](std::size_t, std::uint32_t, unsigned, std::int32_t t) {
+                if (t < 0)
+                {
+                    return byte_region::dead;
+                }
+                return staying(t) && loops[index.at(std::uint32_t(t))] ? keep : byte_region::exit;
+            });
+        }
+
+        /// Numbers a region's states breadth first from `start` (state_of)
+        /// and writes their runs: state k's byte b (t the automaton's next
+        /// state, or -1) goes where to(k, s, b, t) says: dead, exit, end,
+        /// `keep` (t, a state of the region) or `fail` (not a region: false,
+        /// as past 4,096 states).
+        static constexpr std::int32_t keep = -10, fail = -11;
+        template <class To>
+        static bool number_region(const grammar_automaton& a, std::uint32_t start, byte_region& region,
+                                  std::vector<std::uint32_t>& state_of, To&& to)
+        {
+            constexpr std::size_t most = 4096;
             std::unordered_map<std::uint32_t, std::int32_t> number{{start, 0}};
             state_of.assign(1, start);
             for (std::size_t k = 0; k < state_of.size(); ++k)
@@ -1066,21 +1087,29 @@ namespace xsampler
                 for (unsigned b = 0; b < 256; ++b)
                 {
                     const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
-                    std::int32_t to = t < 0 ? byte_region::dead : byte_region::exit;
-                    if (staying(t) && loops[index.at(std::uint32_t(t))])
+                    std::int32_t go = to(k, s, b, t);
+                    if (go == fail)
+                    {
+                        return false;
+                    }
+                    if (go == keep)
                     {
                         const auto [it, added] = number.emplace(std::uint32_t(t), std::int32_t(state_of.size()));
                         if (added)
                         {
+                            if (state_of.size() == most)
+                            {
+                                return false;
+                            }
                             state_of.push_back(std::uint32_t(t));
                         }
-                        to = it->second;
+                        go = it->second;
                     }
-                    if (b > 0 && to != prev)
+                    if (b > 0 && go != prev)
                     {
                         region.runs.push_back({static_cast<unsigned char>(b - 1), prev});
                     }
-                    prev = to;
+                    prev = go;
                 }
                 region.runs.push_back({255, prev});
                 region.begin.push_back(std::uint32_t(region.runs.size()));
@@ -1176,62 +1205,29 @@ namespace xsampler
                 }
             }
             // the body, numbered breadth first from its start
-            constexpr std::size_t wide = 64, most = 4096;
-            std::unordered_map<std::uint32_t, std::int32_t> number{{r.start, 0}};
-            state_of.assign(1, r.start);
+            constexpr std::size_t wide = 64;
             region.start = 0;
             std::size_t from_start = 0;
-            for (std::size_t k = 0; k < state_of.size(); ++k)
-            {
-                const std::uint32_t s = state_of[k];
-                const auto& st = a.states[s];
-                if (st.edges_begin != st.edges_end)
+            const auto predicts = [&](std::uint32_t s) { return a.states[s].edges_begin != a.states[s].edges_end; };
+            const bool body = number_region(a, r.start, region, state_of, [&](std::size_t k, std::uint32_t s, unsigned b, std::int32_t t) {
+                if (b == 0 && predicts(s))
                 {
-                    return false;  // the body predicts a rule
+                    return fail;  // the body predicts a rule
                 }
-                std::int32_t prev = 0;
-                for (unsigned b = 0; b < 256; ++b)
+                const bool tail_reads = k == 0 && leaves[b];
+                if (t < 0)
                 {
-                    const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
-                    const bool tail_reads = k == 0 && leaves[b];
-                    std::int32_t to = tail_reads ? byte_region::exit : byte_region::dead;
-                    if (t >= 0)
-                    {
-                        const auto& ts = a.states[std::uint32_t(t)];
-                        if (tail_reads || std::uint32_t(t) == r.start || ts.edges_begin != ts.edges_end ||
-                            (ts.accepting && ts.reads))
-                        {
-                            return false;  // the text would not say which: the chart decides
-                        }
-                        if (ts.accepting)
-                        {
-                            to = byte_region::end;
-                        }
-                        else
-                        {
-                            const auto [it, added] = number.emplace(std::uint32_t(t), std::int32_t(state_of.size()));
-                            if (added)
-                            {
-                                if (state_of.size() == most)
-                                {
-                                    return false;
-                                }
-                                state_of.push_back(std::uint32_t(t));
-                            }
-                            to = it->second;
-                        }
-                        from_start += std::size_t(k == 0);
-                    }
-                    if (b > 0 && to != prev)
-                    {
-                        region.runs.push_back({static_cast<unsigned char>(b - 1), prev});
-                    }
-                    prev = to;
+                    return tail_reads ? byte_region::exit : byte_region::dead;
                 }
-                region.runs.push_back({255, prev});
-                region.begin.push_back(std::uint32_t(region.runs.size()));
-            }
-            return from_start >= wide;
+                const auto& ts = a.states[std::uint32_t(t)];
+                if (tail_reads || std::uint32_t(t) == r.start || predicts(std::uint32_t(t)) || (ts.accepting && ts.reads))
+                {
+                    return fail;  // the text would not say which: the chart decides
+                }
+                from_start += std::size_t(k == 0);
+                return ts.accepting ? byte_region::end : keep;
+            });
+            return body && from_start >= wide;
         }
 
         /// The first level's costs: the same walk, each allowed token's ways
