@@ -484,7 +484,7 @@ namespace
             limits.unroll = 4;
             out.emplace_back(std::move(g), limits);
         }
-        for (const std::size_t least : {0, 2})
+        for (const std::size_t least : {0, 2, 1})
         {
             // a wide counted body (printable ASCII but '"', and 2-byte characters):
             // a string's text of `least` to 6 characters, walked by the index as a
@@ -501,7 +501,8 @@ namespace
                 }
             }
             const auto ch = g.choice({g.byte_class(text), g.sequence({g.byte_class(lead), g.byte_class(byte_set::range(0x80, 0xbf))})});
-            g.define(str, g.sequence({g.bytes("\""), g.repeat(ch, least, 6), g.bytes("\"")}));
+            // (the third ends with '!"': what follows the count is a byte of its text too)
+            g.define(str, g.sequence({g.bytes("\""), g.repeat(ch, least, least == 1 ? 9 : 6), g.bytes(least == 1 ? "!\"" : "\"")}));
             g.define(list, g.sequence({g.bytes("["), g.ref(str), g.optional(g.sequence({g.bytes(", "), g.ref(str)})), g.bytes("]")}));
             g.set_root(list);
             grammar_limits limits;
@@ -795,7 +796,7 @@ TEST_CASE("constraint: just after a counted string's opening quote, each budget'
     const auto& v = index->vocab();
     const auto grammars = ir_grammars();
     std::size_t cut = 0;
-    for (std::size_t k = grammars.size() - 2; k < grammars.size(); ++k)
+    for (std::size_t k = grammars.size() - 3; k < grammars.size(); ++k)
     {
         const auto compiled = std::make_shared<const compiled_grammar>(index, grammars[k].first, "ir", grammars[k].second);
         const std::size_t least = constraint(compiled).shortest_completion();

@@ -906,7 +906,7 @@ namespace xsampler
             if (as_region(local, v))
             {
                 const region_walk& w = *v.walked;
-                if (!v.frame || v.most >= w.most)
+                if (!(v.frame || v.counted) || v.left >= w.most)
                 {
                     words = w.inside;
                 }
@@ -914,10 +914,16 @@ namespace xsampler
                 {
                     for (std::size_t t = 0; t < w.need.size(); ++t)
                     {
-                        words[t / 64] |= std::uint64_t(w.need[t] <= v.most) << (t % 64);
+                        words[t / 64] |= std::uint64_t(w.need[t] <= v.left) << (t % 64);
                     }
                 }
                 out.roots = walk_local(local, add, &v.resumes);
+                if (v.counted)
+                {
+                    const auto more = counted_roots(v);  // subtrees apart from the resumed ones: all in preorder
+                    out.roots.insert(out.roots.end(), more.begin(), more.end());
+                    std::sort(out.roots.begin(), out.roots.end());
+                }
             }
             else
             {
@@ -938,39 +944,74 @@ namespace xsampler
             std::shared_ptr<const region_walk> walked;
             std::vector<std::uint32_t> state_of;
             earley_item x{};
-            bool frame = false;
-            std::size_t min = 0, most = 0;
+            bool frame = false, counted = false;  // counted: x a counted kernel item at an iteration's start
+            std::size_t min = 0, most = 0, left = 0;  // left: iterations x may still read
             std::vector<resume> resumes;
 
-            /// Whether inside token t is read from x (a frame: at most `most` iterations).
+            /// Whether inside token t is read from x (counted: at most `left` iterations).
             bool reads(token_id t) const noexcept
             {
                 const auto k = std::size_t(t);
-                return (walked->inside[k / 64] >> (k % 64) & 1) != 0 && (!frame || walked->need[k] <= most);
+                return (walked->inside[k / 64] >> (k % 64) & 1) != 0 && (!(frame || counted) || walked->need[k] <= left);
+            }
+            /// The item after inside token t, and whether x could end before its
+            /// last byte (a counted kernel item whose minimum was met: a pop).
+            earley_item after(token_id t, bool& popped) const noexcept
+            {
+                const auto k = std::size_t(t);
+                earley_item y{state_of[walked->last[k]], x.origin, x.count};
+                popped = false;
+                if (frame || counted)
+                {
+                    const std::size_t ended = walked->need[k] - std::size_t(walked->last[k] != 0);
+                    const std::size_t count = std::size_t(x.count) + ended;
+                    y.count = std::uint32_t(most == ~std::size_t(0) ? std::min(count, min) : count);
+                    const std::size_t before = ended - std::size_t(walked->last[k] == 0);  // ended before its last byte
+                    popped = counted && before > 0 && x.count + before >= min;
+                }
+                return y;
             }
         };
         bool as_region(const matcher& local, region_view& v) const
         {
             byte_region region;
-            if (local.items() == 1 && region_of(local.rules(), local.begin()->state, region, v.state_of))
+            std::array<bool, 256> leaves{};
+            const grammar_automaton& a = local.rules();
+            if (local.items() == 1 && region_of(a, local.begin()->state, region, v.state_of))
             {
                 v.x = *local.begin();
             }
-            else if (frame_of(local, region, v.state_of, v.x))
+            else if (counted_kernel(local, v.x, leaves))
             {
-                const auto& r = local.rules().rules[local.rules().states[v.x.state].rule];
-                v.frame = true;
-                v.min = r.min;
-                v.most = r.max == grammar::unbounded ? ~std::size_t(0) : r.max;
+                v.counted = true;
+                if (!counted_body(a, a.states[v.x.state].rule, leaves, region, v.state_of))
+                {
+                    return false;
+                }
             }
-            else
+            else if (!frame_of(local, region, v.state_of, v.x))
             {
                 return false;
+            }
+            v.frame = !v.counted && !matcher::is_context(v.x.origin);
+            if (v.frame || v.counted)
+            {
+                const auto& r = a.rules[a.states[v.x.state].rule];
+                v.min = r.min;
+                v.most = r.max == grammar::unbounded ? ~std::size_t(0) : r.max;
+                v.left = v.most == ~std::size_t(0) ? v.most : v.most - v.x.count;
             }
             v.walked = m_g->index().walk_region(region);
             for (const auto& e : v.walked->exits)
             {
-                if (!v.frame)
+                if (v.counted)
+                {
+                    if (e.ends == 0)  // the other kernel items read it (later it is a stop: counted_roots)
+                    {
+                        v.resumes.push_back({e.node, v.x, true});
+                    }
+                }
+                else if (!v.frame)
                 {
                     v.resumes.push_back({e.node, earley_item{v.state_of[e.from], v.x.origin, v.x.count}, false});
                 }
@@ -980,6 +1021,80 @@ namespace xsampler
                 }
             }
             return true;
+        }
+
+        /// Whether the set is x, a counted rule's kernel item at an iteration's
+        /// start that may read on (a string with maxLength read some way), and
+        /// kernel items that read bytes only (the item after the string, when
+        /// it may end here), whose bytes `leaves` gets: they read at the first
+        /// byte only.
+        static bool counted_kernel(const matcher& local, earley_item& x, std::array<bool, 256>& leaves)
+        {
+            const grammar_automaton& a = local.rules();
+            const earley_item* found = nullptr;
+            for (const earley_item* it = local.begin(); it != local.end(); ++it)
+            {
+                const auto& r = a.rules[a.states[it->state].rule];
+                if (!matcher::is_context(it->origin))
+                {
+                    return false;
+                }
+                if (r.counted && it->state == r.start && matcher::can_read(a, *it))
+                {
+                    if (found != nullptr)
+                    {
+                        return false;
+                    }
+                    found = it;
+                }
+                else if (!in_region(a, it->state))
+                {
+                    return false;  // it predicts, or ends
+                }
+                else
+                {
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        leaves[b] = leaves[b] || a.next(it->state, static_cast<unsigned char>(b)) >= 0;
+                    }
+                }
+            }
+            if (found == nullptr)
+            {
+                return false;
+            }
+            x = *found;
+            return true;
+        }
+        /// The roots a counted kernel item x leaves to the context, in
+        /// preorder: where a byte dies after an iteration ended with the
+        /// minimum met (before x's maximum), and the nodes that end the
+        /// maximum's iteration and have children (x may only end there: what
+        /// follows is the context's; walking from the node itself reads its
+        /// own tokens again, which x allows anyway).
+        static std::vector<std::uint32_t> counted_roots(const region_view& v)
+        {
+            const region_walk& w = *v.walked;
+            std::vector<std::uint32_t> stops, full;
+            for (const auto* list : {&w.stops, &w.exits})  // (an exit after an iteration: a stop for x alone)
+            {
+                for (const auto& e : *list)
+                {
+                    if (e.ends > 0 && e.ends < v.left && v.x.count + e.ends >= v.min)
+                    {
+                        stops.push_back(e.node);
+                    }
+                }
+            }
+            std::sort(stops.begin(), stops.end());
+            if (v.left + 1 < w.at_begin.size())
+            {
+                full.assign(w.at_start.begin() + std::ptrdiff_t(w.at_begin[v.left]),
+                            w.at_start.begin() + std::ptrdiff_t(w.at_begin[v.left + 1]));
+            }
+            std::vector<std::uint32_t> roots(stops.size() + full.size());
+            std::merge(stops.begin(), stops.end(), full.begin(), full.end(), roots.begin());
+            return roots;
         }
 
         /// Whether an item in state s stays the one plain item of its set
@@ -1151,7 +1266,6 @@ namespace xsampler
             }
             x = *found;
             const std::uint32_t rule = a.states[x.state].rule;
-            const auto& r = a.rules[rule];
             const auto reads_bytes = [&](std::uint32_t s) {
                 for (std::uint32_t c = 0; c < a.classes; ++c)
                 {
@@ -1204,8 +1318,18 @@ namespace xsampler
                     }
                 }
             }
-            // the body, numbered breadth first from its start
+            return counted_body(a, rule, leaves, region, state_of);
+        }
+
+        /// A counted rule's body as a region from its start (state 0, where
+        /// iterations end); a byte in `leaves` leaves it from there (none may
+        /// begin an iteration). Only when at least 64 bytes begin one.
+        static bool counted_body(const grammar_automaton& a, std::uint32_t rule, const std::array<bool, 256>& leaves,
+                                 byte_region& region, std::vector<std::uint32_t>& state_of)
+        {
             constexpr std::size_t wide = 64;
+            const auto& r = a.rules[rule];
+            region = byte_region{};
             region.start = 0;
             std::size_t from_start = 0;
             const auto predicts = [&](std::uint32_t s) { return a.states[s].edges_begin != a.states[s].edges_end; };
@@ -1370,12 +1494,15 @@ namespace xsampler
             else
             {
                 // the tokens inside: the item after each is x in the state it ends
-                // in (a frame: with the iterations it ended; its tail's ways are
-                // x's own once it may end); the ways of each (state, count) once
+                // in (counted: with the iterations it ended; a frame's tail's ways
+                // are x's own once it may end); the ways of each (state, count) once
                 const region_walk& w = *v.walked;
                 const std::vector<std::uint32_t> at_start(1, 0);  // the local set 0's generation
                 generation = &at_start;
-                std::uint64_t ways_for = ~std::uint64_t(0);
+                // (state, iterations ended, popped) -> its classes and local costs, found once
+                const std::size_t span = std::size_t(w.most) + 1;
+                std::vector<std::int32_t> slot(v.state_of.size() * span * 2, -1);
+                std::vector<std::vector<std::pair<std::size_t, std::uint64_t>>> found;
                 for (std::size_t k = 0; k < w.last.size(); ++k)
                 {
                     const auto t = token_id(k);
@@ -1383,21 +1510,39 @@ namespace xsampler
                     {
                         continue;
                     }
-                    earley_item y{v.state_of[w.last[k]], v.x.origin, v.x.count};
-                    if (v.frame)
+                    bool popped = false;
+                    const earley_item y = v.after(t, popped);
+                    const std::size_t ended = v.frame || v.counted ? w.need[k] - std::size_t(w.last[k] != 0) : 0;
+                    std::int32_t& at = slot[(std::size_t(w.last[k]) * span + ended) * 2 + std::size_t(popped)];
+                    if (at < 0)
                     {
-                        const std::size_t ended = w.need[k] - std::size_t(w.last[k] != 0);
-                        y.count = std::uint32_t(v.most == ~std::size_t(0) ? std::min(ended, v.min) : ended);
-                    }
-                    const std::uint64_t item = std::uint64_t(y.state) << 32 | y.count;
-                    if (item != ways_for)
-                    {
-                        ways_for = item;
                         ways.clear();
                         ways_of(y, ways, 0);
+                        std::vector<std::pair<std::size_t, std::uint64_t>> classes;
+                        for (const way& wy : ways)
+                        {
+                            const auto key = std::make_tuple(wy.group, wy.state, wy.delta);
+                            auto it = class_of.find(key);
+                            if (it == class_of.end())
+                            {
+                                it = class_of.emplace(key, out.classes.size()).first;
+                                out.classes.push_back({wy.group, wy.state, wy.delta, {}});
+                            }
+                            classes.emplace_back(it->second, wy.local);
+                        }
+                        at = std::int32_t(found.size());
+                        found.push_back(std::move(classes));
                     }
-                    put(t, false);
+                    if (popped)
+                    {
+                        out.check.push_back(t);
+                    }
+                    for (const auto& [c, cost] : found[std::size_t(at)])
+                    {
+                        out.classes[c].tokens.push_back({cost, t});
+                    }
                 }
+                last_class = ~std::size_t(0);  // (put's memo: classes were added)
                 walk_local(local, on_node, &v.resumes);
             }
             // by local cost (a token in several ways of one class: its cheapest first, the rest harmless)

@@ -178,6 +178,12 @@ namespace xsampler
         std::uint16_t most = 0;
         /// By token id, the state a token inside ends in (0 for the others).
         std::vector<std::uint16_t> last;
+        /// A counted region's: where a byte dies after an iteration ended
+        /// (node, state before, iterations ended before it), in preorder; and
+        /// by iterations ended e, the nodes with children that end the e-th
+        /// iteration (at_start[at_begin[e] .. at_begin[e + 1]), in preorder).
+        std::vector<exit> stops;
+        std::vector<std::uint32_t> at_begin, at_start;
     };
 
     /// The vocabulary's non-special tokens as a byte trie in preorder.
@@ -410,6 +416,7 @@ namespace xsampler
             {
                 out.need.assign(m_vocab->size(), region_walk::outside);
             }
+            std::vector<std::pair<std::uint16_t, std::uint32_t>> by_ends;  // (iterations, node at the start)
             std::vector<std::int32_t> at(m_longest + 1, 0);     // the region's state at each depth
             std::vector<std::uint16_t> ends(m_longest + 1, 0);  // iterations ended (at most the depth)
             const auto nodes = std::uint32_t(m_byte.size());
@@ -430,11 +437,19 @@ namespace xsampler
                     {
                         out.exits.push_back({i, std::uint32_t(from), e});
                     }
+                    else if (counted && e > 0)
+                    {
+                        out.stops.push_back({i, std::uint32_t(from), e});
+                    }
                     i = m_end[i];
                     continue;
                 }
                 at[d] = to;
                 ends[d] = e;
+                if (counted && to == region.start && e > 0 && m_end[i] > i + 1)
+                {
+                    by_ends.emplace_back(e, i);
+                }
                 const auto need = std::uint16_t(e + std::uint16_t(to != region.start));
                 for (std::uint32_t k = m_first[i], last = m_first[i] + m_count[i]; k < last; ++k)
                 {
@@ -448,6 +463,29 @@ namespace xsampler
                     }
                 }
                 ++i;
+            }
+            if (counted)  // by_ends grouped by iterations, each group in preorder (a counting sort)
+            {
+                std::size_t most_ends = 0;
+                for (const auto& p : by_ends)
+                {
+                    most_ends = std::max<std::size_t>(most_ends, p.first);
+                }
+                out.at_begin.assign(most_ends + 2, 0);
+                for (const auto& p : by_ends)
+                {
+                    ++out.at_begin[std::size_t(p.first) + 1];
+                }
+                for (std::size_t k = 1; k < out.at_begin.size(); ++k)
+                {
+                    out.at_begin[k] += out.at_begin[k - 1];
+                }
+                out.at_start.resize(by_ends.size());
+                std::vector<std::uint32_t> next(out.at_begin.begin(), out.at_begin.end() - 1);
+                for (const auto& [e, node] : by_ends)
+                {
+                    out.at_start[next[e]++] = node;
+                }
             }
             return out;
         }
