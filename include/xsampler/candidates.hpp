@@ -418,8 +418,12 @@ namespace xsampler
         /// s2 = s log2(e) in T: weights are 2^((x - m) s2).
         T scale2() const noexcept
         {
-            return T(std::min(m_scale * detail::log2e, double(std::numeric_limits<T>::max())));
+            return T(std::min(scale2_double(), double(std::numeric_limits<T>::max())));
         }
+        /// s2 in double, at most its largest finite value (a temperature near
+        /// 0 makes s that large: s log2(e) would overflow to inf, and 0 inf
+        /// is NaN for the argmax).
+        double scale2_double() const noexcept { return std::min(m_scale * detail::log2e, std::numeric_limits<double>::max()); }
         /// d = (x - m) * s in T (natural-log units); 0 for the argmax, <= 0 always.
         T log_weight(T logit) noexcept { return detail::exponent(logit, max_logit(), scale()); }
         /// The contract's weight w = 2^((x - m) s2); 1 for the argmax.
@@ -1577,7 +1581,7 @@ namespace xsampler
             ++count.tier2;
             const double m = double(max_logit());
             const double S = m_scale;
-            const double s2 = S * detail::log2e;
+            const double s2 = scale2_double();
             const double ud = detail::unit<double>();
             auto& e = m_exact;
             e.resize(m_dense ? m_row.size : m_items.size());
@@ -2111,7 +2115,7 @@ namespace xsampler
                 const double u = tier == 1 ? detail::unit<T>() : ud;
                 const T s2 = scale2();
                 const T s = scale();
-                const double s2d = S * detail::log2e;
+                const double s2d = scale2_double();
                 detail::dd_sum zs, as;
                 double b = 0.0;
                 for_each_by_id([&](token_id id, T x) {
@@ -2584,7 +2588,7 @@ namespace xsampler
         {
             ++detail::counters().tier2;
             const double md = double(m_max);
-            const double s2d = m_scale * detail::log2e;
+            const double s2d = scale2_double();
             const auto w2 = [&](T x) { return detail::exp2_nonpos(detail::exponent(double(x), md, s2d)); };
             // G's weights in double vectors, 64 at a time; the heavier
             // buckets' share (key above this bucket's) on the way, as the
