@@ -1580,7 +1580,6 @@ namespace xsampler
             auto& count = detail::counters();
             ++count.tier2;
             const double m = double(max_logit());
-            const double S = m_scale;
             const double s2 = scale2_double();
             const double ud = detail::unit<double>();
             auto& e = m_exact;
