@@ -12,6 +12,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "texts.hpp"
+
 #include <xsampler/gbnf.hpp>
 #include <xsampler/matcher.hpp>
 
@@ -571,25 +573,6 @@ word ::= [^ \n\r]+
 
 namespace
 {
-    /// Every text over the alphabet up to max_len long, shortest first.
-    std::vector<std::string> all_texts(const std::string& alphabet, std::size_t max_len)
-    {
-        std::vector<std::string> texts{""};
-        for (std::size_t from = 0, len = 1; len <= max_len; ++len)
-        {
-            const std::size_t to = texts.size();
-            for (std::size_t i = from; i < to; ++i)
-            {
-                for (const char c : alphabet)
-                {
-                    texts.push_back(texts[i] + c);
-                }
-            }
-            from = to;
-        }
-        return texts;
-    }
-
     struct random_grammar
     {
         struct text
@@ -711,7 +694,7 @@ namespace
 
 TEST_CASE("gbnf: random grammars accept what the same regular expression matches", "[gbnf][random]")
 {
-    const std::vector<std::string> texts = all_texts("abcd", 4);
+    const std::vector<std::string> texts = test_texts::all_strings("abcd", 4);
     random_grammar gen(2024);
     regex_options small;  // the few patterns whose DFA is large are skipped, quickly
     small.max_states = 1000;
@@ -747,7 +730,7 @@ TEST_CASE("gbnf: random grammars with counted repetitions", "[gbnf][random]")
     // maxima of 300 make counted rules; a grammar whose counts the parser
     // (llama.cpp's expansion limit) or the compiler (counts the text does not
     // say) refuses is skipped
-    const std::vector<std::string> texts = all_texts("abc", 4);
+    const std::vector<std::string> texts = test_texts::all_strings("abc", 4);
     random_grammar gen(77, true);
     regex_options small;
     small.max_states = 2000;

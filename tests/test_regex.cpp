@@ -11,6 +11,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "texts.hpp"
+
 #include <xsampler/regex.hpp>
 
 using namespace xsampler;
@@ -24,26 +26,6 @@ namespace
         return o;
     }
 
-    /// Every string over `alphabet` up to length `max_len`.
-    std::vector<std::string> all_strings(const std::string& alphabet, std::size_t max_len)
-    {
-        std::vector<std::string> out{""};
-        std::size_t from = 0;
-        for (std::size_t len = 1; len <= max_len; ++len)
-        {
-            const std::size_t to = out.size();
-            for (std::size_t i = from; i < to; ++i)
-            {
-                for (const char c : alphabet)
-                {
-                    out.push_back(out[i] + c);
-                }
-            }
-            from = to;
-        }
-        return out;
-    }
-
     /// The texts a pattern is checked on: every short string over its
     /// alphabet, random strings over it, and random edits of its examples.
     std::vector<std::string> texts_for(const std::string& alphabet, const std::vector<std::string>& examples,
@@ -54,7 +36,7 @@ namespace
         {
             ++len;
         }
-        std::vector<std::string> out = all_strings(alphabet, len);
+        std::vector<std::string> out = test_texts::all_strings(alphabet, len);
         std::mt19937 rng(seed);
         auto pick = [&](std::size_t n) { return std::size_t(rng() % n); };
         for (int i = 0; i < 300; ++i)

@@ -1158,21 +1158,8 @@ namespace xsampler
                 }
             }
             std::vector<std::uint8_t> loops(seen.size(), 0);  // reaches start
-            std::vector<std::uint32_t> todo{0};
             loops[0] = 1;
-            while (!todo.empty())
-            {
-                const std::uint32_t k = todo.back();
-                todo.pop_back();
-                for (const std::uint32_t p : back[k])
-                {
-                    if (!loops[p])
-                    {
-                        loops[p] = 1;
-                        todo.push_back(p);
-                    }
-                }
-            }
+            detail::mark_reaching(back, loops);
             return number_region(a, start, region, state_of, [&](std::size_t, std::uint32_t, unsigned, std::int32_t t) {
                 if (t < 0)
                 {

@@ -58,6 +58,33 @@ namespace xsampler
 
     namespace detail
     {
+        /// Marks (1) every node from which a marked one can be reached, back[n]
+        /// listing the nodes with an edge into n; `marks` holds the seeds.
+        inline void mark_reaching(const std::vector<std::vector<std::uint32_t>>& back, std::vector<std::uint8_t>& marks)
+        {
+            std::vector<std::uint32_t> todo;
+            for (std::size_t n = 0; n < marks.size(); ++n)
+            {
+                if (marks[n])
+                {
+                    todo.push_back(std::uint32_t(n));
+                }
+            }
+            while (!todo.empty())
+            {
+                const std::uint32_t n = todo.back();
+                todo.pop_back();
+                for (const std::uint32_t f : back[n])
+                {
+                    if (!marks[f])
+                    {
+                        marks[f] = 1;
+                        todo.push_back(f);
+                    }
+                }
+            }
+        }
+
         class automaton
         {
         public:
@@ -1262,29 +1289,8 @@ namespace xsampler
                         back[a.second].push_back(std::uint32_t(s));
                     }
                 }
-                std::vector<std::uint8_t> live(m, 0);
-                std::vector<std::uint32_t> todo;
-                for (std::size_t s = 0; s < m; ++s)
-                {
-                    if (accepting[s])
-                    {
-                        live[s] = 1;
-                        todo.push_back(std::uint32_t(s));
-                    }
-                }
-                while (!todo.empty())
-                {
-                    const std::uint32_t s = todo.back();
-                    todo.pop_back();
-                    for (const std::uint32_t f : back[s])
-                    {
-                        if (!live[f])
-                        {
-                            live[f] = 1;
-                            todo.push_back(f);
-                        }
-                    }
-                }
+                std::vector<std::uint8_t> live(accepting.begin(), accepting.end());
+                mark_reaching(back, live);
                 if (m_pending[i].counted)
                 {
                     // a counted rule's start ends its iterations (the count completes it), so it stays even
