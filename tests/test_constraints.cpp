@@ -623,6 +623,72 @@ TEST_CASE("constraint: budgets on recursive grammars from the minimum upwards al
     }
 }
 
+TEST_CASE("constraint: names and numbers in a recursive expression: a set read again is not stepped", "[constraint]")
+{
+    // a left-recursive expression grammar whose names and numbers may end at every
+    // byte (the items after them, and a nullable ws predicted anew each byte, are
+    // in every set): a letter after a letter leaves the set as it was, and the
+    // walks read such nodes as the set again (set_classes) instead of stepping
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b)
+    {
+        tokens.emplace_back(1, char(b));
+    }
+    for (const char* t : {"abc", "abcd", "abc(", "ab_1", "x1 ", "foo)", "foo;", "12", "123", "12+", "1;", "(a", "((", "))",
+                          " = ", "a b", "zz=", "q(x)", "n12", "ab;", "abc abc", "\tab", " ab", "x=1;", "f(a,b)", "bar(",
+                          "_y9;", "99)", "ab  ", "k\t=", "abcdefgh", "abcdefgh(", "1234567;"})
+    {
+        tokens.emplace_back(t);
+    }
+    tokens.emplace_back();
+    const auto eos = token_id(tokens.size() - 1);
+    const auto index = std::make_shared<const vocabulary_index>(
+        std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
+    const auto& v = index->vocab();
+    const auto compiled = std::make_shared<const compiled_grammar>(index, parse_gbnf(R"g(
+        root ::= stmt+
+        stmt ::= name ws "=" ws expr ";" ws
+        expr ::= expr ws op ws term | term
+        op   ::= [-+*/]
+        term ::= name | num | name "(" ws args? ")" | "(" ws expr ws ")"
+        args ::= expr ("," ws expr)*
+        name ::= [a-z_] [a-z0-9_]*
+        num  ::= [0-9]+
+        ws   ::= [ \t]*
+    )g"), "expr");
+    std::mt19937 pick(23);
+    const std::size_t least = constraint(compiled).shortest_completion();
+    for (int run = 0; run < 12; ++run)
+    {
+        constraint c(compiled);
+        if (run % 2 == 1)
+        {
+            c.set_budget(least + 4 + std::size_t(run));  // tight steps: the costs' walks too
+        }
+        for (int step = 0; step < 24 && !c.ended(); ++step)
+        {
+            INFO("run " << run << " after \"" << c.text() << "\"");
+            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                matcher m(compiled->rules());
+                const std::string full = after.text() + after.completion();
+                REQUIRE(m.feed(full) == full.size());
+                REQUIRE(m.complete());
+            });
+            REQUIRE(!allowed.empty());
+            token_id t = allowed[pick() % allowed.size()];
+            if (step > 16)
+            {
+                const std::string rest = c.completion();
+                t = rest.empty() ? eos : v.find(rest.substr(0, 1));
+            }
+            c.advance(t);
+        }
+    }
+    const auto stats = compiled->stats();
+    CHECK(stats.nodes_repeated > 0);
+    CHECK(stats.nodes_stepped > 0);
+}
+
 TEST_CASE("constraint: the completion is a path the machine follows byte by byte", "[constraint]")
 {
     const auto index = small_index();

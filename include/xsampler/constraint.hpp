@@ -74,6 +74,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -113,6 +114,9 @@ namespace xsampler
         {
             std::size_t position_hits = 0, position_walks = 0;  // first level
             std::size_t context_hits = 0, context_walks = 0;    // second level
+            // trie nodes the walks read through the chart: by a step, and as a
+            // set of the parent's class again (set_classes: no step)
+            std::size_t nodes_stepped = 0, nodes_repeated = 0;
         };
         /// The tokens a set of positions decides alone.
         struct position_masks
@@ -164,6 +168,18 @@ namespace xsampler
                 throw invalid_parameter(m_name + ": the shortest value is longer than " + std::to_string(max_shortest) +
                                         " bytes (minLength, minItems)");
             }
+            const grammar_automaton& a = *m_rules;
+            m_looping.assign(a.states.size(), 0);
+            for (std::uint32_t s = 0; s < a.states.size(); ++s)
+            {
+                const auto& r = a.rules[a.states[s].rule];
+                bool loops = r.counted && r.max == grammar::unbounded && s == r.start;  // (its count stops at min)
+                for (std::uint32_t c = 0; c < a.classes && !loops; ++c)
+                {
+                    loops = a.table[std::size_t(s) * a.classes + c] == std::int32_t(s);
+                }
+                m_looping[s] = std::uint8_t(loops);
+            }
         }
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
                          const grammar_limits& limits = {})
@@ -179,8 +195,22 @@ namespace xsampler
         counters stats() const
         {
             const std::lock_guard<std::mutex> hold(m_lock);
-            return m_counters;
+            counters out = m_counters;
+            out.nodes_stepped = m_stepped.load(std::memory_order_relaxed);
+            out.nodes_repeated = m_repeated.load(std::memory_order_relaxed);
+            return out;
         }
+        /// Adds a walk's nodes to stats().
+        void note_walk(std::size_t stepped, std::size_t repeated) const noexcept
+        {
+            m_stepped.fetch_add(stepped, std::memory_order_relaxed);
+            m_repeated.fetch_add(repeated, std::memory_order_relaxed);
+        }
+        /// By automaton state: whether an item in it may be itself again after
+        /// a byte (a byte leads the state to itself; a counted rule's start
+        /// whose count stops at its minimum). Only a set with such an item can
+        /// be a set again (set_classes).
+        const std::vector<std::uint8_t>& looping() const noexcept { return m_looping; }
         /// Entries in the two caches.
         std::pair<std::size_t, std::size_t> cached() const
         {
@@ -263,6 +293,8 @@ namespace xsampler
         mutable std::unordered_map<std::string, std::shared_ptr<const position_costs>> m_costs;
         mutable std::unordered_map<std::string, std::shared_ptr<const context_costs>> m_context_costs;
         mutable counters m_counters;
+        mutable std::atomic<std::size_t> m_stepped{0}, m_repeated{0};
+        std::vector<std::uint8_t> m_looping;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
     };
@@ -748,13 +780,198 @@ namespace xsampler
             return plain(a, y);
         }
 
+        /// Classes of the chart's sets a walk meets, by what decides their
+        /// future: their items, with origin `here` for those begun in the set
+        /// itself, and the set that the latest other origin names (its
+        /// generation: the chart below it is then the same too). Two sets of a
+        /// class read every text alike. A class is made where a byte leads a
+        /// set to a set equal to it (a name's next letter, a number's next
+        /// digit); a set met later with its key joins it (the same name begun
+        /// by another letter). Per class and byte the walk notes where the byte
+        /// leads (dead, the class again, another), and reads a byte that leads
+        /// back without a step.
+        struct set_classes
+        {
+            static constexpr std::uint32_t here = matcher::context - matcher::max_groups;
+            static constexpr std::int32_t none = -1;
+            static constexpr std::uint8_t unknown = 0, dead = 1, same = 2, other = 3;  // what a byte leads to
+            /// A set's key: a hash of its items (in any order) and its `below`.
+            struct key
+            {
+                std::uint64_t hash;
+                std::uint32_t below;
+                std::uint32_t size;
+                bool operator==(const key& o) const noexcept
+                {
+                    return hash == o.hash && below == o.below && size == o.size;
+                }
+            };
+            struct entry
+            {
+                key k;
+                std::int32_t chain;  // the next class of the same hash
+                std::vector<earley_item> items;  // sorted, origin `here` for the set's own
+                std::array<std::uint8_t, 256> next{};
+            };
+            std::vector<entry> classes;
+            std::unordered_map<std::uint64_t, std::int32_t> by_hash;
+            std::vector<earley_item> scratch;
+            const std::vector<std::uint8_t>* looping = nullptr;  // compiled_grammar::looping()
+            static constexpr std::size_t max_classes = 1 << 12;
+
+            /// Whether the chart's current set may be in a class: some item's
+            /// state may be itself again (a class is made of a set and its child).
+            bool may_loop(const matcher& m) const noexcept
+            {
+                for (const earley_item* x = m.begin(); x != m.end(); ++x)
+                {
+                    if ((*looping)[x->state] != 0)
+                    {
+                        return true;
+                    }
+                }
+                return false;
+            }
+
+            static std::uint64_t mix(std::uint64_t h) noexcept
+            {
+                h ^= h >> 31;
+                h *= 0x7FB5D329728EA185ull;
+                h ^= h >> 27;
+                h *= 0x81DADEF4BC2DD44Dull;
+                return h ^ (h >> 33);
+            }
+            /// The key of the chart's current set, in a walk begun at position
+            /// `base` (generation[k]: the set at depth k).
+            static key key_of(const matcher& m, std::size_t base, const std::vector<std::uint32_t>& generation) noexcept
+            {
+                const auto self = std::uint32_t(m.position());
+                std::uint32_t latest = 0;
+                bool any = false;
+                std::uint64_t sum = 0;
+                for (const earley_item* x = m.begin(); x != m.end(); ++x)
+                {
+                    std::uint32_t origin = x->origin;
+                    if (origin == self)
+                    {
+                        origin = here;
+                    }
+                    else if (!matcher::is_context(origin) && origin >= base)
+                    {
+                        latest = any ? std::max(latest, origin) : origin;
+                        any = true;
+                    }
+                // (a sum of products: cheap, in any order; equal keys are then compared item by item)
+                sum += std::uint64_t(x->state) * 0x9E3779B97F4A7C15ull + std::uint64_t(origin) * 0xC2B2AE3D27D4EB4Full +
+                       std::uint64_t(x->count) * 0x165667B19E3779F9ull;
+                }
+                const std::uint32_t below = any ? generation[latest - base] : ~std::uint32_t(0);
+                return {mix(sum ^ mix(below)), below, std::uint32_t(m.items())};
+            }
+            /// Set k's items, sorted, its own origin `here` (in scratch).
+            const std::vector<earley_item>& canonical(const matcher& m, std::size_t k)
+            {
+                const auto self = std::uint32_t(k);
+                scratch.assign(m.set_begin(k), m.set_end(k));
+                for (earley_item& x : scratch)
+                {
+                    x.origin = x.origin == self ? here : x.origin;
+                }
+                std::sort(scratch.begin(), scratch.end(), [](const earley_item& p, const earley_item& q) {
+                    return std::tie(p.state, p.origin, p.count) < std::tie(q.state, q.origin, q.count);
+                });
+                return scratch;
+            }
+            /// The class of the current set (key k), if there is one.
+            std::int32_t find(const matcher& m, const key& k)
+            {
+                const auto found = by_hash.find(k.hash);
+                if (found == by_hash.end())
+                {
+                    return none;
+                }
+                bool sorted = false;
+                for (std::int32_t c = found->second; c != none; c = classes[std::size_t(c)].chain)
+                {
+                    const entry& e = classes[std::size_t(c)];
+                    if (!(e.k == k))
+                    {
+                        continue;
+                    }
+                    if (!sorted)
+                    {
+                        canonical(m, m.position());
+                        sorted = true;
+                    }
+                    if (e.items == scratch)
+                    {
+                        return c;
+                    }
+                }
+                return none;
+            }
+            /// The class of the chart's current set (cls, its key k_cls), read by
+            /// byte b from the set before it (of class k or none; `parent` its
+            /// class, -2 where not computed, k_parent its key), in a walk begun
+            /// at `base`: notes where b leads from class k, or makes a class
+            /// where it leads a set to itself. Whether the set has a class.
+            bool classify(const matcher& m, std::size_t base, const std::vector<std::uint32_t>& generation,
+                          unsigned char b, std::int32_t k, std::int32_t& cls, key& k_cls, std::int32_t& parent,
+                          const key& k_parent)
+            {
+                if (!may_loop(m))
+                {
+                    cls = none;
+                    k_cls = {};  // (no set's: every set has items)
+                    if (k >= 0)
+                    {
+                        classes[std::size_t(k)].next[b] = other;
+                    }
+                    return false;
+                }
+                k_cls = key_of(m, base, generation);
+                cls = find(m, k_cls);
+                std::int32_t c = none;
+                if (k >= 0)
+                {
+                    classes[std::size_t(k)].next[b] = cls == k ? same : other;
+                }
+                else if (cls == none && parent >= none && k_cls == k_parent && again(m, m.position() - 1, k_cls, c))
+                {
+                    parent = cls = c;  // the set again: a class for both
+                    classes[std::size_t(c)].next[b] = same;
+                }
+                return cls >= 0;
+            }
+            /// Whether the current set is set `parent` again (keys equal: then
+            /// a class for both, in `c`; none past max_classes).
+            bool again(const matcher& m, std::size_t parent, const key& k, std::int32_t& c)
+            {
+                canonical(m, parent);
+                std::vector<earley_item> first = scratch;
+                if (canonical(m, m.position()) != first || classes.size() >= max_classes)
+                {
+                    return false;
+                }
+                const auto found = by_hash.find(k.hash);
+                classes.push_back({k, found == by_hash.end() ? none : found->second, scratch, {}});
+                c = std::int32_t(classes.size() - 1);
+                by_hash[k.hash] = c;
+                return true;
+            }
+        };
+
         /// Walks the trie through `local`: on_token(node, popped before its
-        /// last byte, items, generation) where it lives (generation[k]: a
-        /// number for the chart's set at depth k, new each time it is built); returns the subtrees where it
-        /// dies after a kernel rule finished (decided by the context). While
-        /// a set is one plain item, its children are a table look-up each and
-        /// the chart is filled in only when the walk reaches something else.
-        ///
+        /// last byte, items, generation, set) where it lives (generation[k]: a
+        /// number for the chart's set at depth k, new each time it is built;
+        /// set: the generation of the set the items are, or no_set); returns
+        /// the subtrees where it dies after a kernel rule finished (decided by
+        /// the context). While a set is one plain item, its children are a
+        /// table look-up each and the chart is filled in only when the walk
+        /// reaches something else. A byte that leads a set to its own class
+        /// (set_classes: a name's next letter) is not stepped: the node is the
+        /// set again ("virtual"), its items the chart's top, until a byte of
+        /// another class makes the chart repeat() the set down to the node.
         ///
         /// With `starts`, only the subtrees below those nodes are walked (the
         /// walk resumed where a region left: walk_positions), each from the
@@ -766,6 +983,10 @@ namespace xsampler
             earley_item before;
             bool chart;
         };
+        /// on_token's last argument: the generation of the chart's set that
+        /// the items are (equal for every node that reads the same set), or
+        /// this for a plain item outside the chart.
+        static constexpr std::uint32_t no_set = ~std::uint32_t(0);
         template <class OnToken>
         std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token,
                                               const std::vector<resume>* starts = nullptr) const
@@ -774,12 +995,28 @@ namespace xsampler
             const grammar_automaton& a = local.rules();
             std::vector<std::uint32_t> roots;
             const std::size_t depths = ix.longest() + 2;
-            std::vector<std::uint8_t> popped(depths, 0);  // a kernel rule finished at depth 1..d
-            std::vector<earley_item> single(depths);      // depth d > real: its one plain item
+            struct depth
+            {
+                std::uint8_t popped = 0;  // a kernel rule finished at depth 1..d
+                std::uint8_t virt = 0;    // depth d > real is the chart's top set again (its class's)
+                std::int32_t cls = -2;    // the class of the chart's set at depth d (-2: not computed)
+                set_classes::key key{};   // its key, where cls is computed
+            };
+            std::vector<depth> at(depths);
+            std::vector<earley_item> single(depths);      // depth d > real, not virtual: its one plain item
             std::string path(depths, '\0');                // the bytes read, by depth - 1
             std::size_t real = 0;                          // the chart holds depths 0..real
             std::vector<std::uint32_t> generation(depths, 0);  // of the chart's set at each depth
             std::uint32_t sets_made = 0;
+            constexpr std::int32_t unclassified = -2;
+            set_classes classes;
+            classes.looping = &m_g->looping();
+            const std::size_t base = local.position();
+            std::size_t stepped = 0, repeated = 0;
+            // steps since a set last found a class: past max_drought the walk stops
+            // looking (a string's text counts its bytes: no set is one seen before)
+            std::size_t drought = 0;
+            constexpr std::size_t max_drought = 2048;
             const auto walk = [&](std::uint32_t first, std::uint32_t last) {
             for (std::uint32_t i = first; i < last;)
             {
@@ -792,11 +1029,11 @@ namespace xsampler
                     real = d - 1;
                 }
                 const earley_item* one = nullptr;
-                if (d - 1 > real)
+                if (d - 1 > real && !at[d - 1].virt)
                 {
                     one = &single[d - 1];
                 }
-                else if (local.items() == 1 && plain(a, *local.begin()))
+                else if (d - 1 == real && local.items() == 1 && plain(a, *local.begin()))
                 {
                     one = local.begin();
                 }
@@ -807,7 +1044,7 @@ namespace xsampler
                     const bool easy = plain_step(a, *one, b, y, dead);
                     if (dead)
                     {
-                        if (popped[d - 1])
+                        if (at[d - 1].popped)
                         {
                             roots.push_back(i);
                         }
@@ -817,8 +1054,9 @@ namespace xsampler
                     if (easy)
                     {
                         single[d] = y;
-                        popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y)));
-                        on_token(i, popped[d - 1] != 0, &single[d], &single[d] + 1, generation);
+                        at[d].virt = 0;
+                        at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y)));
+                        on_token(i, at[d - 1].popped != 0, &single[d], &single[d] + 1, generation, no_set);
                         ++i;
                         continue;
                     }
@@ -826,12 +1064,57 @@ namespace xsampler
                     {
                         local.step(static_cast<unsigned char>(path[k - 1]));
                         generation[k] = ++sets_made;
+                        at[k].cls = unclassified;
                     }
                     real = d - 1;
                 }
+                // the parent's set: the chart's top, or (virtual) a set of its class
+                if (at[real].cls == unclassified && drought < max_drought)
+                {
+                    at[real].cls = set_classes::none;
+                    at[real].key = {};  // (no set's: every set has items)
+                    if (classes.may_loop(local))
+                    {
+                        at[real].key = set_classes::key_of(local, base, generation);
+                        at[real].cls = classes.find(local, at[real].key);
+                    }
+                }
+                const std::int32_t k = at[real].cls >= 0 ? at[real].cls : set_classes::none;
+                const std::uint8_t seen = k >= 0 ? classes.classes[std::size_t(k)].next[b] : set_classes::unknown;
+                if (seen == set_classes::dead)
+                {
+                    if (at[d - 1].popped)
+                    {
+                        roots.push_back(i);
+                    }
+                    i = ix.end(i);
+                    continue;
+                }
+                if (seen == set_classes::same)
+                {
+                    at[d].virt = 1;
+                    ++repeated;
+                    at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(local.popped()));
+                    on_token(i, at[d - 1].popped != 0, local.begin(), local.end(), generation, generation[real]);
+                    ++i;
+                    continue;
+                }
+                for (std::size_t j = real + 1; j < d; ++j)  // a virtual parent: its sets in the chart
+                {
+                    local.repeat();
+                    generation[j] = ++sets_made;
+                    at[j].cls = k;
+                    at[j].key = at[real].key;
+                }
+                real = d - 1;
+                ++stepped;
                 if (!local.step(b))
                 {
-                    if (popped[d - 1])
+                    if (k >= 0)
+                    {
+                        classes.classes[std::size_t(k)].next[b] = set_classes::dead;
+                    }
+                    if (at[d - 1].popped)
                     {
                         roots.push_back(i);
                     }
@@ -840,50 +1123,66 @@ namespace xsampler
                 }
                 real = d;
                 generation[d] = ++sets_made;
-                popped[d] = std::uint8_t(popped[d - 1] | std::uint8_t(local.popped()));
-                on_token(i, popped[d - 1] != 0, local.begin(), local.end(), generation);
+                at[d].cls = unclassified;
+                if (ix.end(i) > i + 1 && drought < max_drought)  // (a leaf's class would not be used)
+                {
+                    drought = classes.classify(local, base, generation, b, k, at[d].cls, at[d].key, at[d - 1].cls, at[d - 1].key) ? 0 : drought + 1;
+                }
+                at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(local.popped()));
+                on_token(i, at[d - 1].popped != 0, local.begin(), local.end(), generation, generation[d]);
                 ++i;
             }
             };
             if (starts == nullptr)
             {
                 walk(0, std::uint32_t(ix.nodes()));
+                m_g->note_walk(stepped, repeated);
                 return roots;
             }
+            std::string want(depths, '\0');
             for (const resume& r : *starts)
             {
-                local.pop(real);  // back to the position's own set
-                real = 0;
                 const std::size_t d = ix.depth(r.node);
                 std::uint32_t up = ix.parent(r.node);
                 for (std::size_t k = d - 1; k >= 1; --k, up = ix.parent(up))
                 {
-                    path[k - 1] = char(ix.byte(up));
+                    want[k - 1] = char(ix.byte(up));
                 }
+                std::size_t keep = 0;  // the chart's sets on the node's way down stay (starts in preorder share them)
+                while (keep < real && keep + 1 < d && path[keep] == want[keep])
+                {
+                    ++keep;
+                }
+                local.pop(real - keep);
+                real = keep;
+                std::copy(want.begin(), want.begin() + std::ptrdiff_t(d - 1), path.begin());
                 bool live = true;
                 if (r.chart)
                 {
-                    for (std::size_t k = 1; k < d && live; ++k)
+                    for (std::size_t k = real + 1; k < d && live; ++k)
                     {
                         live = local.step(static_cast<unsigned char>(path[k - 1]));
                         if (live)
                         {
                             real = k;
                             generation[k] = ++sets_made;
-                            popped[k] = std::uint8_t(popped[k - 1] | std::uint8_t(local.popped()));
+                            at[k].cls = unclassified;
+                            at[k].popped = std::uint8_t(at[k - 1].popped | std::uint8_t(local.popped()));
                         }
                     }
                 }
                 else if (d > 1)
                 {
                     single[d - 1] = r.before;  // (at depth 1, the set itself: `before` is its item)
-                    popped[d - 1] = 0;         // nothing ends inside a region (an earlier exit's may have)
+                    at[d - 1].virt = 0;
+                    at[d - 1].popped = 0;         // nothing ends inside a region (an earlier exit's may have)
                 }
                 if (live)  // (a chart that dies above the node: the region said it would not)
                 {
                     walk(r.node, ix.end(r.node));
                 }
             }
+            m_g->note_walk(stepped, repeated);
             return roots;
         }
 
@@ -899,7 +1198,7 @@ namespace xsampler
             compiled_grammar::position_masks out;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
             const auto add = [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
-                                 const std::vector<std::uint32_t>&) {
+                                 const std::vector<std::uint32_t>&, std::uint32_t) {
                 ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
             };
             region_view v;
@@ -1463,13 +1762,18 @@ namespace xsampler
                     out.classes[last_class].tokens.push_back({w.local, t});
                 }
             };
+            std::uint32_t ways_set = no_set;  // the set `ways` are of
             const auto on_node = [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last,
-                                     const std::vector<std::uint32_t>& gen) {
+                                     const std::vector<std::uint32_t>& gen, std::uint32_t set) {
                 generation = &gen;
-                ways.clear();
-                for (const earley_item* x = first; x != last; ++x)
+                if (set == no_set || set != ways_set)
                 {
-                    ways_of(*x, ways, 0);
+                    ways.clear();
+                    for (const earley_item* x = first; x != last; ++x)
+                    {
+                        ways_of(*x, ways, 0);
+                    }
+                    ways_set = set;
                 }
                 ix.for_each_token(i, [&](token_id t) { put(t, popped); });
             };
@@ -1533,87 +1837,95 @@ namespace xsampler
                 walk_local(local, on_node, &v.resumes);
             }
             // by local cost (a token in several ways of one class: its cheapest first, the rest harmless)
-            const auto by_cost = [](const auto& x, const auto& y) { return x.first < y.first; };
             for (auto& c : out.classes)
             {
-                if (!std::is_sorted(c.tokens.begin(), c.tokens.end(), by_cost))
-                {
-                    std::stable_sort(c.tokens.begin(), c.tokens.end(), by_cost);
-                }
+                sort_by_cost(c.tokens);
             }
             return out;
+        }
+
+        /// Sorts (cost, token) pairs by cost, stably: a counting sort when the
+        /// costs span fewer than 4,096 values (they count tokens), else a merge sort.
+        template <class Cost>
+        static void sort_by_cost(std::vector<std::pair<Cost, token_id>>& v)
+        {
+            const auto by_cost = [](const auto& x, const auto& y) { return x.first < y.first; };
+            if (std::is_sorted(v.begin(), v.end(), by_cost))
+            {
+                return;
+            }
+            const auto [lo, hi] = std::minmax_element(v.begin(), v.end(), by_cost);
+            const auto above = [least = std::uint64_t(lo->first)](Cost c) { return std::size_t(std::uint64_t(c) - least); };
+            if (std::uint64_t(hi->first) - std::uint64_t(lo->first) >= 4096)
+            {
+                std::stable_sort(v.begin(), v.end(), by_cost);
+                return;
+            }
+            std::vector<std::size_t> at(above(hi->first) + 2, 0);
+            for (const auto& e : v)
+            {
+                ++at[above(e.first) + 1];
+            }
+            std::partial_sum(at.begin(), at.end(), at.begin());
+            std::vector<std::pair<Cost, token_id>> sorted(v.size());
+            for (const auto& e : v)
+            {
+                sorted[at[above(e.first)]++] = e;
+            }
+            v = std::move(sorted);
         }
 
         /// The second level: the context's subtrees walked through the real chart.
         std::vector<token_id> walk_context(const compiled_grammar::position_masks& p) const
         {
-            return walk_context(p, [](token_id, matcher&) {});
+            return walk_context(p, [](token_id, const earley_item*, const earley_item*, std::uint32_t, matcher&) {});
         }
-        /// The same, with on_token(t, chart after t) for each allowed token.
+        /// The same, with on_token(t, items, set, chart) for each allowed
+        /// token: the items after t, whose origins are the chart's sets, and
+        /// the set they are (walk_local).
         template <class OnToken>
         std::vector<token_id> walk_context(const compiled_grammar::position_masks& p, OnToken&& on_token) const
         {
             const vocabulary_index& ix = m_g->index();
             matcher m = m_matcher;
-            const std::size_t base = m.position();
-            std::vector<token_id> out;
-            std::vector<std::uint32_t> path;
-            std::string prefix;  // the bytes read after base
+            std::vector<resume> starts;
+            starts.reserve(p.roots.size());
             for (const std::uint32_t root : p.roots)
             {
-                // the root's ancestors' bytes
-                path.clear();
-                for (std::uint32_t a = ix.parent(root); a != vocabulary_index::none; a = ix.parent(a))
-                {
-                    path.push_back(a);
-                }
-                std::string want;
-                for (std::size_t k = path.size(); k-- > 0;)
-                {
-                    want += char(ix.byte(path[k]));
-                }
-                std::size_t common = 0;
-                while (common < want.size() && common < prefix.size() && want[common] == prefix[common])
-                {
-                    ++common;
-                }
-                m.pop(m.position() - base - std::min(common, m.position() - base));
-                prefix.resize(m.position() - base);
-                bool live = true;
-                for (std::size_t k = prefix.size(); k < want.size(); ++k)
-                {
-                    if (!m.step(static_cast<unsigned char>(want[k])))
-                    {
-                        live = false;
-                        break;
-                    }
-                    prefix += want[k];
-                }
-                if (!live)
-                {
-                    continue;
-                }
-                // the subtree, from depth d = want.size() + 1
-                const std::size_t top = m.position();
-                for (std::uint32_t i = root; i < ix.end(root);)
-                {
-                    const std::size_t d = ix.depth(i) - want.size();  // 1 at the root
-                    m.pop(m.position() - (top + d - 1));
-                    if (!m.step(ix.byte(i)))
-                    {
-                        i = ix.end(i);
-                        continue;
-                    }
-                    ix.for_each_token(i, [&](token_id t) {
-                        out.push_back(t);
-                        on_token(t, m);
-                    });
-                    ++i;
-                }
-                m.pop(m.position() - top);
+                starts.push_back({root, earley_item{}, true});
             }
-            std::sort(out.begin(), out.end());
+            std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            walk_local(
+                m,
+                [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
+                    const std::vector<std::uint32_t>&, std::uint32_t set) {
+                    ix.for_each_token(i, [&](token_id t) {
+                        words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64);
+                        on_token(t, first, last, set, m);
+                    });
+                },
+                &starts);
+            std::vector<token_id> out;
+            for (std::size_t w = 0; w < words.size(); ++w)
+            {
+                for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
+                {
+                    out.push_back(token_id(w * 64 + std::size_t(__builtin_ctzll(bits))));
+                }
+            }
             return out;
+        }
+
+        /// The least cost in tokens of finishing after one of these items of m's.
+        static std::uint64_t cheapest(const earley_item* first, const earley_item* last, matcher& m,
+                                      const detail::token_costs& tc)
+        {
+            std::uint64_t best = detail::automaton::infinite;
+            for (const earley_item* x = first; x != last; ++x)
+            {
+                best = std::min(best, m.cost(*x, tc));
+            }
+            return best;
         }
 
         /// The budget's whole mask by one walk of the trie through the real
@@ -1625,12 +1937,14 @@ namespace xsampler
             const detail::token_costs& tc = m_g->token_costs();
             matcher m = m_matcher;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            std::uint32_t best_set = no_set;  // the set `best` is of
+            std::uint64_t best = detail::automaton::infinite;
             walk_local(m, [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
-                              const std::vector<std::uint32_t>&) {
-                std::uint64_t best = detail::automaton::infinite;
-                for (const earley_item* x = first; x != last; ++x)
+                              const std::vector<std::uint32_t>&, std::uint32_t set) {
+                if (set == no_set || set != best_set)
                 {
-                    best = std::min(best, m.cost(*x, tc));
+                    best = cheapest(first, last, m, tc);
+                    best_set = set;
                 }
                 if (best <= target)
                 {
@@ -1729,22 +2043,36 @@ namespace xsampler
                 cut = cut || keep[c] < k.tokens.size();
             }
             // the context's tokens: their costs relative to the state's, cached by the
-            // context when they are count-free; else each read through the chart
+            // context when they are count-free; else each read through the chart, or
+            // (many) their subtrees walked through it again
             std::vector<token_id> extras;
             if (m_extras && !m_current->roots.empty() && !m_extras->ids.empty())
             {
                 const std::uint64_t here = m_matcher.cheapest(tc);
+                const auto costs_of_context = [&] {
+                    compiled_grammar::context_costs cc;
+                    std::uint32_t best_set = no_set;  // the set `best` is of
+                    std::uint64_t best = detail::automaton::infinite;
+                    walk_context(*m_current, [&](token_id t, const earley_item* first, const earley_item* last,
+                                                 std::uint32_t set, matcher& m) {
+                        if (set == no_set || set != best_set)
+                        {
+                            best = cheapest(first, last, m, tc);
+                            best_set = set;
+                        }
+                        cc.tokens.push_back({std::int64_t(best) - std::int64_t(here), t});
+                    });
+                    sort_by_cost(cc.tokens);
+                    return cc;
+                };
                 std::shared_ptr<const compiled_grammar::context_costs> known;
                 if (m_ctx_count_free)
                 {
-                    known = m_g->context_cost(m_ctx_key, [&] {
-                        compiled_grammar::context_costs cc;
-                        walk_context(*m_current, [&](token_id t, matcher& m) {
-                            cc.tokens.push_back({std::int64_t(m.cheapest(tc)) - std::int64_t(here), t});
-                        });
-                        std::sort(cc.tokens.begin(), cc.tokens.end());
-                        return cc;
-                    });
+                    known = m_g->context_cost(m_ctx_key, costs_of_context);
+                }
+                else if (m_extras->ids.size() > max_checks)
+                {
+                    known = std::make_shared<const compiled_grammar::context_costs>(costs_of_context());
                 }
                 if (known && known->tokens.empty())
                 {
@@ -1770,7 +2098,7 @@ namespace xsampler
                         extras.push_back(t);
                     }
                 }
-                else if (m_extras->ids.size() <= max_checks)
+                else
                 {
                     for (const token_id t : m_extras->ids)
                     {
@@ -1783,10 +2111,6 @@ namespace xsampler
                             cut = true;
                         }
                     }
-                }
-                else
-                {
-                    return exact(target, done);
                 }
             }
             if (!cut)

@@ -13,6 +13,8 @@
 //   step(b)      reads byte b: true if some text of the language starts with
 //                the bytes read and b; false otherwise, and nothing changes
 //   feed(bytes)  reads bytes until one fails: how many were read
+//   repeat()     reads a byte known to leave the set as it is (a walk's
+//                shortcut: the set's items again, its own ones renumbered)
 //   pop(n)       forgets the last n bytes read (n <= position())
 //   complete()   the bytes read are a text of the language
 //   shortest()   the length of the shortest completion (0 when complete)
@@ -147,6 +149,23 @@ namespace xsampler
             }
             closure();
             return true;
+        }
+        /// Reads a byte the caller knows leaves the set as it is (a walk that
+        /// saw it once, inside a name or a number): a new set of the current
+        /// one's items, those begun in it now begun in the new one. Then
+        /// whatever follows is what follows the current set.
+        void repeat()
+        {
+            const auto k = std::uint32_t(position());
+            const std::uint32_t from = m_sets.back(), to = std::uint32_t(m_items.size());
+            m_sets.push_back(to);
+            m_popped.push_back(m_popped.back());
+            for (std::uint32_t i = from; i < to; ++i)
+            {
+                earley_item x = m_items[i];
+                x.origin = x.origin == k ? k + 1 : x.origin;
+                m_items.push_back(x);
+            }
         }
         std::size_t feed(std::string_view bytes)
         {
