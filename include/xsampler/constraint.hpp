@@ -208,8 +208,9 @@ namespace xsampler
         }
         /// By automaton state: whether an item in it may be itself again after
         /// a byte (a byte leads the state to itself; a counted rule's start
-        /// whose count stops at its minimum). Only a set with such an item can
-        /// be a set again (set_classes).
+        /// whose count stops at its minimum). The walks look for a set read
+        /// again (set_classes) only among sets with such an item (a byte that
+        /// swaps two items' states is missed: a step more, never a wrong mask).
         const std::vector<std::uint8_t>& looping() const noexcept { return m_looping; }
         /// Entries in the two caches.
         std::pair<std::size_t, std::size_t> cached() const
