@@ -689,6 +689,65 @@ TEST_CASE("constraint: names and numbers in a recursive expression: a set read a
     CHECK(stats.nodes_stepped > 0);
 }
 
+TEST_CASE("constraint: at a budget's end in a long string the tokens that cannot go on past its end keep their costs",
+          "[constraint]")
+{
+    // a string of up to 1,000 of [a-z!] closed by !" : every two-byte token inside
+    // may end the text before its last byte (a "check" token), so a tight budget
+    // that cuts them would read them all again; only those whose later byte is a
+    // '!' can go on past the text's end, and "x!" is cheaper so: then only '"'
+    // is left (no token spells !")
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b)
+    {
+        tokens.emplace_back(1, char(b));
+    }
+    std::string letters = "!";
+    for (char x = 'a'; x <= 'z'; ++x)
+    {
+        letters += x;
+    }
+    for (const char x : letters)
+    {
+        for (const char y : letters)
+        {
+            tokens.push_back(std::string{x, y});
+        }
+    }
+    tokens.emplace_back();
+    const auto eos = token_id(tokens.size() - 1);
+    const auto index = std::make_shared<const vocabulary_index>(
+        std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
+    const auto compiled =
+        std::make_shared<const compiled_grammar>(index, parse_gbnf(R"g(root ::= "\"" [a-z!]{0,1000} "!\"")g"), "text");
+    {
+        matcher m(compiled->rules());
+        REQUIRE(m.feed("\"ab") == 3);
+        const auto after = m.after_kernel();  // the text's end: then its '!'
+        CHECK(std::count(after.begin(), after.end(), true) == 1);
+        CHECK(after['!']);
+    }
+    std::mt19937 pick(5);
+    std::size_t context_only = 0;  // steps where some "x!" fits only past the text's end
+    for (std::size_t budget = 5; budget < 14; ++budget)
+    {
+        constraint c(compiled);
+        c.set_budget(budget);
+        while (!c.ended())
+        {
+            INFO("budget " << budget << " after " << c.text());
+            const auto allowed = allowed_by_brute_force(c, [](token_id, const constraint&) {});
+            REQUIRE(!allowed.empty());
+            const bool past = std::find(allowed.begin(), allowed.end(), index->vocab().find("a!")) != allowed.end();
+            const bool inside = std::find(allowed.begin(), allowed.end(), index->vocab().find("ab")) != allowed.end();
+            context_only += std::size_t(past && !inside && c.text().size() > 1);
+            c.advance(allowed[pick() % allowed.size()]);
+        }
+        REQUIRE(c.complete());
+    }
+    CHECK(context_only > 0);
+}
+
 TEST_CASE("constraint: the completion is a path the machine follows byte by byte", "[constraint]")
 {
     const auto index = small_index();

@@ -2137,6 +2137,20 @@ namespace xsampler
             }
             if (recheck.size() > max_checks)
             {
+                // a token goes on past a kernel rule's end only with a later byte the
+                // context may read then: the others' class costs are theirs (a long
+                // string's text: what ends it is its quote, which no token inside holds)
+                const std::array<bool, 256> after = m_matcher.after_kernel();
+                recheck.erase(std::remove_if(recheck.begin(), recheck.end(),
+                                             [&](token_id t) {
+                                                 const std::string& b = v.bytes(t);
+                                                 return std::none_of(b.begin() + std::min<std::ptrdiff_t>(1, std::ptrdiff_t(b.size())), b.end(),
+                                                                     [&](char c) { return after[static_cast<unsigned char>(c)]; });
+                                             }),
+                              recheck.end());
+            }
+            if (recheck.size() > max_checks)
+            {
                 return exact(target, done);  // many: one walk through the chart beats one read each
             }
             for (const token_id t : recheck)

@@ -23,6 +23,8 @@
 //                rest as the completion), since it is defined by the
 //                language alone
 //   rules_here() the grammar rules the text is in now (messages)
+//   after_kernel() the bytes that may come first once a rule the text is in
+//                ends, whenever it ends (budgets: which tokens may read on)
 // Every state the matcher reaches is live: all rules are productive and
 // every DFA state can end, so a non-empty set is a prefix of the language.
 // A matcher is a value: copying it forks it (n samples, beams).
@@ -32,6 +34,7 @@
 #define XSAMPLER_MATCHER_HPP
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -316,6 +319,79 @@ namespace xsampler
             return out;
         }
 
+        /// The bytes that may come first once the rule of one of the current
+        /// set's kernel items has ended, whenever it ends: those the items
+        /// waiting for it at its origin read once moved past it (with what
+        /// they predict, and what ends with them). Bytes a text may hold after
+        /// such an end, so a token none of whose later bytes is here cannot go
+        /// on past one.
+        std::array<bool, 256> after_kernel()
+        {
+            const grammar_automaton& a = *m_a;
+            std::array<bool, 256> out{};
+            std::vector<earley_item> kernel;
+            for_each_kernel([&](const earley_item& x) { kernel.push_back(x); });
+            std::vector<std::pair<std::uint32_t, std::uint32_t>> seen;  // (rule, origin)
+            for (const earley_item& x : kernel)
+            {
+                const std::uint32_t rule = a.states[x.state].rule;
+                if (is_context(x.origin) ||
+                    std::find(seen.begin(), seen.end(), std::make_pair(rule, x.origin)) != seen.end())
+                {
+                    continue;
+                }
+                seen.emplace_back(rule, x.origin);
+                // a set as the one the rule's end would make (its position one on)
+                const std::size_t before = position();
+                try
+                {
+                    m_sets.push_back(std::uint32_t(m_items.size()));
+                    m_popped.push_back(0);
+                    read_after(rule, x.origin, out);
+                }
+                catch (...)
+                {
+                    pop(position() - before);  // (out of memory: the text as it was)
+                    throw;
+                }
+                pop(1);
+            }
+            return out;
+        }
+
+    private:
+        /// after_kernel()'s set for `rule` begun at set o, on top: its items
+        /// and closure, and the bytes they read into `out`.
+        void read_after(std::uint32_t rule, std::uint32_t o, std::array<bool, 256>& out)
+        {
+            const grammar_automaton& a = *m_a;
+            for (std::uint32_t j = m_sets[o]; j < m_sets[o + 1]; ++j)
+            {
+                const earley_item y = m_items[j];
+                if (!can_read(y))
+                {
+                    continue;
+                }
+                const auto& ys = a.states[y.state];
+                for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                {
+                    if (a.edges[e].rule == rule)
+                    {
+                        add({a.edges[e].target, y.origin, y.count});
+                    }
+                }
+            }
+            closure();
+            for (const earley_item* y = begin(); y != end(); ++y)
+            {
+                for (unsigned b = 0; b < 256 && can_read(*y); ++b)
+                {
+                    out[b] = out[b] || a.next(y->state, static_cast<unsigned char>(b)) >= 0;
+                }
+            }
+        }
+
+    public:
         /// The grammar rules of the current set's kernel items (innermost
         /// first), for messages.
         std::vector<std::string> rules_here() const
