@@ -365,22 +365,7 @@ namespace xsampler
         void read_after(std::uint32_t rule, std::uint32_t o, std::array<bool, 256>& out)
         {
             const grammar_automaton& a = *m_a;
-            for (std::uint32_t j = m_sets[o]; j < m_sets[o + 1]; ++j)
-            {
-                const earley_item y = m_items[j];
-                if (!can_read(y))
-                {
-                    continue;
-                }
-                const auto& ys = a.states[y.state];
-                for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
-                {
-                    if (a.edges[e].rule == rule)
-                    {
-                        add({a.edges[e].target, y.origin, y.count});
-                    }
-                }
-            }
+            moved_past(rule, o);
             closure();
             for (const earley_item* y = begin(); y != end(); ++y)
             {
@@ -559,22 +544,28 @@ namespace xsampler
                     m_popped.back() = 1;
                     continue;
                 }
-                const std::uint32_t rule = st.rule;
-                const std::uint32_t from = m_sets[x.origin], to = m_sets[x.origin + 1];
-                for (std::uint32_t j = from; j < to; ++j)
+                moved_past(st.rule, x.origin);
+            }
+        }
+        /// Adds to the current set the items of set o (before it) waiting for
+        /// `rule`, moved past it: the rule begun at o has ended here.
+        void moved_past(std::uint32_t rule, std::uint32_t o)
+        {
+            const grammar_automaton& a = *m_a;
+            const std::uint32_t from = m_sets[o], to = m_sets[o + 1];
+            for (std::uint32_t j = from; j < to; ++j)
+            {
+                const earley_item y = m_items[j];
+                if (!can_read(y))
                 {
-                    const earley_item y = m_items[j];
-                    if (!can_read(y))
+                    continue;
+                }
+                const auto& ys = a.states[y.state];
+                for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
+                {
+                    if (a.edges[e].rule == rule)
                     {
-                        continue;
-                    }
-                    const auto& ys = a.states[y.state];
-                    for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
-                    {
-                        if (a.edges[e].rule == rule)
-                        {
-                            add({a.edges[e].target, y.origin, y.count});
-                        }
+                        add({a.edges[e].target, y.origin, y.count});
                     }
                 }
             }
