@@ -1018,6 +1018,15 @@ namespace xsampler
             // looking (a string's text counts its bytes: no set is one seen before)
             std::size_t drought = 0;
             constexpr std::size_t max_drought = 2048;
+            // node i at depth d dies: the subtree after it is skipped, and is the
+            // context's to walk if a kernel rule finished above it
+            const auto dies = [&](std::uint32_t i, std::size_t d) {
+                if (at[d - 1].popped)
+                {
+                    roots.push_back(i);
+                }
+                return ix.end(i);
+            };
             const auto walk = [&](std::uint32_t first, std::uint32_t last) {
             for (std::uint32_t i = first; i < last;)
             {
@@ -1045,11 +1054,7 @@ namespace xsampler
                     const bool easy = plain_step(a, *one, b, y, dead);
                     if (dead)
                     {
-                        if (at[d - 1].popped)
-                        {
-                            roots.push_back(i);
-                        }
-                        i = ix.end(i);
+                        i = dies(i, d);
                         continue;
                     }
                     if (easy)
@@ -1084,11 +1089,7 @@ namespace xsampler
                 const std::uint8_t seen = k >= 0 ? classes.classes[std::size_t(k)].next[b] : set_classes::unknown;
                 if (seen == set_classes::dead)
                 {
-                    if (at[d - 1].popped)
-                    {
-                        roots.push_back(i);
-                    }
-                    i = ix.end(i);
+                    i = dies(i, d);
                     continue;
                 }
                 if (seen == set_classes::same)
@@ -1115,11 +1116,7 @@ namespace xsampler
                     {
                         classes.classes[std::size_t(k)].next[b] = set_classes::dead;
                     }
-                    if (at[d - 1].popped)
-                    {
-                        roots.push_back(i);
-                    }
-                    i = ix.end(i);
+                    i = dies(i, d);
                     continue;
                 }
                 real = d;
@@ -1353,10 +1350,7 @@ namespace xsampler
                 }
                 else
                 {
-                    for (unsigned b = 0; b < 256; ++b)
-                    {
-                        leaves[b] = leaves[b] || a.next(it->state, static_cast<unsigned char>(b)) >= 0;
-                    }
+                    a.add_bytes(it->state, leaves);
                 }
             }
             if (found == nullptr)
@@ -1572,10 +1566,7 @@ namespace xsampler
                 {
                     return false;  // it would predict, or end
                 }
-                for (unsigned b = 0; b < 256; ++b)
-                {
-                    leaves[b] = leaves[b] || a.next(s, static_cast<unsigned char>(b)) >= 0;
-                }
+                a.add_bytes(s, leaves);
                 return true;
             };
             for (const earley_item* it = local.begin(); it != local.end(); ++it)
@@ -1917,17 +1908,28 @@ namespace xsampler
             return out;
         }
 
-        /// The least cost in tokens of finishing after one of these items of m's.
-        static std::uint64_t cheapest(const earley_item* first, const earley_item* last, matcher& m,
-                                      const detail::token_costs& tc)
+        /// The least cost in tokens of finishing after one of a set's items
+        /// (walk_local's on_token arguments), kept for the set last asked: a
+        /// walk reads one set at many nodes (no_set: a plain item, computed).
+        struct cheapest
         {
+            const detail::token_costs& tc;
+            std::uint32_t set = no_set;
             std::uint64_t best = detail::automaton::infinite;
-            for (const earley_item* x = first; x != last; ++x)
+            std::uint64_t operator()(const earley_item* first, const earley_item* last, std::uint32_t of, matcher& m)
             {
-                best = std::min(best, m.cost(*x, tc));
+                if (of == no_set || of != set)
+                {
+                    best = detail::automaton::infinite;
+                    for (const earley_item* x = first; x != last; ++x)
+                    {
+                        best = std::min(best, m.cost(*x, tc));
+                    }
+                    set = of;
+                }
+                return best;
             }
-            return best;
-        }
+        };
 
         /// The budget's whole mask by one walk of the trie through the real
         /// chart (a set that is one plain item steps by table look-up): each
@@ -1938,16 +1940,10 @@ namespace xsampler
             const detail::token_costs& tc = m_g->token_costs();
             matcher m = m_matcher;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
-            std::uint32_t best_set = no_set;  // the set `best` is of
-            std::uint64_t best = detail::automaton::infinite;
+            cheapest cost{tc};
             walk_local(m, [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
                               const std::vector<std::uint32_t>&, std::uint32_t set) {
-                if (set == no_set || set != best_set)
-                {
-                    best = cheapest(first, last, m, tc);
-                    best_set = set;
-                }
-                if (best <= target)
+                if (cost(first, last, set, m) <= target)
                 {
                     ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
                 }
@@ -2052,16 +2048,10 @@ namespace xsampler
                 const std::uint64_t here = m_matcher.cheapest(tc);
                 const auto costs_of_context = [&] {
                     compiled_grammar::context_costs cc;
-                    std::uint32_t best_set = no_set;  // the set `best` is of
-                    std::uint64_t best = detail::automaton::infinite;
+                    cheapest cost{tc};
                     walk_context(*m_current, [&](token_id t, const earley_item* first, const earley_item* last,
                                                  std::uint32_t set, matcher& m) {
-                        if (set == no_set || set != best_set)
-                        {
-                            best = cheapest(first, last, m, tc);
-                            best_set = set;
-                        }
-                        cc.tokens.push_back({std::int64_t(best) - std::int64_t(here), t});
+                        cc.tokens.push_back({std::int64_t(cost(first, last, set, m)) - std::int64_t(here), t});
                     });
                     sort_by_cost(cc.tokens);
                     return cc;

@@ -369,9 +369,9 @@ namespace xsampler
             closure();
             for (const earley_item* y = begin(); y != end(); ++y)
             {
-                for (unsigned b = 0; b < 256 && can_read(*y); ++b)
+                if (can_read(*y))
                 {
-                    out[b] = out[b] || a.next(y->state, static_cast<unsigned char>(b)) >= 0;
+                    a.add_bytes(y->state, out);
                 }
             }
         }

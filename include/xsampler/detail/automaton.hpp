@@ -127,6 +127,14 @@ namespace xsampler
             {
                 return table[std::size_t(s) * classes + byte_class[b]];
             }
+            /// Adds the bytes state s reads to `bytes`.
+            void add_bytes(std::uint32_t s, std::array<bool, 256>& bytes) const noexcept
+            {
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    bytes[b] = bytes[b] || next(s, static_cast<unsigned char>(b)) >= 0;
+                }
+            }
             /// For a counted rule's item: whether it may read more (its count is below max).
             /// The shortest text that completes rule r from state s with `count` iterations done.
             std::uint64_t rest(std::uint32_t s, std::size_t count) const noexcept
