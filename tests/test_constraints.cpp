@@ -33,27 +33,29 @@ using json = nlohmann::json;
 
 namespace
 {
+    /// An index of every single byte, then `words`, then eos.
+    std::shared_ptr<const vocabulary_index> bytes_and(const std::vector<std::string>& words)
+    {
+        std::vector<std::string> tokens;
+        for (int b = 0; b < 256; ++b)
+        {
+            tokens.emplace_back(1, char(b));
+        }
+        tokens.insert(tokens.end(), words.begin(), words.end());
+        tokens.emplace_back();
+        const auto eos = token_id(tokens.size() - 1);
+        return std::make_shared<const vocabulary_index>(
+            std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
+    }
+
     /// Every single byte, the tokens that span JSON's structure, some words, and eos last.
     std::shared_ptr<const vocabulary_index> small_index()
     {
-        static const auto index = [] {
-            std::vector<std::string> tokens;
-            for (int b = 0; b < 256; ++b)
-            {
-                tokens.emplace_back(1, char(b));
-            }
-            for (const char* t : {"{\"", "\":", "\",", "\"}", "},", "\"},", "\":\"", "\": ", ", \"", "[{", "}]", "]}",
-                                  "[\"", "\"]", "true", "false", "null", "tr", "nu", "name", "\"name\"", "age", "12",
-                                  "0.", "e+", "-1", "\\u", "\\n", "D83D", "DE00", "\\uD83D", "é", "\xE2\x82", "\xAC",
-                                  "  ", "\n  ", "abc", "b,", "e]", "red", "\"red\"", "green", "[]", "{}", "\"\"", "000", "1.5"})
-            {
-                tokens.emplace_back(t);
-            }
-            tokens.emplace_back();
-            const auto eos = token_id(tokens.size() - 1);
-            auto v = std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos});
-            return std::make_shared<const vocabulary_index>(v);
-        }();
+        static const auto index = bytes_and(
+            {"{\"", "\":", "\",", "\"}", "},", "\"},", "\":\"", "\": ", ", \"", "[{", "}]", "]}",
+             "[\"", "\"]", "true", "false", "null", "tr", "nu", "name", "\"name\"", "age", "12",
+             "0.", "e+", "-1", "\\u", "\\n", "D83D", "DE00", "\\uD83D", "é", "\xE2\x82", "\xAC",
+             "  ", "\n  ", "abc", "b,", "e]", "red", "\"red\"", "green", "[]", "{}", "\"\"", "000", "1.5"});
         return index;
     }
 
@@ -210,6 +212,19 @@ namespace
         chain ch{std::move(c), stages...};
         philox4x32 rng(seed);
         return generate(model, {}, ch, o, rng);
+    }
+
+    /// The token a random walk reads next: a random allowed one, or once
+    /// `late` the completion's first byte (eos when the text is complete).
+    token_id onward(const constraint& c, const std::vector<token_id>& allowed, std::mt19937& pick, bool late)
+    {
+        const token_id t = allowed[pick() % allowed.size()];
+        if (!late)
+        {
+            return t;
+        }
+        const std::string rest = c.completion();
+        return rest.empty() ? c.vocab().eos()[0] : c.vocab().find(rest.substr(0, 1));
     }
 
     /// A copy of c advanced by t in `out`, or false if c does not allow it.
@@ -412,13 +427,7 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
                 REQUIRE(std::count(allowed.begin(), allowed.end(), eos) == c.complete());
                 REQUIRE(!allowed.empty());
                 // go on mostly along random tokens, later along the completion
-                token_id t = allowed[pick() % allowed.size()];
-                if (step > 25)
-                {
-                    const std::string rest = c.completion();
-                    t = rest.empty() ? eos : v.find(rest.substr(0, 1));
-                }
-                c.advance(t);
+                c.advance(onward(c, allowed, pick, step > 25));
             }
         }
     }
@@ -547,13 +556,7 @@ TEST_CASE("constraint: on recursive grammars too, the mask allows exactly the to
                     }
                 });
                 REQUIRE(std::count(allowed.begin(), allowed.end(), eos) == c.complete());
-                token_id t = allowed[pick() % allowed.size()];
-                if (step > 20)
-                {
-                    const std::string rest = c.completion();
-                    t = rest.empty() ? eos : v.find(rest.substr(0, 1));
-                }
-                c.advance(t);
+                c.advance(onward(c, allowed, pick, step > 20));
             }
         }
         CHECK(compiled->stats().position_hits > 0);
@@ -629,22 +632,9 @@ TEST_CASE("constraint: names and numbers in a recursive expression: a set read a
     // byte (the items after them, and a nullable ws predicted anew each byte, are
     // in every set): a letter after a letter leaves the set as it was, and the
     // walks read such nodes as the set again (set_classes) instead of stepping
-    std::vector<std::string> tokens;
-    for (int b = 0; b < 256; ++b)
-    {
-        tokens.emplace_back(1, char(b));
-    }
-    for (const char* t : {"abc", "abcd", "abc(", "ab_1", "x1 ", "foo)", "foo;", "12", "123", "12+", "1;", "(a", "((", "))",
-                          " = ", "a b", "zz=", "q(x)", "n12", "ab;", "abc abc", "\tab", " ab", "x=1;", "f(a,b)", "bar(",
-                          "_y9;", "99)", "ab  ", "k\t=", "abcdefgh", "abcdefgh(", "1234567;"})
-    {
-        tokens.emplace_back(t);
-    }
-    tokens.emplace_back();
-    const auto eos = token_id(tokens.size() - 1);
-    const auto index = std::make_shared<const vocabulary_index>(
-        std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
-    const auto& v = index->vocab();
+    const auto index = bytes_and({"abc", "abcd", "abc(", "ab_1", "x1 ", "foo)", "foo;", "12", "123", "12+", "1;", "(a",
+                                  "((", "))", " = ", "a b", "zz=", "q(x)", "n12", "ab;", "abc abc", "\tab", " ab", "x=1;",
+                                  "f(a,b)", "bar(", "_y9;", "99)", "ab  ", "k\t=", "abcdefgh", "abcdefgh(", "1234567;"});
     const auto compiled = std::make_shared<const compiled_grammar>(index, parse_gbnf(R"g(
         root ::= stmt+
         stmt ::= name ws "=" ws expr ";" ws
@@ -675,13 +665,7 @@ TEST_CASE("constraint: names and numbers in a recursive expression: a set read a
                 REQUIRE(m.complete());
             });
             REQUIRE(!allowed.empty());
-            token_id t = allowed[pick() % allowed.size()];
-            if (step > 16)
-            {
-                const std::string rest = c.completion();
-                t = rest.empty() ? eos : v.find(rest.substr(0, 1));
-            }
-            c.advance(t);
+            c.advance(onward(c, allowed, pick, step > 16));
         }
     }
     const auto stats = compiled->stats();
@@ -697,27 +681,20 @@ TEST_CASE("constraint: at a budget's end in a long string the tokens that cannot
     // that cuts them would read them all again; only those whose later byte is a
     // '!' can go on past the text's end, and "x!" is cheaper so: then only '"'
     // is left (no token spells !")
-    std::vector<std::string> tokens;
-    for (int b = 0; b < 256; ++b)
-    {
-        tokens.emplace_back(1, char(b));
-    }
     std::string letters = "!";
     for (char x = 'a'; x <= 'z'; ++x)
     {
         letters += x;
     }
+    std::vector<std::string> pairs;
     for (const char x : letters)
     {
         for (const char y : letters)
         {
-            tokens.push_back(std::string{x, y});
+            pairs.push_back(std::string{x, y});
         }
     }
-    tokens.emplace_back();
-    const auto eos = token_id(tokens.size() - 1);
-    const auto index = std::make_shared<const vocabulary_index>(
-        std::make_shared<const vocabulary>(std::move(tokens), std::vector<token_id>{eos}));
+    const auto index = bytes_and(pairs);
     const auto compiled =
         std::make_shared<const compiled_grammar>(index, parse_gbnf(R"g(root ::= "\"" [a-z!]{0,1000} "!\"")g"), "text");
     {
