@@ -227,6 +227,36 @@ namespace
         return rest.empty() ? c.vocab().eos()[0] : c.vocab().find(rest.substr(0, 1));
     }
 
+    /// Random walks through fresh constraints on `compiled` (steps each, the
+    /// completion's way once `late` steps are read; budget(run) set when it is
+    /// not 0), brute-forced at every step: each allowed token's text, completed,
+    /// is a text of the grammar.
+    template <class Budget>
+    void brute_force_walks(const std::shared_ptr<const compiled_grammar>& compiled, int runs, int steps, int late,
+                           std::mt19937& pick, Budget&& budget)
+    {
+        for (int run = 0; run < runs; ++run)
+        {
+            constraint c(compiled);
+            if (const std::size_t b = budget(run))
+            {
+                c.set_budget(b);
+            }
+            for (int step = 0; step < steps && !c.ended(); ++step)
+            {
+                INFO("run " << run << " after \"" << c.text() << "\"");
+                const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                    matcher m(compiled->rules());
+                    const std::string full = after.text() + after.completion();
+                    REQUIRE(m.feed(full) == full.size());
+                    REQUIRE(m.complete());
+                });
+                REQUIRE(!allowed.empty());
+                c.advance(onward(c, allowed, pick, step > late));
+            }
+        }
+    }
+
     /// A copy of c advanced by t in `out`, or false if c does not allow it.
     bool advanced(const constraint& c, token_id t, constraint& out)
     {
@@ -648,29 +678,58 @@ TEST_CASE("constraint: names and numbers in a recursive expression: a set read a
     )g"), "expr");
     std::mt19937 pick(23);
     const std::size_t least = constraint(compiled).shortest_completion();
-    for (int run = 0; run < 12; ++run)
-    {
-        constraint c(compiled);
-        if (run % 2 == 1)
-        {
-            c.set_budget(least + 4 + std::size_t(run));  // tight steps: the costs' walks too
-        }
-        for (int step = 0; step < 24 && !c.ended(); ++step)
-        {
-            INFO("run " << run << " after \"" << c.text() << "\"");
-            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
-                matcher m(compiled->rules());
-                const std::string full = after.text() + after.completion();
-                REQUIRE(m.feed(full) == full.size());
-                REQUIRE(m.complete());
-            });
-            REQUIRE(!allowed.empty());
-            c.advance(onward(c, allowed, pick, step > 16));
-        }
-    }
+    brute_force_walks(compiled, 12, 24, 16, pick, [&](int run) {  // budgets in odd runs: the costs' walks too
+        return run % 2 == 1 ? least + 4 + std::size_t(run) : 0;
+    });
     const auto stats = compiled->stats();
     CHECK(stats.nodes_repeated > 0);
     CHECK(stats.nodes_stepped > 0);
+}
+
+TEST_CASE("constraint: free text that may end at every byte is one region when no rule reads the root", "[constraint]")
+{
+    // Lines of printable text after "> ": the root may end after every character,
+    // but its end only ends the text (no rule reads the root), so it is no "pop"
+    // for the context to go on from, and the text's loop is a region of the trie.
+    // Where a rule does read the root (the last grammar: brackets around it), its
+    // end goes on and the same positions need the context. (The last three words
+    // die after the root may end.)
+    const auto index = bytes_and({"ab", "abc ", " de", "x\n", "\ny", "[a", "]]", "b]", "[[", "a b c", "~~", "\n\n",
+                                  "zz", "q]", "hello world", "!?", "> hi", "> a\x7f", "ab\x7f", "a!\x01"});
+    struct probe
+    {
+        const char* gbnf;
+        bool root_read, region;
+    };
+    for (const probe& p : {probe{"root ::= \"> \" [ -~]+ (\"\\n\" [ -~]+)*", false, true},
+                           // the root predicts `tail` where it may end: the chart is stepped there
+                           probe{"root ::= [a-z ]+ (tail [a-z ]+)* tail?\ntail ::= [!?]+", false, false},
+                           probe{"root ::= [ -Z\\\\^-~]+ | \"[\" root \"]\"", true, false}})
+    {
+        INFO(p.gbnf);
+        const auto compiled = std::make_shared<const compiled_grammar>(index, parse_gbnf(p.gbnf), "text");
+        CHECK(compiled->rules()->root_read == p.root_read);
+        const std::size_t regions = index->regions_cached();
+        std::mt19937 pick(29);
+        brute_force_walks(compiled, 6, 12, 9, pick, [](int) { return std::size_t(0); });
+        const auto stats = compiled->stats();
+        if (p.root_read)
+        {
+            CHECK(stats.context_walks > 0);  // "]" may follow a letter: the context's
+        }
+        else
+        {
+            CHECK(stats.context_walks == 0);  // no pops: nothing for the context
+        }
+        if (p.region)
+        {
+            CHECK(index->regions_cached() > regions);  // the text's loop, walked as a region
+        }
+        else
+        {
+            CHECK(stats.nodes_stepped > 0);  // the chart is stepped (its sets pop nothing either)
+        }
+    }
 }
 
 TEST_CASE("constraint: at a budget's end in a long string the tokens that cannot go on past its end keep their costs",

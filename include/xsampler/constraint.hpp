@@ -1061,7 +1061,8 @@ namespace xsampler
                     {
                         single[d] = y;
                         at[d].virt = 0;
-                        at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y)));
+                        at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y) &&
+                                                                                   !a.ends_text_only(y.state)));
                         on_token(i, at[d - 1].popped != 0, &single[d], &single[d] + 1, generation, no_set);
                         ++i;
                         continue;
@@ -1393,11 +1394,12 @@ namespace xsampler
 
         /// Whether an item in state s stays the one plain item of its set
         /// whatever its origin and count: no rule to predict, nothing to
-        /// complete, not a counted rule's.
+        /// complete (or only the text: the root's end when no rule reads
+        /// it), not a counted rule's.
         static bool in_region(const grammar_automaton& a, std::uint32_t s) noexcept
         {
             const auto& st = a.states[s];
-            return st.edges_begin == st.edges_end && !st.accepting && !a.rules[st.rule].counted;
+            return st.edges_begin == st.edges_end && (!st.accepting || a.ends_text_only(s)) && !a.rules[st.rule].counted;
         }
         /// The region around `start`: the states in_region on a way from it
         /// back to it by bytes through such states (a string's text, its

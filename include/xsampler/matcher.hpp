@@ -101,7 +101,8 @@ namespace xsampler
         /// A chart whose only set holds these items, item i with origin
         /// context - group[i] (and what they predict): the positions alone,
         /// without what they return to. A context item that completes is a
-        /// "pop" (popped()).
+        /// "pop" (popped()), but for the root's when no rule reads it (its
+        /// end only ends the text).
         void start_from(const std::vector<earley_item>& kernel, const std::vector<std::uint32_t>& group)
         {
             m_items.clear();
@@ -541,7 +542,7 @@ namespace xsampler
                 }
                 if (is_context(x.origin))
                 {
-                    m_popped.back() = 1;
+                    m_popped.back() = std::uint8_t(m_popped.back() | std::uint8_t(!a.ends_text_only(x.state)));
                     continue;
                 }
                 moved_past(st.rule, x.origin);

@@ -122,6 +122,11 @@ namespace xsampler
             std::vector<rule_info> rules;
             std::vector<std::string> source_names;  // grammar rule names, by grammar rule id
             std::uint32_t root = 0;
+            bool root_read = false;  // some rule reads the root (else its end only ends the text)
+
+            /// Whether an item in state s ends no more than the text where it
+            /// ends: the root's, when no rule reads the root.
+            bool ends_text_only(std::uint32_t s) const noexcept { return !root_read && states[s].rule == root; }
 
             std::int32_t next(std::uint32_t s, unsigned char b) const noexcept
             {
@@ -234,6 +239,10 @@ namespace xsampler
                     tick();
                 }
                 distances();
+                for (const auto& e : a->edges)
+                {
+                    a->root_read = a->root_read || e.rule == a->root;
+                }
                 return a;
             }
 
