@@ -732,6 +732,65 @@ TEST_CASE("constraint: free text that may end at every byte is one region when n
     }
 }
 
+TEST_CASE("constraint: inside a counted string only the subtrees where the text may close are left to the context",
+          "[constraint]")
+{
+    // Lists of strings of at most 5 characters (printable, no quote or comma),
+    // counted (unroll 2): a string may end after every character, but only its
+    // closing quote may follow, and no character is one. So where the count
+    // ends or a byte dies ("," past the maximum), the context can go on only
+    // with a quote right there: the position leaves it nothing else. Closed by
+    // "!\"" instead, '!' may both follow the text and be a character of it: the
+    // chart decides (at least 0 characters: every position may end), or below
+    // the minimum (2) the context looks below every iteration's end.
+    // (tokens with a quote after a character, or what follows the string: in
+    // the second vocabulary only)
+    const auto plain = bytes_and({"ab", "abc", "ab,", "bc,", "abcde,", ",\"", "xy!", "bc!", "xyz!"});
+    const auto crossing = bytes_and({"ab", "abc", "ab,", "bc,", "abcde,", "a!\"", "b!\"", "!\"", "\"]", "\",", ",\"", "a\"",
+                                     "ab\"]", "bcd\",\"", "xy!"});
+    grammar_limits limits;
+    limits.unroll = 2;
+    struct probe
+    {
+        const char* close;
+        int least;
+        bool filtered, region;
+    };
+    for (const probe& p : {probe{"\"\\\"\"", 0, true, true}, probe{"\"!\\\"\"", 0, false, false},
+                           probe{"\"!\\\"\"", 2, false, true}})
+    {
+        const std::string gbnf = "root ::= \"[\" str (\",\" str)* \"]\"\nstr ::= \"\\\"\" [ !#-+\\x2D-~]{" +
+                                 std::to_string(p.least) + ",5} " + p.close;
+        INFO(gbnf);
+        const std::size_t regions = plain->regions_cached();
+        const auto compiled = std::make_shared<const compiled_grammar>(plain, parse_gbnf(gbnf), "strings", limits);
+        constraint c(compiled);
+        std::size_t walks = 0;  // context walks at the positions inside the first string
+        for (const char* t : {"[", "\"", "a", "b", "c", "d", "e"})
+        {
+            const std::size_t before = compiled->stats().context_walks;
+            if (c.text().size() >= 2)
+            {
+                allowed_by_brute_force(c, [](token_id, const constraint&) {});
+                walks += compiled->stats().context_walks - before;
+            }
+            c.advance(c.vocab().find(t));
+        }
+        CHECK((plain->regions_cached() > regions) == p.region);  // the counted text, walked as a region
+        if (p.filtered)
+        {
+            CHECK(walks == 0);
+        }
+        else
+        {
+            CHECK(walks > 0);
+        }
+        std::mt19937 pick(31);
+        brute_force_walks(std::make_shared<const compiled_grammar>(crossing, parse_gbnf(gbnf), "strings", limits), 12, 14,
+                          10, pick, [](int) { return std::size_t(0); });
+    }
+}
+
 TEST_CASE("constraint: at a budget's end in a long string the tokens that cannot go on past its end keep their costs",
           "[constraint]")
 {

@@ -1218,7 +1218,7 @@ namespace xsampler
                 out.roots = walk_local(local, add, &v.resumes);
                 if (v.counted)
                 {
-                    const auto more = counted_roots(v);  // subtrees apart from the resumed ones: all in preorder
+                    const auto more = counted_roots(ix, v);  // subtrees apart from the resumed ones: all in preorder
                     out.roots.insert(out.roots.end(), more.begin(), more.end());
                     std::sort(out.roots.begin(), out.roots.end());
                 }
@@ -1244,6 +1244,7 @@ namespace xsampler
             earley_item x{};
             bool frame = false, counted = false;  // counted: x a counted kernel item at an iteration's start
             std::size_t min = 0, most = 0, left = 0;  // left: iterations x may still read
+            std::array<bool, 256> leaves{};           // counted: the bytes that may follow x's rule (counted_roots)
             std::vector<resume> resumes;
 
             /// Whether inside token t is read from x (counted: at most `left` iterations).
@@ -1273,16 +1274,15 @@ namespace xsampler
         bool as_region(const matcher& local, region_view& v) const
         {
             byte_region region;
-            std::array<bool, 256> leaves{};
             const grammar_automaton& a = local.rules();
             if (local.items() == 1 && region_of(a, local.begin()->state, region, v.state_of))
             {
                 v.x = *local.begin();
             }
-            else if (counted_kernel(local, v.x, leaves))
+            else if (counted_kernel(local, v.x, v.leaves))
             {
                 v.counted = true;
-                if (!counted_body(a, a.states[v.x.state].rule, leaves, region, v.state_of))
+                if (!counted_body(a, a.states[v.x.state].rule, v.leaves, region, v.state_of))
                 {
                     return false;
                 }
@@ -1298,6 +1298,21 @@ namespace xsampler
                 v.min = r.min;
                 v.most = r.max == grammar::unbounded ? ~std::size_t(0) : r.max;
                 v.left = v.most == ~std::size_t(0) ? v.most : v.most - v.x.count;
+                if (v.counted && v.x.count < v.min)
+                {
+                    // the items waiting for x's rule are not in the set yet: what may
+                    // follow the rule anywhere, when no iteration begins with it
+                    const auto& follow = a.follow[a.states[v.x.state].rule];
+                    bool apart = true;
+                    for (unsigned b = 0; b < 256 && apart; ++b)
+                    {
+                        apart = !follow[b] || a.next(r.start, static_cast<unsigned char>(b)) < 0;
+                    }
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        v.leaves[b] = !apart || follow[b];
+                    }
+                }
             }
             v.walked = m_g->index().walk_region(region);
             for (const auto& e : v.walked->exits)
@@ -1366,8 +1381,18 @@ namespace xsampler
         /// minimum met (before x's maximum), and the nodes that end the
         /// maximum's iteration and have children (x may only end there: what
         /// follows is the context's; walking from the node itself reads its
-        /// own tokens again, which x allows anyway).
-        static std::vector<std::uint32_t> counted_roots(const region_view& v)
+        /// own tokens again, which x allows anyway). Once x ends, what reads
+        /// on are the items waiting for its rule, moved past it, and they
+        /// read only bytes in `leaves`, none of them one an iteration begins
+        /// with: with x's minimum met, they are the kernel's other items
+        /// (counted_body checks them); below it, what may follow the rule
+        /// anywhere (automaton::follow), when none begins an iteration (else
+        /// every byte). So the context can go on only where x ends right
+        /// before such a byte (after an earlier end, the next byte is one x
+        /// read, which they cannot): only the roots whose byte, or a child's,
+        /// is in `leaves` are left (near a string's maximum, the nodes of its
+        /// last character with a quote below, not the thousands of others).
+        static std::vector<std::uint32_t> counted_roots(const vocabulary_index& ix, const region_view& v)
         {
             const region_walk& w = *v.walked;
             std::vector<std::uint32_t> stops, full;
@@ -1375,7 +1400,7 @@ namespace xsampler
             {
                 for (const auto& e : *list)
                 {
-                    if (e.ends > 0 && e.ends < v.left && v.x.count + e.ends >= v.min)
+                    if (e.ends > 0 && e.ends < v.left && v.x.count + e.ends >= v.min && v.leaves[ix.byte(e.node)])
                     {
                         stops.push_back(e.node);
                     }
@@ -1384,8 +1409,19 @@ namespace xsampler
             std::sort(stops.begin(), stops.end());
             if (v.left + 1 < w.at_begin.size())
             {
-                full.assign(w.at_start.begin() + std::ptrdiff_t(w.at_begin[v.left]),
-                            w.at_start.begin() + std::ptrdiff_t(w.at_begin[v.left + 1]));
+                for (std::uint32_t k = w.at_begin[v.left]; k < w.at_begin[v.left + 1]; ++k)
+                {
+                    const std::uint32_t n = w.at_start[k];
+                    bool goes_on = false;
+                    for (std::uint32_t c = n + 1; c < ix.end(n) && !goes_on; c = ix.end(c))
+                    {
+                        goes_on = v.leaves[ix.byte(c)];
+                    }
+                    if (goes_on)
+                    {
+                        full.push_back(n);
+                    }
+                }
             }
             std::vector<std::uint32_t> roots(stops.size() + full.size());
             std::merge(stops.begin(), stops.end(), full.begin(), full.end(), roots.begin());
@@ -1403,7 +1439,10 @@ namespace xsampler
         }
         /// The region around `start`: the states in_region on a way from it
         /// back to it by bytes through such states (a string's text, its
-        /// escapes and multi-byte characters), numbered breadth first
+        /// escapes and multi-byte characters), or where start is on no such
+        /// way, start and the ways back to the states one byte after it (a
+        /// string of at least one character after its opening quote: the
+        /// first, then the loop of the others), numbered breadth first
         /// (state_of: the automaton's state of each); a byte to any other
         /// live state leaves it. Only when it is wide enough for walking the
         /// whole trie to be what a walk costs: at least 64 bytes stay in it
@@ -1430,7 +1469,7 @@ namespace xsampler
             // forward from start (by byte class), then back to it
             std::vector<std::uint32_t> seen{start};
             std::unordered_map<std::uint32_t, std::uint32_t> index{{start, 0}};
-            std::vector<std::vector<std::uint32_t>> back(1);
+            std::vector<std::vector<std::uint32_t>> back(1), ahead(1);
             for (std::size_t k = 0; k < seen.size(); ++k)
             {
                 for (std::uint32_t c = 0; c < a.classes; ++c)
@@ -1449,19 +1488,38 @@ namespace xsampler
                         }
                         seen.push_back(std::uint32_t(t));
                         back.emplace_back();
+                        ahead.emplace_back();
                     }
                     back[it->second].push_back(std::uint32_t(k));
+                    ahead[k].push_back(it->second);
                 }
             }
-            std::vector<std::uint8_t> loops(seen.size(), 0);  // reaches start
-            loops[0] = 1;
-            detail::mark_reaching(back, loops);
+            std::vector<std::uint8_t> in(seen.size(), 0);  // reaches start
+            in[0] = 1;
+            detail::mark_reaching(back, in);
+            if (std::none_of(ahead[0].begin(), ahead[0].end(), [&](std::uint32_t t) { return in[t] != 0; }))
+            {
+                // start is on no loop (a first character before the text's loop): the loops of the states after it
+                for (const std::uint32_t t : ahead[0])
+                {
+                    std::vector<std::uint8_t> from(seen.size(), 0), to(seen.size(), 0);
+                    from[t] = to[t] = 1;
+                    detail::mark_reaching(ahead, from);
+                    detail::mark_reaching(back, to);
+                    const bool loops = std::find(ahead[t].begin(), ahead[t].end(), t) != ahead[t].end() ||
+                                       std::any_of(ahead[t].begin(), ahead[t].end(), [&](std::uint32_t u) { return to[u] != 0; });
+                    for (std::size_t k = 0; k < seen.size() && loops; ++k)
+                    {
+                        in[k] = std::uint8_t(in[k] | (from[k] & to[k]));
+                    }
+                }
+            }
             return number_region(a, start, region, state_of, [&](std::size_t, std::uint32_t, unsigned, std::int32_t t) {
                 if (t < 0)
                 {
                     return byte_region::dead;
                 }
-                return staying(t) && loops[index.at(std::uint32_t(t))] ? keep : byte_region::exit;
+                return staying(t) && in[index.at(std::uint32_t(t))] ? keep : byte_region::exit;
             });
         }
 

@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bitset>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -123,6 +124,9 @@ namespace xsampler
             std::vector<std::string> source_names;  // grammar rule names, by grammar rule id
             std::uint32_t root = 0;
             bool root_read = false;  // some rule reads the root (else its end only ends the text)
+            /// By rule: the bytes that may come first after it ends, in any text
+            /// (a superset: the root's is empty).
+            std::vector<std::bitset<256>> follow;
 
             /// Whether an item in state s ends no more than the text where it
             /// ends: the root's, when no rule reads the root.
@@ -243,6 +247,7 @@ namespace xsampler
                 {
                     a->root_read = a->root_read || e.rule == a->root;
                 }
+                follows();
                 return a;
             }
 
@@ -1603,6 +1608,91 @@ namespace xsampler
                     }
                 }
                 work(m * a.classes);
+            }
+
+            /// automaton::follow: the bytes each state may read first (through
+            /// the rules it predicts, past nullable ones) and whether it may end
+            /// its rule without a byte; then, for each rule edge, what its
+            /// target reads first and, where the target may end, what follows
+            /// its own rule. (A counted rule ends at its start, and an
+            /// iteration's end begins the next one: both counted as may.)
+            void follows()
+            {
+                automaton& a = *m_out;
+                const std::size_t m = a.states.size();
+                std::vector<std::bitset<256>> of_class(a.classes), first(m);
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    of_class[a.byte_class[b]].set(b);
+                }
+                std::vector<std::uint8_t> ends(m, 0);
+                for (std::uint32_t s = 0; s < m; ++s)
+                {
+                    for (std::uint32_t c = 0; c < a.classes; ++c)
+                    {
+                        if (a.table[std::size_t(s) * a.classes + c] >= 0)
+                        {
+                            first[s] |= of_class[c];
+                        }
+                    }
+                    const auto& r = a.rules[a.states[s].rule];
+                    ends[s] = std::uint8_t(a.states[s].accepting || (r.counted && s == r.start));
+                }
+                for (bool changed = true; changed;)
+                {
+                    changed = false;
+                    for (std::size_t k = m; k-- > 0;)
+                    {
+                        const auto& st = a.states[k];
+                        const auto& r = a.rules[st.rule];
+                        std::bitset<256> f = first[k];
+                        bool e = ends[k] != 0;
+                        if (r.counted && st.accepting)
+                        {
+                            f |= first[r.start];
+                        }
+                        for (std::uint32_t j = st.edges_begin; j < st.edges_end; ++j)
+                        {
+                            const auto& sub = a.rules[a.edges[j].rule];
+                            f |= first[sub.start];
+                            if (sub.nullable)
+                            {
+                                f |= first[a.edges[j].target];
+                                e = e || ends[a.edges[j].target] != 0;
+                            }
+                        }
+                        if (f != first[k] || e != (ends[k] != 0))
+                        {
+                            first[k] = f;
+                            ends[k] = std::uint8_t(e);
+                            changed = true;
+                        }
+                    }
+                    work(m + a.edges.size());
+                }
+                a.follow.assign(a.rules.size(), {});
+                for (bool changed = true; changed;)
+                {
+                    changed = false;
+                    for (std::uint32_t s = 0; s < m; ++s)
+                    {
+                        for (std::uint32_t j = a.states[s].edges_begin; j < a.states[s].edges_end; ++j)
+                        {
+                            const auto& ed = a.edges[j];
+                            std::bitset<256> f = a.follow[ed.rule] | first[ed.target];
+                            if (ends[ed.target])
+                            {
+                                f |= a.follow[a.states[s].rule];
+                            }
+                            if (f != a.follow[ed.rule])
+                            {
+                                a.follow[ed.rule] = f;
+                                changed = true;
+                            }
+                        }
+                    }
+                    work(m + a.edges.size());
+                }
             }
 
             const grammar& m_g;
