@@ -115,8 +115,9 @@ namespace xsampler
             std::size_t position_hits = 0, position_walks = 0;  // first level
             std::size_t context_hits = 0, context_walks = 0;    // second level
             // trie nodes the walks read through the chart: by a step, and as a
-            // set of the parent's class again (set_classes: no step)
-            std::size_t nodes_stepped = 0, nodes_repeated = 0;
+            // set of the parent's class again (set_classes: no step); and by a
+            // table look-up (one plain item)
+            std::size_t nodes_stepped = 0, nodes_repeated = 0, nodes_plain = 0;
         };
         /// The tokens a set of positions decides alone.
         struct position_masks
@@ -198,11 +199,13 @@ namespace xsampler
             counters out = m_counters;
             out.nodes_stepped = m_stepped.load(std::memory_order_relaxed);
             out.nodes_repeated = m_repeated.load(std::memory_order_relaxed);
+            out.nodes_plain = m_plain.load(std::memory_order_relaxed);
             return out;
         }
         /// Adds a walk's nodes to stats().
-        void note_walk(std::size_t stepped, std::size_t repeated) const noexcept
+        void note_walk(std::size_t stepped, std::size_t repeated, std::size_t plain) const noexcept
         {
+            m_plain.fetch_add(plain, std::memory_order_relaxed);
             m_stepped.fetch_add(stepped, std::memory_order_relaxed);
             m_repeated.fetch_add(repeated, std::memory_order_relaxed);
         }
@@ -294,7 +297,7 @@ namespace xsampler
         mutable std::unordered_map<std::string, std::shared_ptr<const position_costs>> m_costs;
         mutable std::unordered_map<std::string, std::shared_ptr<const context_costs>> m_context_costs;
         mutable counters m_counters;
-        mutable std::atomic<std::size_t> m_stepped{0}, m_repeated{0};
+        mutable std::atomic<std::size_t> m_stepped{0}, m_repeated{0}, m_plain{0};
         std::vector<std::uint8_t> m_looping;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
@@ -1013,7 +1016,7 @@ namespace xsampler
             set_classes classes;
             classes.looping = &m_g->looping();
             const std::size_t base = local.position();
-            std::size_t stepped = 0, repeated = 0;
+            std::size_t stepped = 0, repeated = 0, looked_up = 0;
             // steps since a set last found a class: past max_drought the walk stops
             // looking (a string's text counts its bytes: no set is one seen before)
             std::size_t drought = 0;
@@ -1059,6 +1062,7 @@ namespace xsampler
                     }
                     if (easy)
                     {
+                        ++looked_up;
                         single[d] = y;
                         at[d].virt = 0;
                         at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y) &&
@@ -1135,7 +1139,7 @@ namespace xsampler
             if (starts == nullptr)
             {
                 walk(0, std::uint32_t(ix.nodes()));
-                m_g->note_walk(stepped, repeated);
+                m_g->note_walk(stepped, repeated, looked_up);
                 return roots;
             }
             std::string want(depths, '\0');
@@ -1181,7 +1185,7 @@ namespace xsampler
                     walk(r.node, ix.end(r.node));
                 }
             }
-            m_g->note_walk(stepped, repeated);
+            m_g->note_walk(stepped, repeated, looked_up);
             return roots;
         }
 
