@@ -1430,6 +1430,31 @@ TEST_CASE("vocabulary_index: walk_region keeps the tokens that stay in a region 
     CHECK_THROWS_WITH(ix.walk_region(bad), Contains("walk_region: state 0"));
     CHECK_THROWS_WITH(ix.walk_region(byte_region{}), Contains("walk_region: a region needs states"));
     CHECK(ix.regions_cached() == 2);
+    {
+        // exits from a state other than the first, and the state each token inside ends in
+        const auto v2 = std::make_shared<const vocabulary>(
+            std::vector<std::string>{"a\\", "\\\"", "a\\\"", "\\n\"", "aa", ""}, std::vector<token_id>{5});
+        const vocabulary_index ix2(v2);
+        // state 0: 'a' stays, '\' to state 1, '"' leaves; state 1: 'n' back to 0, '"' leaves; others die
+        byte_region e;
+        e.runs = {run{0x21, byte_region::dead}, run{0x22, byte_region::exit}, run{0x5B, byte_region::dead},
+                  run{0x5C, 1},                 run{0x60, byte_region::dead}, run{0x61, 0},
+                  run{0xFF, byte_region::dead}, run{0x21, byte_region::dead}, run{0x22, byte_region::exit},
+                  run{0x6D, byte_region::dead}, run{0x6E, 0},                 run{0xFF, byte_region::dead}};
+        e.begin = {0, 7, 12};
+        const auto w = ix2.walk_region(e);
+        CHECK(w->inside[0] == ((std::uint64_t(1) << 0) | (std::uint64_t(1) << 4)));  // a\ and aa
+        CHECK(w->last == std::vector<std::uint16_t>{1, 0, 0, 0, 0, 0});              // a\ ends after the backslash
+        // in preorder: '"' after "\" (in state 1), after "\n" (state 0), after "a\" (state 1)
+        REQUIRE(w->exits.size() == 3);
+        const std::vector<std::pair<std::size_t, std::uint32_t>> at = {{2, 1}, {3, 0}, {3, 1}};
+        for (std::size_t k = 0; k < 3; ++k)
+        {
+            CHECK(ix2.byte(w->exits[k].node) == '"');
+            CHECK(ix2.depth(w->exits[k].node) == at[k].first);
+            CHECK(w->exits[k].from == at[k].second);
+        }
+    }
 }
 
 TEST_CASE("constraint: a region's exits leave the context nothing the whole walk would not", "[constraint]")

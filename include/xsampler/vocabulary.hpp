@@ -263,6 +263,30 @@ namespace xsampler
                 m_root[m_byte[i]] = std::int32_t(i);
             }
             m_all_bytes = std::all_of(m_root.begin(), m_root.end(), [&](std::int32_t r) { return r >= 0 && m_count[std::size_t(r)] > 0; });
+            // the nodes by depth (each depth in preorder): a counting sort
+            m_level_begin.assign(m_longest + 2, 0);
+            for (const std::uint16_t d : m_depth)
+            {
+                ++m_level_begin[d];
+            }
+            for (std::size_t d = 1; d < m_level_begin.size(); ++d)
+            {
+                m_level_begin[d] += m_level_begin[d - 1];
+            }
+            m_by_level.resize(m_byte.size());
+            std::vector<std::uint32_t> next(m_level_begin.begin(), m_level_begin.end() - 1);
+            for (std::uint32_t i = 0; i < m_byte.size(); ++i)
+            {
+                m_by_level[next[m_depth[i] - 1]++] = i;
+            }
+            m_node_of.assign(v.size(), std::uint32_t(m_byte.size()));  // (special tokens: past the last node)
+            for (std::uint32_t i = 0; i < m_byte.size(); ++i)
+            {
+                for (std::uint32_t k = m_first[i]; k < m_first[i] + m_count[i]; ++k)
+                {
+                    m_node_of[std::size_t(m_ids[k])] = i;
+                }
+            }
         }
 
         const vocabulary& vocab() const noexcept { return *m_vocab; }
@@ -417,52 +441,13 @@ namespace xsampler
                 out.need.assign(m_vocab->size(), region_walk::outside);
             }
             std::vector<std::pair<std::uint16_t, std::uint32_t>> by_ends;  // (iterations, node at the start)
-            std::vector<std::int32_t> at(m_longest + 1, 0);     // the region's state at each depth
-            std::vector<std::uint16_t> ends(m_longest + 1, 0);  // iterations ended (at most the depth)
-            const auto nodes = std::uint32_t(m_byte.size());
-            for (std::uint32_t i = 0; i < nodes;)
+            if (!counted && wide(table))
             {
-                const std::size_t d = m_depth[i];
-                const std::int32_t from = at[d - 1];
-                std::uint16_t e = ends[d - 1];
-                std::int32_t to = table[std::size_t(from) * 256 + m_byte[i]];
-                if (to == byte_region::end)
-                {
-                    to = region.start;
-                    ++e;
-                }
-                if (to < 0)
-                {
-                    if (to == byte_region::exit)
-                    {
-                        out.exits.push_back({i, std::uint32_t(from), e});
-                    }
-                    else if (counted && e > 0)
-                    {
-                        out.stops.push_back({i, std::uint32_t(from), e});
-                    }
-                    i = m_end[i];
-                    continue;
-                }
-                at[d] = to;
-                ends[d] = e;
-                if (counted && to == region.start && e > 0 && m_end[i] > i + 1)
-                {
-                    by_ends.emplace_back(e, i);
-                }
-                const auto need = std::uint16_t(e + std::uint16_t(to != region.start));
-                for (std::uint32_t k = m_first[i], last = m_first[i] + m_count[i]; k < last; ++k)
-                {
-                    const auto t = std::size_t(m_ids[k]);
-                    out.inside[t / 64] |= std::uint64_t(1) << (t % 64);
-                    out.last[t] = std::uint16_t(to);
-                    if (counted)
-                    {
-                        out.need[t] = need;
-                        out.most = std::max(out.most, need);
-                    }
-                }
-                ++i;
+                walk_levels(table, out);
+            }
+            else
+            {
+                walk_nodes(table, region.start, out, by_ends);
             }
             if (counted)  // by_ends grouped by iterations, each group in preorder (a counting sort)
             {
@@ -490,6 +475,114 @@ namespace xsampler
             return out;
         }
 
+        /// Whether the bytes state 0 keeps or leaves by hold a quarter of the
+        /// trie's nodes below them: walking the trie whole costs what the walk does.
+        bool wide(const std::vector<std::int32_t>& table) const noexcept
+        {
+            std::size_t below = 0;
+            for (std::uint32_t i = 0; i < m_byte.size(); i = m_end[i])
+            {
+                below += table[m_byte[i]] != byte_region::dead ? m_end[i] - i : 0;
+            }
+            return below >= m_byte.size() / 4;
+        }
+        /// walk_through's walk when the region is narrow: node by node in
+        /// preorder, skipping the subtrees where it dies or is left (start:
+        /// where an iteration ends, counted; -1 otherwise).
+        void walk_nodes(const std::vector<std::int32_t>& table, std::int32_t start, region_walk& out,
+                        std::vector<std::pair<std::uint16_t, std::uint32_t>>& by_ends) const
+        {
+            const bool counted = start >= 0;
+            std::vector<std::int32_t> at(m_longest + 1, 0);     // the region's state at each depth
+            std::vector<std::uint16_t> ends(m_longest + 1, 0);  // iterations ended (at most the depth)
+            const auto nodes = std::uint32_t(m_byte.size());
+            for (std::uint32_t i = 0; i < nodes;)
+            {
+                const std::size_t d = m_depth[i];
+                const std::int32_t from = at[d - 1];
+                std::uint16_t e = ends[d - 1];
+                std::int32_t to = table[std::size_t(from) * 256 + m_byte[i]];
+                if (to == byte_region::end)
+                {
+                    to = start;
+                    ++e;
+                }
+                if (to < 0)
+                {
+                    if (to == byte_region::exit)
+                    {
+                        out.exits.push_back({i, std::uint32_t(from), e});
+                    }
+                    else if (counted && e > 0)
+                    {
+                        out.stops.push_back({i, std::uint32_t(from), e});
+                    }
+                    i = m_end[i];
+                    continue;
+                }
+                at[d] = to;
+                ends[d] = e;
+                if (counted && to == start && e > 0 && m_end[i] > i + 1)
+                {
+                    by_ends.emplace_back(e, i);
+                }
+                const auto need = std::uint16_t(e + std::uint16_t(to != start));
+                for (std::uint32_t k = m_first[i], last = m_first[i] + m_count[i]; k < last; ++k)
+                {
+                    const auto t = std::size_t(m_ids[k]);
+                    out.inside[t / 64] |= std::uint64_t(1) << (t % 64);
+                    out.last[t] = std::uint16_t(to);
+                    if (counted)
+                    {
+                        out.need[t] = need;
+                        out.most = std::max(out.most, need);
+                    }
+                }
+                ++i;
+            }
+        }
+        /// walk_through's walk when the region is wide (its first bytes hold
+        /// a quarter of the trie) and not counted: without branches on the
+        /// trie's shape, each node's state from its parent's, depth by depth
+        /// (the nodes of a depth are independent); then the tokens in id
+        /// order, and where it is left, in preorder. (A counted region's walk
+        /// lists most nodes anyway, by the iterations they end: walk_nodes.)
+        void walk_levels(const std::vector<std::int32_t>& table, region_walk& out) const
+        {
+            constexpr std::int32_t below = -4;  // under a node where it died or was left (and no node's)
+            const auto nodes = std::uint32_t(m_byte.size());
+            std::vector<std::int32_t> state(std::size_t(nodes) + 1, below);
+            for (std::size_t d = 1; d < m_level_begin.size(); ++d)
+            {
+                for (std::uint32_t k = m_level_begin[d - 1]; k < m_level_begin[d]; ++k)
+                {
+                    const std::uint32_t i = m_by_level[k];
+                    const std::int32_t from = d == 1 ? 0 : state[m_parent[i]];
+                    state[i] = from >= 0 ? table[std::size_t(from) * 256 + m_byte[i]] : below;
+                }
+            }
+            const std::size_t n = m_node_of.size();
+            for (std::size_t w = 0; w < out.inside.size(); ++w)
+            {
+                std::uint64_t bits = 0;
+                for (std::size_t t = w * 64; t < std::min(n, w * 64 + 64); ++t)
+                {
+                    const std::int32_t to = state[m_node_of[t]];
+                    bits |= std::uint64_t(to >= 0) << (t % 64);
+                    out.last[t] = std::uint16_t(to >= 0 ? to : 0);
+                }
+                out.inside[w] = bits;
+            }
+            for (std::uint32_t i = 0; i < nodes;)
+            {
+                const std::int32_t to = state[i];
+                if (to == byte_region::exit)
+                {
+                    out.exits.push_back({i, m_depth[i] == 1 ? 0 : std::uint32_t(state[m_parent[i]]), 0});
+                }
+                i = to < 0 ? m_end[i] : i + 1;
+            }
+        }
         struct region_cache
         {
             std::mutex mutex;
@@ -505,6 +598,9 @@ namespace xsampler
         std::vector<std::uint32_t> m_count;
         std::vector<token_id> m_ids;
         std::array<std::int32_t, 256> m_root{};
+        std::vector<std::uint32_t> m_by_level;     // the nodes by depth, each depth in preorder
+        std::vector<std::uint32_t> m_level_begin;  // depth d's are m_by_level[m_level_begin[d - 1], m_level_begin[d])
+        std::vector<std::uint32_t> m_node_of;      // by token id: the node its bytes end at (nodes() for a special one)
         std::size_t m_longest = 0;
         bool m_all_bytes = false;
         std::shared_ptr<region_cache> m_regions = std::make_shared<region_cache>();  // shared by copies
