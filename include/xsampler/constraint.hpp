@@ -1065,8 +1065,7 @@ namespace xsampler
                         ++looked_up;
                         single[d] = y;
                         at[d].virt = 0;
-                        at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(matcher::is_context(y.origin) && matcher::completes(a, y) &&
-                                                                                   !a.ends_text_only(y.state)));
+                        at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(matcher::pops(a, y)));
                         on_token(i, at[d - 1].popped != 0, &single[d], &single[d] + 1, generation, no_set);
                         ++i;
                         continue;
@@ -1504,14 +1503,17 @@ namespace xsampler
             if (std::none_of(ahead[0].begin(), ahead[0].end(), [&](std::uint32_t t) { return in[t] != 0; }))
             {
                 // start is on no loop (a first character before the text's loop): the loops of the states after it
-                for (const std::uint32_t t : ahead[0])
+                std::vector<std::uint32_t> after = ahead[0];  // (one per byte class: a state once)
+                std::sort(after.begin(), after.end());
+                after.erase(std::unique(after.begin(), after.end()), after.end());
+                for (const std::uint32_t t : after)
                 {
                     std::vector<std::uint8_t> from(seen.size(), 0), to(seen.size(), 0);
                     from[t] = to[t] = 1;
                     detail::mark_reaching(ahead, from);
                     detail::mark_reaching(back, to);
-                    const bool loops = std::find(ahead[t].begin(), ahead[t].end(), t) != ahead[t].end() ||
-                                       std::any_of(ahead[t].begin(), ahead[t].end(), [&](std::uint32_t u) { return to[u] != 0; });
+                    // on a loop: a state after it reaches it (itself, for a loop of one)
+                    const bool loops = std::any_of(ahead[t].begin(), ahead[t].end(), [&](std::uint32_t u) { return to[u] != 0; });
                     for (std::size_t k = 0; k < seen.size() && loops; ++k)
                     {
                         in[k] = std::uint8_t(in[k] | (from[k] & to[k]));

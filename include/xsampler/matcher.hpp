@@ -261,6 +261,13 @@ namespace xsampler
             }
             return x.state == r.start && x.count >= r.min;
         }
+        /// Whether item x, begun outside the chart (start_from()), ends here
+        /// and what follows is the context's: a "pop" (not the root's end
+        /// when no rule reads the root: that only ends the text).
+        static bool pops(const grammar_automaton& a, const earley_item& x) noexcept
+        {
+            return is_context(x.origin) && completes(a, x) && !a.ends_text_only(x.state);
+        }
         /// Whether item x may read further (a counted rule at its start with
         /// max iterations done may not).
         bool can_read(const earley_item& x) const noexcept { return can_read(*m_a, x); }
@@ -542,7 +549,7 @@ namespace xsampler
                 }
                 if (is_context(x.origin))
                 {
-                    m_popped.back() = std::uint8_t(m_popped.back() | std::uint8_t(!a.ends_text_only(x.state)));
+                    m_popped.back() = std::uint8_t(m_popped.back() | std::uint8_t(pops(a, x)));
                     continue;
                 }
                 moved_past(st.rule, x.origin);
