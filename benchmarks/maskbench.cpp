@@ -1325,6 +1325,8 @@ namespace
             std::printf("Times: wall time per call; the %zu calls that took over %.0f µs are read as the thread's CPU "
                         "time instead (%.1f s of other processes' time removed from them)\n",
                         spans().long_spans, span_timer::long_us, spans().removed_us / 1e6);
+            std::printf("Trie regions walked and kept by the index: %zu (of at most %zu)\n", m_index->regions_cached(),
+                        xsampler::vocabulary_index::region_cache_limit);
             if (!m_groups.empty())
             {
                 std::printf("\n## JSON schemas\n\n");

@@ -25,6 +25,11 @@
 //     (a string's closing quote and a comma after it) are walked through the
 //     real chart, and what they allow is cached by the position set and the
 //     items the rules return to (the chart's stack, counts clamped).
+//   A set of several items (none a counted rule's) is the union of its
+//   items' entries alone, and the compile walks ahead the entry of each item
+//   alone that a kernel may hold (at most primed_items, breadth first from
+//   the root's start): a first request composes most of its positions from
+//   them (a few microseconds) instead of walking the trie.
 //   Each cache keeps at most max_cached entries (then starts afresh; entries
 //   in use stay alive through their holders).
 // constraint(compiled) — one request's state: the text read so far.
@@ -148,6 +153,8 @@ namespace xsampler
             std::vector<token_id> check;  // allowed tokens that also finish a kernel rule: a real check if cut
         };
         static constexpr std::size_t max_cached = 4096;
+        /// The single items whose positions a compile walks ahead.
+        static constexpr std::size_t primed_items = 1024;
         /// The longest shortest text a grammar may have.
         static constexpr std::size_t max_shortest = 65536;
 
@@ -181,6 +188,7 @@ namespace xsampler
                 }
                 m_looping[s] = std::uint8_t(loops);
             }
+            prime();  // (a first request then starts where a second would)
         }
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
                          const grammar_limits& limits = {})
@@ -264,6 +272,7 @@ namespace xsampler
         }
 
     private:
+        void prime();
         template <class T, class Make>
         std::shared_ptr<const T> find_or_make(std::unordered_map<std::string, std::shared_ptr<const T>>& map,
                                               const std::string& key, Make& make, std::size_t& hits,
@@ -305,6 +314,8 @@ namespace xsampler
 
     class constraint
     {
+        friend class compiled_grammar;
+
     public:
         // Not restricts_set: keep_in keeps a fused top-k pending when that is
         // exact (candidates.hpp), so a chain's top_k after a constraint still
@@ -393,7 +404,7 @@ namespace xsampler
                 return none;
             }
             position_key(m_key);
-            const auto found = m_g->positions(m_key, [&] { return walk_positions(); });
+            const auto found = m_g->positions(m_key, [&] { return positions_of_kernel(); });
             const bool done = m_matcher.complete();
             m_current = found;
             const token_set* out = &found->allowed;
@@ -725,12 +736,16 @@ namespace xsampler
         matcher local_chart() const
         {
             std::vector<earley_item> reps;
-            std::vector<std::uint32_t> groups;
             for (std::uint32_t g = 0; g < m_rep.size(); ++g)
             {
                 reps.push_back(m_kernel[m_rep[g]]);
-                groups.push_back(g);
             }
+            return local_chart(reps);
+        }
+        matcher local_chart(const std::vector<earley_item>& reps) const
+        {
+            std::vector<std::uint32_t> groups(reps.size());
+            std::iota(groups.begin(), groups.end(), 0u);
             matcher local(m_matcher.shared_rules());
             local.start_from(reps, groups);
             return local;
@@ -1188,15 +1203,115 @@ namespace xsampler
             return roots;
         }
 
-        /// The first level: the trie walked from the kernel's positions alone.
-        /// When the position is one item in a wide region (region_of), its
-        /// tokens inside come from the index's walk of the region (shared by
-        /// every grammar over the vocabulary) and only the subtrees where the
-        /// region is left are walked here.
-        compiled_grammar::position_masks walk_positions() const
+        /// Walks the positions of single items ahead (compiled_grammar's
+        /// prime): each state an item may be in as a kernel's (a byte's or a
+        /// rule's target, the root's start) in a rule that counts nothing,
+        /// breadth first from the root's start, at most `most` of them.
+        void prime_items(std::size_t most) const
+        {
+            const auto& a = *m_matcher.shared_rules();
+            std::vector<std::uint8_t> target(a.states.size(), 0), seen(a.states.size(), 0);
+            std::vector<std::uint32_t> order{a.rules[a.root].start};
+            target[order[0]] = seen[order[0]] = 1;
+            const auto visit = [&](std::uint32_t t, bool kernel) {
+                target[t] = std::uint8_t(target[t] | std::uint8_t(kernel));
+                if (!seen[t])
+                {
+                    seen[t] = 1;
+                    order.push_back(t);
+                }
+            };
+            for (std::size_t k = 0; k < order.size(); ++k)
+            {
+                const std::uint32_t s = order[k];
+                for (std::uint32_t c = 0; c < a.classes; ++c)
+                {
+                    const std::int32_t t = a.table[std::size_t(s) * a.classes + c];
+                    if (t >= 0)
+                    {
+                        visit(std::uint32_t(t), true);
+                    }
+                }
+                for (std::uint32_t e = a.states[s].edges_begin; e < a.states[s].edges_end; ++e)
+                {
+                    visit(a.rules[a.edges[e].rule].start, false);
+                    visit(a.edges[e].target, true);
+                }
+            }
+            std::size_t primed = 0;
+            for (std::size_t k = 0; k < order.size() && primed < most; ++k)
+            {
+                const std::uint32_t s = order[k];
+                if (!target[s] || a.rules[a.states[s].rule].counted)
+                {
+                    continue;
+                }
+                const earley_item x{s, matcher::context, 0};
+                std::string key;
+                put_item(key, x);
+                m_g->positions(key, [&] { return walk_positions({x}); });
+                ++primed;
+            }
+        }
+        /// The first level's entry for the kernel. Its items read apart: a
+        /// token is read without finishing a kernel rule exactly when one
+        /// item reads it so, and where every item dies, the subtree is the
+        /// context's if one item's rule finished above it. So the entry of
+        /// several items is the union of each one's alone (allowed, and the
+        /// subtrees, one inside another walked with it), each cached as a
+        /// position of its own (and walked ahead at compile time: prime).
+        /// Not where an item is a counted rule's: its filter of the subtrees
+        /// (counted_roots) reads the kernel's other items.
+        compiled_grammar::position_masks positions_of_kernel() const
+        {
+            std::vector<earley_item> reps;
+            bool apart = m_rep.size() > 1;
+            const auto& a = *m_matcher.shared_rules();
+            for (std::uint32_t g = 0; g < m_rep.size(); ++g)
+            {
+                reps.push_back(m_kernel[m_rep[g]]);
+                apart = apart && !a.rules[a.states[reps.back().state].rule].counted;
+            }
+            if (!apart)
+            {
+                return walk_positions(reps);
+            }
+            const vocabulary_index& ix = m_g->index();
+            compiled_grammar::position_masks out;
+            std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            std::vector<std::uint32_t> roots;
+            for (const earley_item& x : reps)
+            {
+                std::string k;
+                put_item(k, x);
+                const auto one = m_g->positions(k, [&] { return walk_positions({x}); });
+                const auto& w = one->allowed.words();
+                for (std::size_t i = 0; i < words.size(); ++i)
+                {
+                    words[i] |= w[i];
+                }
+                roots.insert(roots.end(), one->roots.begin(), one->roots.end());
+            }
+            std::sort(roots.begin(), roots.end());
+            for (const std::uint32_t r : roots)  // a root inside another's subtree is walked with it
+            {
+                if (out.roots.empty() || r >= ix.end(out.roots.back()))
+                {
+                    out.roots.push_back(r);
+                }
+            }
+            out.allowed = token_set(std::move(words));
+            return out;
+        }
+        /// The first level: the trie walked from the kernel's items `reps`
+        /// alone. When the position is one item in a wide region (region_of),
+        /// its tokens inside come from the index's walk of the region (shared
+        /// by every grammar over the vocabulary) and only the subtrees where
+        /// the region is left are walked here.
+        compiled_grammar::position_masks walk_positions(const std::vector<earley_item>& reps) const
         {
             const vocabulary_index& ix = m_g->index();
-            matcher local = local_chart();
+            matcher local = local_chart(reps);
             compiled_grammar::position_masks out;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
             const auto add = [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
@@ -2292,6 +2407,13 @@ namespace xsampler
                                          std::string name = "grammar", const grammar_limits& limits = {})
     {
         return constraint(std::make_shared<const compiled_grammar>(std::move(index), g, std::move(name), limits));
+    }
+
+    inline void compiled_grammar::prime()
+    {
+        // a constraint over this grammar that does not own it (it lives only here)
+        const constraint c(std::shared_ptr<const compiled_grammar>(std::shared_ptr<const compiled_grammar>(), this));
+        c.prime_items(primed_items);
     }
 
     /// Any JSON value (json_grammar.hpp).

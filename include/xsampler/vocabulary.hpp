@@ -24,9 +24,9 @@
 //   (byte_region: states and their byte runs, each run staying in the region,
 //   dying, or leaving it): the tokens whose bytes all stay in, and the nodes
 //   where a byte leaves (exits), in preorder. Cached by the region's shape in
-//   the index (at most region_cache_limit entries), so every grammar over the
-//   vocabulary shares it: the text inside a JSON string is one region
-//   whatever surrounds it. Thread-safe.
+//   the index (at most region_cache_limit entries, then it starts afresh),
+//   so every grammar over the vocabulary shares it: the text inside a JSON
+//   string is one region whatever surrounds it. Thread-safe.
 #ifndef XSAMPLER_VOCABULARY_HPP
 #define XSAMPLER_VOCABULARY_HPP
 
@@ -192,7 +192,7 @@ namespace xsampler
     public:
         /// Regions kept by walk_region (each a bitset and one or two 16-bit
         /// numbers per token of the vocabulary).
-        static constexpr std::size_t region_cache_limit = 64;
+        static constexpr std::size_t region_cache_limit = 128;
 
         explicit vocabulary_index(std::shared_ptr<const vocabulary> vocab) : m_vocab(std::move(vocab))
         {
@@ -385,10 +385,11 @@ namespace xsampler
             }
             auto walked = std::make_shared<const region_walk>(walk_through(region));
             const std::lock_guard<std::mutex> lock(m_regions->mutex);
-            if (m_regions->walks.size() < region_cache_limit)
+            if (m_regions->walks.size() >= region_cache_limit)
             {
-                m_regions->walks.emplace(std::move(key), walked);
+                m_regions->walks.clear();  // (walks in use stay alive through their holders)
             }
+            m_regions->walks.emplace(std::move(key), walked);
             return walked;
         }
         /// Regions walk_region holds.
