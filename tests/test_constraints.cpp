@@ -1542,7 +1542,9 @@ TEST_CASE("constraint: a string's text is one region of the trie, walked once fo
         {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", R"({"a": "x\n)", 0},
         // counted strings just begun: their text is a region too (a count per token)
         {R"({"type":"object","properties":{"a":{"type":"string","maxLength":40}},"required":["a"]})", R"({"a": ")", 1},
-        {R"({"type":"array","items":{"type":"string","minLength":3,"maxLength":300}})", R"([")", 0},
+        // (with a minimum above one, the compile also walks its text after one character: the shape of
+        // the positions read some way, which every later count shares)
+        {R"({"type":"array","items":{"type":"string","minLength":3,"maxLength":300}})", R"([")", 1},
     };
     for (const auto& p : probes)
     {

@@ -188,7 +188,7 @@ namespace xsampler
                 }
                 m_looping[s] = std::uint8_t(loops);
             }
-            prime();  // (a first request then starts where a second would)
+            prime();  // (a first request then composes most of its positions from these)
         }
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
                          const grammar_limits& limits = {})
@@ -746,9 +746,7 @@ namespace xsampler
         {
             std::vector<std::uint32_t> groups(reps.size());
             std::iota(groups.begin(), groups.end(), 0u);
-            matcher local(m_matcher.shared_rules());
-            local.start_from(reps, groups);
-            return local;
+            return matcher(m_matcher.shared_rules(), reps, groups);
         }
 
         /// Whether the set {x} is x alone once closed: no rule edge to
@@ -1206,7 +1204,9 @@ namespace xsampler
         /// Walks the positions of single items ahead (compiled_grammar's
         /// prime): each state an item may be in as a kernel's (a byte's or a
         /// rule's target, the root's start) in a rule that counts nothing,
-        /// breadth first from the root's start, at most `most` of them.
+        /// and each counted rule's start after one iteration short of its
+        /// minimum; breadth first
+        /// from the root's start, at most `most` of them.
         void prime_items(std::size_t most) const
         {
             const auto& a = *m_matcher.shared_rules();
@@ -1242,11 +1242,23 @@ namespace xsampler
             for (std::size_t k = 0; k < order.size() && primed < most; ++k)
             {
                 const std::uint32_t s = order[k];
-                if (!target[s] || a.rules[a.states[s].rule].counted)
+                const auto& r = a.rules[a.states[s].rule];
+                earley_item x{s, matcher::context, 0};
+                if (r.counted)
+                {
+                    // one iteration read, short of the minimum (so the item is a
+                    // kernel alone): its walk is the body's region, which every
+                    // later count of every such rule over the vocabulary shares
+                    if (s != r.start || r.min < 2 || r.max < 2)
+                    {
+                        continue;
+                    }
+                    x.count = 1;
+                }
+                else if (!target[s])
                 {
                     continue;
                 }
-                const earley_item x{s, matcher::context, 0};
                 std::string key;
                 put_item(key, x);
                 m_g->positions(key, [&] { return walk_positions({x}); });

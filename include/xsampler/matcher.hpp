@@ -78,13 +78,13 @@ namespace xsampler
         static constexpr std::uint32_t max_groups = 65536;
         static constexpr bool is_context(std::uint32_t origin) noexcept { return origin > context - max_groups; }
 
-        explicit matcher(std::shared_ptr<const grammar_automaton> a) : m_a(std::move(a))
+        explicit matcher(std::shared_ptr<const grammar_automaton> a) : m_a(checked(std::move(a))) { reset(); }
+        /// A chart started from these items (start_from), never holding the root's set.
+        matcher(std::shared_ptr<const grammar_automaton> a, const std::vector<earley_item>& kernel,
+                const std::vector<std::uint32_t>& group)
+            : m_a(checked(std::move(a)))
         {
-            if (!m_a)
-            {
-                throw invalid_parameter("matcher: no grammar");
-            }
-            reset();
+            start_from(kernel, group);
         }
 
         /// Back to the empty text.
@@ -368,6 +368,14 @@ namespace xsampler
         }
 
     private:
+        static std::shared_ptr<const grammar_automaton> checked(std::shared_ptr<const grammar_automaton> a)
+        {
+            if (!a)
+            {
+                throw invalid_parameter("matcher: no grammar");
+            }
+            return a;
+        }
         /// after_kernel()'s set for `rule` begun at set o, on top: its items
         /// and closure, and the bytes they read into `out`.
         void read_after(std::uint32_t rule, std::uint32_t o, std::array<bool, 256>& out)
