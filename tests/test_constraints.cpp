@@ -635,25 +635,33 @@ TEST_CASE("constraint: a compile walks each item's position ahead and a first re
           "[constraint]")
 {
     const auto index = bytes_and({"abc", "ab(", "x1 ", "12", "12+", "1;", "(a", " = ", "a b", "f(a,b)", " ab", "x=1;"});
-    const auto compiled = std::make_shared<const compiled_grammar>(index, parse_gbnf(R"g(
+    const grammar g = parse_gbnf(R"g(
         root ::= stmt stmt*
         stmt ::= name ws "=" ws expr ";" ws
         expr ::= expr ws [-+*/] ws term | term
         term ::= name | [0-9] [0-9]* | name "(" ws expr ")" | "(" ws expr ws ")"
         name ::= [a-z_] [a-z0-9_]*
         ws   ::= [ \t]*
-    )g"), "expr");
+    )g");
+    const auto compiled = std::make_shared<const compiled_grammar>(index, g, "expr");
     const auto primed = compiled->stats();
     CHECK(primed.position_walks > 10);  // one per state a kernel item may be in (every rule here counts nothing)
     CHECK(compiled->cached().first == primed.position_walks);
+    grammar_limits lazy;
+    lazy.primed_items = 0;  // every position walked on first use
+    const auto unprimed = std::make_shared<const compiled_grammar>(index, g, "expr", lazy);
+    CHECK(unprimed->stats().position_walks == 0);
+    CHECK(unprimed->cached().first == 0);
     const auto& v = index->vocab();
-    constraint c(compiled);
+    constraint c(compiled), d(unprimed);
     std::size_t composed = 0;
     for (const char ch : std::string("ab = ab + 12;x = f(a * (b1 - 2));"))
     {
         const auto before = compiled->stats();
         const token_set& mask = c.mask();
         const auto after = compiled->stats();
+        REQUIRE(mask.words() == d.mask().words());
+        d.advance(v.find(std::string(1, ch)));
         if (after.context_walks == before.context_walks)
         {
             // the kernel's items were walked alone at compile time: a new set of them reads no node

@@ -27,7 +27,8 @@
 //     items the rules return to (the chart's stack, counts clamped).
 //   A set of several items (none a counted rule's) is the union of its
 //   items' entries alone, and the compile walks ahead the entry of each item
-//   alone that a kernel may hold (at most primed_items, breadth first from
+//   alone that a kernel may hold (at most grammar_limits::primed_items,
+//   1,024 unless set; breadth first from
 //   the root's start): a first request composes most of its positions from
 //   them (a few microseconds) instead of walking the trie.
 //   Each cache keeps at most max_cached entries (then starts afresh; entries
@@ -153,13 +154,12 @@ namespace xsampler
             std::vector<token_id> check;  // allowed tokens that also finish a kernel rule: a real check if cut
         };
         static constexpr std::size_t max_cached = 4096;
-        /// The single items whose positions a compile walks ahead.
-        static constexpr std::size_t primed_items = 1024;
         /// The longest shortest text a grammar may have.
         static constexpr std::size_t max_shortest = 65536;
 
+        /// `primed`: the single items whose masks are walked ahead (grammar_limits::primed_items).
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, std::shared_ptr<const grammar_automaton> rules,
-                         std::string name)
+                         std::string name, std::size_t primed = grammar_limits{}.primed_items)
             : m_index(std::move(index)), m_rules(std::move(rules)), m_name(std::move(name))
         {
             if (!m_index)
@@ -188,11 +188,11 @@ namespace xsampler
                 }
                 m_looping[s] = std::uint8_t(loops);
             }
-            prime();  // (a first request then composes most of its positions from these)
+            prime(primed);  // (a first request then composes most of its positions from these)
         }
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
                          const grammar_limits& limits = {})
-            : compiled_grammar(std::move(index), compile_grammar(g, limits), std::move(name))
+            : compiled_grammar(std::move(index), compile_grammar(g, limits), std::move(name), limits.primed_items)
         {
         }
 
@@ -272,7 +272,7 @@ namespace xsampler
         }
 
     private:
-        void prime();
+        void prime(std::size_t most);
         template <class T, class Make>
         std::shared_ptr<const T> find_or_make(std::unordered_map<std::string, std::shared_ptr<const T>>& map,
                                               const std::string& key, Make& make, std::size_t& hits,
@@ -2421,11 +2421,15 @@ namespace xsampler
         return constraint(std::make_shared<const compiled_grammar>(std::move(index), g, std::move(name), limits));
     }
 
-    inline void compiled_grammar::prime()
+    inline void compiled_grammar::prime(std::size_t most)
     {
+        if (most == 0)
+        {
+            return;
+        }
         // a constraint over this grammar that does not own it (it lives only here)
         const constraint c(std::shared_ptr<const compiled_grammar>(std::shared_ptr<const compiled_grammar>(), this));
-        c.prime_items(primed_items);
+        c.prime_items(most);
     }
 
     /// Any JSON value (json_grammar.hpp).

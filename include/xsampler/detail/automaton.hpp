@@ -55,6 +55,9 @@ namespace xsampler
         std::size_t max_work = 200000000;        ///< steps of subset construction and minimisation in all
         std::size_t unroll = 256;                ///< a bounded repetition whose copies take more states is counted
         double max_seconds = 2.0;                ///< wall time
+        /// single items whose masks compiled_grammar walks ahead when it is
+        /// built (constraint.hpp; 0: none, every position walked on first use)
+        std::size_t primed_items = 1024;
     };
 
     namespace detail
