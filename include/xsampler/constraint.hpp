@@ -28,9 +28,9 @@
 //   A set of several items (none a counted rule's) is the union of its
 //   items' entries alone, and the compile walks ahead the entry of each item
 //   alone that a kernel may hold (at most grammar_limits::primed_items,
-//   1,024 unless set; breadth first from
-//   the root's start): a first request composes most of its positions from
-//   them (a few microseconds) instead of walking the trie.
+//   1,024 unless set; breadth first from the root's start): a first request
+//   composes most of its positions from them (a few microseconds) instead of
+//   walking the trie.
 //   Each cache keeps at most max_cached entries (then starts afresh; entries
 //   in use stay alive through their holders).
 // constraint(compiled) — one request's state: the text read so far.
@@ -732,16 +732,18 @@ namespace xsampler
             key = std::move(out);
         }
 
-        /// A matcher from the kernel's positions alone: one item per group.
-        matcher local_chart() const
+        /// The kernel's items, one per group.
+        std::vector<earley_item> kernel_reps() const
         {
             std::vector<earley_item> reps;
-            for (std::uint32_t g = 0; g < m_rep.size(); ++g)
+            for (const std::uint32_t i : m_rep)
             {
-                reps.push_back(m_kernel[m_rep[g]]);
+                reps.push_back(m_kernel[i]);
             }
-            return local_chart(reps);
+            return reps;
         }
+        /// A matcher from the kernel's positions alone: one item per group.
+        matcher local_chart() const { return local_chart(kernel_reps()); }
         matcher local_chart(const std::vector<earley_item>& reps) const
         {
             std::vector<std::uint32_t> groups(reps.size());
@@ -1205,8 +1207,7 @@ namespace xsampler
         /// prime): each state an item may be in as a kernel's (a byte's or a
         /// rule's target, the root's start) in a rule that counts nothing,
         /// and each counted rule's start after one iteration short of its
-        /// minimum; breadth first
-        /// from the root's start, at most `most` of them.
+        /// minimum; breadth first from the root's start, at most `most` of them.
         void prime_items(std::size_t most) const
         {
             const auto& a = *m_matcher.shared_rules();
@@ -1276,14 +1277,11 @@ namespace xsampler
         /// (counted_roots) reads the kernel's other items.
         compiled_grammar::position_masks positions_of_kernel() const
         {
-            std::vector<earley_item> reps;
-            bool apart = m_rep.size() > 1;
+            const std::vector<earley_item> reps = kernel_reps();
             const auto& a = *m_matcher.shared_rules();
-            for (std::uint32_t g = 0; g < m_rep.size(); ++g)
-            {
-                reps.push_back(m_kernel[m_rep[g]]);
-                apart = apart && !a.rules[a.states[reps.back().state].rule].counted;
-            }
+            const bool apart = reps.size() > 1 && std::none_of(reps.begin(), reps.end(), [&](const earley_item& x) {
+                return a.rules[a.states[x.state].rule].counted;
+            });
             if (!apart)
             {
                 return walk_positions(reps);
