@@ -83,6 +83,7 @@
 #include <numeric>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -412,19 +413,7 @@ namespace xsampler
             {
                 m_ctx_key = m_key;
                 context_key(m_ctx_key);
-                m_extras = m_g->contexts(m_ctx_key, [&] {
-                    compiled_grammar::context_tokens ct;
-                    ct.ids = walk_context(*found);
-                    if (ct.ids.size() > ct.many)
-                    {
-                        ct.words.assign(found->allowed.words().size(), 0);
-                        for (const token_id t : ct.ids)
-                        {
-                            ct.words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64);
-                        }
-                    }
-                    return ct;
-                });
+                m_extras = m_g->contexts(m_ctx_key, [&] { return walk_context(*found); });
                 if (!m_extras->words.empty())
                 {
                     std::vector<std::uint64_t> words = found->allowed.words();
@@ -1113,11 +1102,49 @@ namespace xsampler
                 }
                 if (seen == set_classes::same)
                 {
-                    at[d].virt = 1;
-                    ++repeated;
-                    at[d].popped = std::uint8_t(at[d - 1].popped | std::uint8_t(local.popped()));
-                    on_token(i, at[d - 1].popped != 0, local.begin(), local.end(), generation, generation[real]);
-                    ++i;
+                    // a run of the class: the nodes below the parent read as the set
+                    // again while their bytes lead back (a name's letters), in a loop
+                    // of their own; a byte that leads elsewhere hands its node back
+                    // to this one, its ancestors in the run virtual
+                    const auto& next = classes.classes[std::size_t(k)].next;
+                    const std::uint8_t above = at[d - 1].popped;  // before a depth-d node's byte
+                    const std::uint8_t below = std::uint8_t(above | std::uint8_t(local.popped()));  // deeper
+                    const std::uint32_t set = generation[real];
+                    const std::uint32_t stop = d == 1 ? last : std::min(last, ix.end(ix.parent(i)));
+                    std::uint32_t j = i;
+                    std::size_t run = 0;
+                    while (j < stop)
+                    {
+                        const std::uint8_t to = next[ix.byte(j)];
+                        const bool popped = (above == below ? above : ix.depth(j) == d ? above : below) != 0;
+                        if (to == set_classes::same)
+                        {
+                            on_token(j, popped, local.begin(), local.end(), generation, set);
+                            ++j;
+                            ++run;
+                        }
+                        else if (to == set_classes::dead)
+                        {
+                            if (popped)
+                            {
+                                roots.push_back(j);
+                            }
+                            j = ix.end(j);
+                        }
+                        else
+                        {
+                            for (std::uint32_t u = ix.parent(j); u != vocabulary_index::none && ix.depth(u) >= d; u = ix.parent(u))
+                            {
+                                const std::size_t du = ix.depth(u);
+                                at[du].virt = 1;
+                                at[du].popped = below;
+                                path[du - 1] = char(ix.byte(u));
+                            }
+                            break;
+                        }
+                    }
+                    repeated += run;
+                    i = j;
                     continue;
                 }
                 for (std::size_t j = real + 1; j < d; ++j)  // a virtual parent: its sets in the chart
@@ -1326,7 +1353,7 @@ namespace xsampler
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
             const auto add = [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
                                  const std::vector<std::uint32_t>&, std::uint32_t) {
-                ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
+                ix.mark_tokens(i, words.data());
             };
             region_view v;
             if (as_region(local, v))
@@ -2058,16 +2085,21 @@ namespace xsampler
             v = std::move(sorted);
         }
 
-        /// The second level: the context's subtrees walked through the real chart.
-        std::vector<token_id> walk_context(const compiled_grammar::position_masks& p) const
+        /// walk_context's on_token when only the tokens are wanted.
+        struct no_tokens
         {
-            return walk_context(p, [](token_id, const earley_item*, const earley_item*, std::uint32_t, matcher&) {});
+        };
+        /// The second level: the context's subtrees walked through the real chart
+        /// (the tokens as ids, and as a bitset too when many).
+        compiled_grammar::context_tokens walk_context(const compiled_grammar::position_masks& p) const
+        {
+            return walk_context(p, no_tokens{});
         }
         /// The same, with on_token(t, items, set, chart) for each allowed
         /// token: the items after t, whose origins are the chart's sets, and
         /// the set they are (walk_local).
         template <class OnToken>
-        std::vector<token_id> walk_context(const compiled_grammar::position_masks& p, OnToken&& on_token) const
+        compiled_grammar::context_tokens walk_context(const compiled_grammar::position_masks& p, OnToken&& on_token) const
         {
             const vocabulary_index& ix = m_g->index();
             matcher m = m_matcher;
@@ -2082,19 +2114,30 @@ namespace xsampler
                 m,
                 [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
                     const std::vector<std::uint32_t>&, std::uint32_t set) {
-                    ix.for_each_token(i, [&](token_id t) {
-                        words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64);
-                        on_token(t, first, last, set, m);
-                    });
+                    ix.mark_tokens(i, words.data());
+                    if constexpr (!std::is_same<std::decay_t<OnToken>, no_tokens>::value)
+                    {
+                        ix.for_each_token(i, [&](token_id t) { on_token(t, first, last, set, m); });
+                    }
                 },
                 &starts);
-            std::vector<token_id> out;
-            for (std::size_t w = 0; w < words.size(); ++w)
+            compiled_grammar::context_tokens out;
+            std::size_t n = 0;
+            for (const std::uint64_t w : words)
+            {
+                n += std::size_t(__builtin_popcountll(w));
+            }
+            out.ids.resize(n);
+            for (std::size_t w = 0, k = 0; w < words.size(); ++w)
             {
                 for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
                 {
-                    out.push_back(token_id(w * 64 + std::size_t(__builtin_ctzll(bits))));
+                    out.ids[k++] = token_id(w * 64 + std::size_t(__builtin_ctzll(bits)));
                 }
+            }
+            if (n > out.many)
+            {
+                out.words = std::move(words);
             }
             return out;
         }
@@ -2136,7 +2179,7 @@ namespace xsampler
                               const std::vector<std::uint32_t>&, std::uint32_t set) {
                 if (cost(first, last, set, m) <= target)
                 {
-                    ix.for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
+                    ix.mark_tokens(i, words.data());
                 }
             });
             return words;

@@ -280,8 +280,10 @@ namespace xsampler
                 m_by_level[next[m_depth[i] - 1]++] = i;
             }
             m_node_of.assign(v.size(), std::uint32_t(m_byte.size()));  // (special tokens: past the last node)
+            m_marks.assign(m_byte.size(), 0);
             for (std::uint32_t i = 0; i < m_byte.size(); ++i)
             {
+                m_marks[i] = m_count[i] == 0 ? 0 : m_count[i] > 1 ? several : std::uint32_t(m_ids[m_first[i]]) * 2 + 1;
                 for (std::uint32_t k = m_first[i]; k < m_first[i] + m_count[i]; ++k)
                 {
                     m_node_of[std::size_t(m_ids[k])] = i;
@@ -311,6 +313,20 @@ namespace xsampler
             {
                 f(m_ids[m_first[i] + k]);
             }
+        }
+        /// Sets the bits of node i's tokens in `words` (a bitset of the
+        /// vocabulary): for_each_token without a branch on whether there is
+        /// one (a walk's nodes hold one or none, unpredictably).
+        void mark_tokens(std::uint32_t i, std::uint64_t* words) const noexcept
+        {
+            const std::uint32_t m = m_marks[i];
+            if (m != several)
+            {
+                const std::size_t t = m >> 1;
+                words[t / 64] |= std::uint64_t(m & 1) << (t % 64);  // (none: 0 or-ed into word 0)
+                return;
+            }
+            for_each_token(i, [&](token_id t) { words[std::size_t(t) / 64] |= std::uint64_t(1) << (t % 64); });
         }
         static constexpr std::uint32_t none = ~std::uint32_t(0);
 
@@ -598,6 +614,9 @@ namespace xsampler
         std::vector<std::uint32_t> m_first;
         std::vector<std::uint32_t> m_count;
         std::vector<token_id> m_ids;
+        // by node: its one token t as 2t + 1, 0 for none, `several` for more (mark_tokens)
+        std::vector<std::uint32_t> m_marks;
+        static constexpr std::uint32_t several = 2;
         std::array<std::int32_t, 256> m_root{};
         std::vector<std::uint32_t> m_by_level;     // the nodes by depth, each depth in preorder
         std::vector<std::uint32_t> m_level_begin;  // depth d's are m_by_level[m_level_begin[d - 1], m_level_begin[d])
