@@ -352,9 +352,9 @@ namespace xsampler
         template <class F>
         void for_each_run(F&& f)
         {
-            if (m_patched.empty())
+            if (m_patched.empty() || m_whole)
             {
-                f(m_row.data, std::size_t(0), m_row.size);
+                f(m_whole ? m_patch.data() : m_row.data, std::size_t(0), m_row.size);
                 return;
             }
             if (!std::is_sorted(m_patched.begin(), m_patched.end()))
@@ -1139,7 +1139,9 @@ namespace xsampler
         /// keep_in on a dense set that the mask leaves mostly whole (at most a
         /// sixteenth of the row outside it, as inside a grammar's string):
         /// the set stays dense and the tokens outside are masked, block by
-        /// block, reading the mask's words once (a full word is skipped);
+        /// block, reading the mask's words once (a full word is skipped;
+        /// when a quarter of the blocks or more hold a token outside, the
+        /// whole row is copied at once, which later passes read as one run);
         /// false (nothing changed) when the mask takes more, for the sparse
         /// path. Throws as keep_in when no token is left, the set unchanged.
         bool mask_outside(const token_set& allowed, const std::string& who)
@@ -1170,6 +1172,15 @@ namespace xsampler
             {
                 throw invalid_logits(who + ": every token is masked");
             }
+            std::size_t touched = 0;
+            for (std::size_t w = 0; w < n_words; ++w)
+            {
+                touched += std::size_t(~word(w) != 0);
+            }
+            if (touched * 4 >= n_words)
+            {
+                patch_whole();  // (a block copied alone costs more, and splits every later pass)
+            }
             bool changed = false;
             for (std::size_t w = 0; w < n_words; ++w)
             {
@@ -1178,7 +1189,7 @@ namespace xsampler
                 {
                     continue;
                 }
-                T* block = &patch(w * 64);  // the block's copy (block_size == 64: one word a block)
+                T* block = m_whole ? &m_patch[w * 64] : &patch(w * 64);  // the block's copy (block_size == 64: one word a block)
                 detail::for_each_bit(out, 0, [&](std::size_t j) {
                     if (block[j] != -inf)
                     {
@@ -1409,6 +1420,44 @@ namespace xsampler
             return m_patch[m_patch_at[b] + i % detail::block_size];
         }
 
+        /// Every block patched, in order: the copy is then the whole row,
+        /// which for_each_run passes on as one run.
+        void patch_whole()
+        {
+            if (m_whole)
+            {
+                return;
+            }
+            const std::size_t n = m_row.size;
+            const std::size_t blocks = (n + detail::block_size - 1) / detail::block_size;
+            if (m_patch_at.size() < n / detail::block_size + 1)
+            {
+                m_patch_at.resize(n / detail::block_size + 1, no_patch);
+            }
+            if (m_patched.empty())
+            {
+                m_whole_copy.assign(m_row.data, m_row.data + n);
+            }
+            else
+            {
+                m_whole_copy.clear();
+                for (std::size_t b = 0; b < blocks; ++b)
+                {
+                    const T* x = block_data(b);
+                    m_whole_copy.insert(m_whole_copy.end(), x, x + std::min(detail::block_size, n - b * detail::block_size));
+                }
+            }
+            m_whole_copy.resize(blocks * detail::block_size, -inf);
+            m_patch.swap(m_whole_copy);
+            m_patched.resize(blocks);
+            for (std::size_t b = 0; b < blocks; ++b)
+            {
+                m_patched[b] = b;
+                m_patch_at[b] = b * detail::block_size;
+            }
+            m_whole = true;
+        }
+
         void clear_patches() noexcept
         {
             for (const std::size_t b : m_patched)
@@ -1417,6 +1466,7 @@ namespace xsampler
             }
             m_patched.clear();
             m_patch.clear();
+            m_whole = false;
         }
 
         // Keeps the max and argmax true after token id went from old to x:
@@ -2678,6 +2728,8 @@ namespace xsampler
         std::vector<std::size_t> m_patch_at;   // per block: its copy's offset in m_patch, or no_patch
         std::vector<T> m_patch;                // copies of the edited blocks, 64 logits each
         std::vector<std::size_t> m_patched;    // the edited blocks
+        bool m_whole = false;                  // every block, in order (patch_whole)
+        std::vector<T> m_whole_copy;           // patch_whole's spare buffer
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;  // one per block of the row
         std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
