@@ -242,9 +242,27 @@ namespace xsampler
         /// many of them also as words of a bitset, to be or-ed in).
         struct context_tokens
         {
-            std::vector<token_id> ids;
-            std::vector<std::uint64_t> words;  // when ids are many
+            std::size_t size = 0;
+            std::vector<token_id> ids;         // when few (at most `many`)
+            std::vector<std::uint64_t> words;  // when more
             static constexpr std::size_t many = 256;
+            /// The tokens in id order (from the bitset when many).
+            std::vector<token_id> list() const
+            {
+                if (words.empty())
+                {
+                    return ids;
+                }
+                std::vector<token_id> out(size);
+                for (std::size_t w = 0, k = 0; w < words.size(); ++w)
+                {
+                    for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
+                    {
+                        out[k++] = token_id(w * 64 + std::size_t(__builtin_ctzll(bits)));
+                    }
+                }
+                return out;
+            }
         };
         template <class Make>
         std::shared_ptr<const context_tokens> contexts(const std::string& key, Make&& make) const
@@ -2122,22 +2140,15 @@ namespace xsampler
                 },
                 &starts);
             compiled_grammar::context_tokens out;
-            std::size_t n = 0;
             for (const std::uint64_t w : words)
             {
-                n += std::size_t(__builtin_popcountll(w));
+                out.size += std::size_t(__builtin_popcountll(w));
             }
-            out.ids.resize(n);
-            for (std::size_t w = 0, k = 0; w < words.size(); ++w)
+            out.words = std::move(words);
+            if (out.size <= out.many)
             {
-                for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
-                {
-                    out.ids[k++] = token_id(w * 64 + std::size_t(__builtin_ctzll(bits)));
-                }
-            }
-            if (n > out.many)
-            {
-                out.words = std::move(words);
+                out.ids = out.list();
+                out.words.clear();
             }
             return out;
         }
@@ -2277,7 +2288,7 @@ namespace xsampler
             // context when they are count-free; else each read through the chart, or
             // (many) their subtrees walked through it again
             std::vector<token_id> extras;
-            if (m_extras && !m_current->roots.empty() && !m_extras->ids.empty())
+            if (m_extras && !m_current->roots.empty() && m_extras->size != 0)
             {
                 const std::uint64_t here = m_matcher.cheapest(tc);
                 const auto costs_of_context = [&] {
@@ -2295,7 +2306,7 @@ namespace xsampler
                 {
                     known = m_g->context_cost(m_ctx_key, costs_of_context);
                 }
-                else if (m_extras->ids.size() > max_checks)
+                else if (m_extras->size > max_checks)
                 {
                     known = std::make_shared<const compiled_grammar::context_costs>(costs_of_context());
                 }
@@ -2309,7 +2320,7 @@ namespace xsampler
                     {
                         return allowed;  // every class whole, every context token fits
                     }
-                    extras = m_extras->ids;
+                    extras = m_extras->list();
                 }
                 else if (known)
                 {
@@ -2325,7 +2336,7 @@ namespace xsampler
                 }
                 else
                 {
-                    for (const token_id t : m_extras->ids)
+                    for (const token_id t : m_extras->list())  // (few: at most max_checks)
                     {
                         if (fits_after(t, target))
                         {
