@@ -1436,7 +1436,7 @@ namespace xsampler
             }
             if (m_patched.empty())
             {
-                m_whole_copy.assign(m_row.data, m_row.data + n);
+                m_patch.assign(m_row.data, m_row.data + n);  // (its buffer kept from the last row)
             }
             else
             {
@@ -1446,9 +1446,9 @@ namespace xsampler
                     const T* x = block_data(b);
                     m_whole_copy.insert(m_whole_copy.end(), x, x + std::min(detail::block_size, n - b * detail::block_size));
                 }
+                m_patch.swap(m_whole_copy);
             }
-            m_whole_copy.resize(blocks * detail::block_size, -inf);
-            m_patch.swap(m_whole_copy);
+            m_patch.resize(blocks * detail::block_size, -inf);
             m_patched.resize(blocks);
             for (std::size_t b = 0; b < blocks; ++b)
             {
