@@ -10,6 +10,7 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wnonnull"
 #endif
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -404,6 +405,71 @@ TEMPLATE_TEST_CASE("keep_in on a fused top-k decides what the masked row decides
             {
                 REQUIRE(c.top_k_pending());
             }
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("keep_in on a dense set: a mask read in the sum and the draw decides what the masked row decides",
+                   "[constraint][candidates]", float, double)
+{
+    // A dense mask is not written to the row until a pass needs it: the draw's
+    // sum and block read it (a temperature-only chain); an edit or another
+    // stage after it writes it first. Every form gives the masked row's bits.
+    philox4x32 rng(11);
+    for (const std::size_t vocab : {std::size_t(3000), std::size_t(3001), std::size_t(64), std::size_t(5)})
+    {
+        for (const double density : {0.97, 0.999, 1.0})
+        {
+            xt::xtensor<TestType, 1> row = xt::empty<TestType>({vocab});
+            for (auto& x : row)
+            {
+                x = TestType(normal(0.0, rng) * 4.0);
+            }
+            const TestType top = *std::max_element(row.begin(), row.end()) + TestType(1);
+            row(vocab / 2) = top;  // the argmax (masked where vocab is even), the rest still weighing
+            std::vector<token_id> ids;
+            for (token_id i = 0; i < token_id(vocab); ++i)
+            {
+                if (uniform01(rng) < density && !(density < 1.0 && i == token_id(vocab / 2) && vocab % 2 == 0))
+                {
+                    ids.push_back(i);
+                }
+            }
+            if (ids.empty())
+            {
+                ids.push_back(0);
+            }
+            const token_set allowed(ids, "test");
+            INFO("vocab " << vocab << " density " << density);
+            for (const double t : {1.0, 0.7})
+            {
+                chain lazy{keep_set{&allowed}, temperature{t}};
+                chain plain{mask_rest{&allowed}, no_op{}, temperature{t}};
+                const auto a = lazy.final_distribution(row);
+                const auto b = plain.final_distribution(row);
+                REQUIRE(a.ids == b.ids);
+                REQUIRE(a.probs == b.probs);
+                for (std::uint64_t seed = 0; seed < 64; ++seed)
+                {
+                    philox4x32 r1(seed), r2(seed);
+                    const sampled_token x = lazy.sample(row, token_history{}, r1);
+                    const sampled_token y = plain.sample(row, token_history{}, r2);
+                    REQUIRE(allowed.contains(x.id));
+                    REQUIRE(x.id == y.id);
+                    REQUIRE(x.logprob == y.logprob);
+                }
+                // an edit after the mask writes it first, and sees it
+                const logit_bias raise({{token_id(vocab / 2), 5.0}});
+                chain edited{keep_set{&allowed}, raise, temperature{t}};
+                chain edited_plain{mask_rest{&allowed}, no_op{}, raise, temperature{t}};
+                REQUIRE(edited.final_distribution(row).probs == edited_plain.final_distribution(row).probs);
+            }
+            candidates<TestType> c;
+            c.load(row);
+            c.keep_in(allowed, "test");
+            const TestType best = c.logit(token_id(vocab / 2));  // (read before anything writes the mask)
+            REQUIRE(best == (allowed.contains(token_id(vocab / 2)) ? top : -std::numeric_limits<TestType>::infinity()));
+            REQUIRE(c.size() == ids.size());
         }
     }
 }

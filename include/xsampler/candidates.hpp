@@ -64,7 +64,7 @@
 //   keep_in(set, who)       the tokens of a mask over the vocabulary (a
 //                           processor's allow list; a constraint's mask); a
 //                           dense set the mask leaves mostly whole stays
-//                           dense, the tokens outside it masked by block
+//                           dense, the mask read by the passes after it
 //   The entropy filters' (typical, top_n_sigma, dynamic temperature, top_k's
 //   keep-ties rule):
 //   log_weight_moments(), entropy()  Z and E[t] of the kept set; H in nats
@@ -336,6 +336,10 @@ namespace xsampler
         T logit(token_id id) const noexcept
         {
             const auto i = std::size_t(id);
+            if (m_outside != nullptr && !outside_keeps(i))
+            {
+                return -inf;
+            }
             if (m_patched.empty())
             {
                 return m_row.data[i];
@@ -343,7 +347,7 @@ namespace xsampler
             return block_data(i / detail::block_size)[i % detail::block_size];
         }
         /// Whether a processor has edited a logit since the load.
-        bool edited() const noexcept { return !m_patched.empty(); }
+        bool edited() const noexcept { return !m_patched.empty() || m_outside != nullptr; }
 
         /// Calls f(x, first, n) with the current logits of tokens
         /// [first, first + n), for consecutive runs covering the row in id
@@ -351,6 +355,16 @@ namespace xsampler
         /// starts and ends on a 64-token block boundary.
         template <class F>
         void for_each_run(F&& f)
+        {
+            apply_outside();
+            for_each_raw_run(f);
+        }
+
+    private:
+        /// for_each_run without a pending mask (mask_outside) written first:
+        /// the runs of the patched row, its masked tokens still in them.
+        template <class F>
+        void for_each_raw_run(F&& f)
         {
             if (m_patched.empty() || m_whole)
             {
@@ -378,6 +392,8 @@ namespace xsampler
                 f(m_row.data + next, next, m_row.size - next);
             }
         }
+
+    public:
 
         /// Number of kept tokens (always >= 1); counted on first use for a
         /// dense set (a pass over the row).
@@ -467,7 +483,18 @@ namespace xsampler
             const std::size_t lo = b * detail::block_size;
             if (m_dense)
             {
-                for_each_unmasked(block_data(b), lo, std::min(lo + detail::block_size, m_row.size) - lo, f);
+                const std::size_t n = std::min(lo + detail::block_size, m_row.size) - lo;
+                const T* x = block_data(b);
+                T masked[detail::block_size];
+                if (m_outside != nullptr)
+                {
+                    for (std::size_t j = 0; j < n; ++j)
+                    {
+                        masked[j] = outside_keeps(lo + j) ? x[j] : -inf;
+                    }
+                    x = masked;
+                }
+                for_each_unmasked(x, lo, n, f);
                 return;
             }
             if (use_bitmap())
@@ -835,10 +862,12 @@ namespace xsampler
         /// While a fused top-k is pending it stays pending on L ∩ allowed,
         /// in O(|L|), when that is exact: when L holds every unmasked token,
         /// or when L ∩ allowed keeps k members that no edit lowered (every
-        /// allowed token outside L ranks after those). `allowed` must then
-        /// outlive the pending state (the step): a later unfuse applies it
-        /// to the dense set. Throws invalid_logits("<who>: every token is
-        /// masked") if none is left, and the set is as it was.
+        /// allowed token outside L ranks after those). On a dense set the
+        /// mask leaves mostly whole, the set stays dense and the mask is
+        /// read where it is needed (mask_outside). Either way `allowed`
+        /// must outlive the step (the set's use until the next load): a
+        /// later unfuse or pass reads it. Throws invalid_logits("<who>:
+        /// every token is masked") if none is left, and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
         {
             if (m_pending_top_k != 0 && pending_keep_in(allowed))
@@ -1138,12 +1167,14 @@ namespace xsampler
 
         /// keep_in on a dense set that the mask leaves mostly whole (at most a
         /// sixteenth of the row outside it, as inside a grammar's string):
-        /// the set stays dense and the tokens outside are masked, block by
-        /// block, reading the mask's words once (a full word is skipped;
-        /// when a quarter of the blocks or more hold a token outside, the
-        /// whole row is copied at once, which later passes read as one run);
-        /// false (nothing changed) when the mask takes more, for the sparse
-        /// path. Throws as keep_in when no token is left, the set unchanged.
+        /// the set stays dense and the mask is kept, not yet written
+        /// (m_outside): the draw's sum reads it in its SIMD pass (a lane
+        /// outside weighs 0), the draw's block and logit() read it too, and
+        /// any other pass or edit first writes it to the row's copy
+        /// (apply_outside). So a chain without a top-k no longer copies the
+        /// row to apply a grammar's mask. False (nothing changed) when the
+        /// mask takes more, for the sparse path. Throws as keep_in when no
+        /// token is left, the set unchanged.
         bool mask_outside(const token_set& allowed, const std::string& who)
         {
             const auto& words = allowed.words();
@@ -1172,6 +1203,53 @@ namespace xsampler
             {
                 throw invalid_logits(who + ": every token is masked");
             }
+            apply_outside();  // (a mask before this one)
+            m_outside = words.data();
+            m_outside_words = words.size();
+            if (!outside_keeps(std::size_t(m_argmax)))
+            {
+                m_max_stale = true;  // as an edit that lowers the max does
+            }
+            m_size = unknown;
+            m_weights_current = false;
+            if (words.size() < n_words)
+            {
+                apply_outside();  // (read lazily only where the words cover the row)
+            }
+            return true;
+        }
+
+        /// Whether a pending mask (mask_outside) keeps token i.
+        bool outside_keeps(std::size_t i) const noexcept
+        {
+            return i / 64 < m_outside_words && (m_outside[i / 64] >> (i % 64) & 1) != 0;
+        }
+
+        /// Writes a pending mask (mask_outside) to the row's copy: every
+        /// reader but the draw's sum and block (sum_weights, for_each_in_block)
+        /// and logit() sees the row through this. The tokens outside are
+        /// masked block by block, reading the mask's words once (a full word
+        /// is skipped); when a quarter of the blocks or more hold one, the
+        /// whole row is copied at once, which later passes read as one run.
+        void apply_outside()
+        {
+            if (m_outside == nullptr)
+            {
+                return;
+            }
+            const std::uint64_t* words = m_outside;
+            const std::size_t size = m_outside_words;
+            m_outside = nullptr;  // (patch() below applies a pending mask first)
+            const std::size_t n = m_row.size;
+            const std::size_t n_words = (n + 63) / 64;
+            const auto word = [&](std::size_t w) {
+                std::uint64_t bits = w < size ? words[w] : 0;
+                if (w + 1 == n_words && n % 64 != 0)
+                {
+                    bits |= ~std::uint64_t(0) << (n % 64);  // past the row: nothing to mask
+                }
+                return bits;
+            };
             std::size_t touched = 0;
             for (std::size_t w = 0; w < n_words; ++w)
             {
@@ -1181,7 +1259,6 @@ namespace xsampler
             {
                 patch_whole();  // (a block copied alone costs more, and splits every later pass)
             }
-            bool changed = false;
             for (std::size_t w = 0; w < n_words; ++w)
             {
                 const std::uint64_t out = ~word(w);
@@ -1190,24 +1267,8 @@ namespace xsampler
                     continue;
                 }
                 T* block = m_whole ? &m_patch[w * 64] : &patch(w * 64);  // the block's copy (block_size == 64: one word a block)
-                detail::for_each_bit(out, 0, [&](std::size_t j) {
-                    if (block[j] != -inf)
-                    {
-                        block[j] = -inf;
-                        changed = true;
-                        if (token_id(w * 64 + j) == m_argmax)
-                        {
-                            m_max_stale = true;  // as an edit that lowers the max does
-                        }
-                    }
-                });
+                detail::for_each_bit(out, 0, [&](std::size_t j) { block[j] = -inf; });
             }
-            if (changed)
-            {
-                m_size = unknown;
-                m_weights_current = false;
-            }
-            return true;
         }
 
         /// Keeps the kept tokens in `allowed` (keep_in); returns how many are
@@ -1397,6 +1458,7 @@ namespace xsampler
         /// The writable current logit of token i (its block copied on first use).
         T& patch(std::size_t i)
         {
+            apply_outside();
             const std::size_t b = i / detail::block_size;
             const std::size_t blocks = m_row.size / detail::block_size + 1;
             if (m_patch_at.size() < blocks)
@@ -1467,6 +1529,7 @@ namespace xsampler
             m_patched.clear();
             m_patch.clear();
             m_whole = false;
+            m_outside = nullptr;
         }
 
         // Keeps the max and argmax true after token id went from old to x:
@@ -1584,8 +1647,10 @@ namespace xsampler
                     w_out = m_weights.data();
                 }
                 detail::blocked_sum<T> sum(record);
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                    detail::dense_sum(x, n, first, m, scale2(), sum, w_out == nullptr ? nullptr : w_out + first);
+                const std::uint64_t* outside = m_outside;  // (a pending mask is read, not written)
+                for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
+                    detail::dense_sum(x, n, first, m, scale2(), sum, w_out == nullptr ? nullptr : w_out + first,
+                                      outside == nullptr ? nullptr : outside + first / 64);
                 });
                 m_weights_current = m_weights_current || keep;
                 return sum.total();
@@ -2729,6 +2794,8 @@ namespace xsampler
         std::vector<T> m_patch;                // copies of the edited blocks, 64 logits each
         std::vector<std::size_t> m_patched;    // the edited blocks
         bool m_whole = false;                  // every block, in order (patch_whole)
+        const std::uint64_t* m_outside = nullptr;  // a mask not yet written (mask_outside): its words
+        std::size_t m_outside_words = 0;
         std::vector<T> m_whole_copy;           // patch_whole's spare buffer
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;  // one per block of the row

@@ -19,7 +19,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
+#include <limits>
 #include <type_traits>
 
 #include <xsimd/xsimd.hpp>
@@ -150,8 +152,12 @@ namespace xsampler
         /// lane vectors (and stored to w_out when `store`). With above_limit,
         /// the caller knows no exponent is at or below exp2's limit; without
         /// `wide`, that no x - m overflows (exp2.hpp's exponent).
+        /// With `keep` (not all ones), a lane whose bit is 0 weighs 0, as a
+        /// masked logit does (a mask not yet written to the row: the weights
+        /// are the masked row's; above_limit is then the kept lanes').
         template <bool above_limit, bool wide, bool store, class T, std::size_t G>
-        void block_weights(const T* block, batch<T> vm, batch<T> vs, batch<T> (&acc)[G], T* w_out) noexcept
+        void block_weights(const T* block, batch<T> vm, batch<T> vs, batch<T> (&acc)[G], T* w_out,
+                           std::uint64_t keep = ~std::uint64_t(0)) noexcept
         {
             using B = batch<T>;
             for (std::size_t t = 0; t < block_size; t += lanes)
@@ -160,7 +166,11 @@ namespace xsampler
                 {
                     const B x = B::load_unaligned(block + t + g * B::size);
                     const B e = wide ? exponent(x, vm, vs) : (x - vm) * vs;
-                    const B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
+                    B w = above_limit ? exp2_core<T>(e) : exp2_nonpos(e);
+                    if (keep != ~std::uint64_t(0))
+                    {
+                        w = xsimd::select(lanes_of<T, kernel_arch>(std::uint32_t(keep >> (t + g * B::size))), w, B(T(0)));
+                    }
                     acc[g] = t == 0 ? w : acc[g] + w;
                     if (store)
                     {
@@ -182,6 +192,20 @@ namespace xsampler
             }
             return low;
         }
+        /// The same over the lanes whose bit in `keep` is 1 (+inf where none is).
+        template <class T>
+        batch<T> block_low(const T* block, std::uint64_t keep) noexcept
+        {
+            using B = batch<T>;
+            const B none(std::numeric_limits<T>::infinity());
+            B low = none;
+            for (std::size_t i = 0; i < block_size; i += B::size)
+            {
+                low = xsimd::min(low, xsimd::select(lanes_of<T, kernel_arch>(std::uint32_t(keep >> i)),
+                                                    B::load_unaligned(block + i), none));
+            }
+            return low;
+        }
 
         /// Adds the weights of logits x[0, n) at (m, s2), tokens first,
         /// first + 1, ... (first a multiple of 64, above every token added
@@ -190,21 +214,26 @@ namespace xsampler
         /// its exponent above exp2's limit (no masked token, no weight below
         /// 2^-126) skips the limit's test. With `w_out`, every weight is also
         /// stored there (n of them).
+        ///
+        /// With `keep` (a bitset over tokens first, first + 1, ...: word k is
+        /// block k of x), a token whose bit is 0 weighs 0, as if masked in x.
         template <class T>
-        void dense_sum(const T* x, std::size_t n, std::size_t first, T m, T s2, blocked_sum<T>& sum, T* w_out)
+        void dense_sum(const T* x, std::size_t n, std::size_t first, T m, T s2, blocked_sum<T>& sum, T* w_out,
+                       const std::uint64_t* keep = nullptr)
         {
             if (w_out != nullptr)
             {
-                dense_sum<true>(x, n, first, m, s2, sum, w_out);
+                dense_sum<true>(x, n, first, m, s2, sum, w_out, keep);
             }
             else
             {
-                dense_sum<false>(x, n, first, m, s2, sum, w_out);
+                dense_sum<false>(x, n, first, m, s2, sum, w_out, keep);
             }
         }
 
         template <bool store, class T>
-        void dense_sum(const T* x, std::size_t n, std::size_t first, T m, T s2, blocked_sum<T>& sum, T* w_out)
+        void dense_sum(const T* x, std::size_t n, std::size_t first, T m, T s2, blocked_sum<T>& sum, T* w_out,
+                       const std::uint64_t* keep)
         {
             using B = batch<T>;
             constexpr std::size_t width = B::size;
@@ -218,28 +247,32 @@ namespace xsampler
             for (std::size_t b = 0; b < full; ++b)
             {
                 const T* block = x + b * block_size;
-                const B low = block_low(block);
-                // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2
-                // (an overflowing low - m fails the test: -inf, or NaN at s2 = 0).
+                const std::uint64_t kept = keep == nullptr ? ~std::uint64_t(0) : keep[b];
                 B acc[groups];
                 T* const block_out = store ? w_out + b * block_size : nullptr;
+                // Rounding is monotone: x >= low gives (x - m) * s2 >= (low - m) * s2
+                // (an overflowing low - m fails the test: -inf, or NaN at s2 = 0).
+                // With keep, low is the kept lanes' (the others weigh 0 either way:
+                // exp2_nonpos is exp2_core above the limit).
+                const B low = kept == ~std::uint64_t(0) ? block_low(block) : block_low(block, kept);
                 if (xsimd::all((low - vm) * vs > limit))
                 {
-                    block_weights<true, false, store>(block, vm, vs, acc, block_out);
+                    block_weights<true, false, store>(block, vm, vs, acc, block_out, kept);
                 }
                 else if (!wide)
                 {
-                    block_weights<false, false, store>(block, vm, vs, acc, block_out);
+                    block_weights<false, false, store>(block, vm, vs, acc, block_out, kept);
                 }
                 else
                 {
-                    block_weights<false, true, store>(block, vm, vs, acc, block_out);
+                    block_weights<false, true, store>(block, vm, vs, acc, block_out, kept);
                 }
                 sum.add_block(first / block_size + b, combine_lanes(acc));
             }
             for (std::size_t i = full * block_size; i < n; ++i)
             {
-                const T w = weight(x[i], m, s2);
+                const bool out = keep != nullptr && (keep[i / block_size] >> (i % block_size) & 1) == 0;
+                const T w = weight(out ? -std::numeric_limits<T>::infinity() : x[i], m, s2);
                 sum.add(first + i, w);
                 if (store)
                 {

@@ -96,6 +96,36 @@ namespace xsampler
             return (a != a) | (b != b);
         }
 
+        /// The lanes of the low bits of `bits` (lane i is bit i): a broadcast,
+        /// an and and a compare on AVX2, a store and a load elsewhere.
+        template <class T, class A>
+        xsimd::batch_bool<T, A> lanes_of(std::uint32_t bits) noexcept
+        {
+#if XSIMD_WITH_AVX2
+            if constexpr (std::is_base_of<xsimd::avx2, A>::value)
+            {
+                if constexpr (std::is_same<T, float>::value)
+                {
+                    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+                    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(int(bits)), bit), bit));
+                }
+                else
+                {
+                    const __m256i bit = _mm256_setr_epi64x(1, 2, 4, 8);
+                    return _mm256_castsi256_pd(
+                        _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(std::int64_t(bits)), bit), bit));
+                }
+            }
+#endif
+            constexpr std::size_t width = xsimd::batch<T, A>::size;
+            bool lane[width];
+            for (std::size_t i = 0; i < width; ++i)
+            {
+                lane[i] = (bits >> i & 1) != 0;
+            }
+            return xsimd::batch_bool<T, A>::load_unaligned(lane);
+        }
+
         /// table[idx & 7] in every lane: one register permute on AVX2
         /// (vpermps reads the low 3 bits of each index), a table read
         /// elsewhere.
