@@ -336,7 +336,7 @@ namespace xsampler
         T logit(token_id id) const noexcept
         {
             const auto i = std::size_t(id);
-            if (m_outside != nullptr && !outside_keeps(i))
+            if (m_outside && !outside_keeps(i))
             {
                 return -inf;
             }
@@ -347,7 +347,7 @@ namespace xsampler
             return block_data(i / detail::block_size)[i % detail::block_size];
         }
         /// Whether a processor has edited a logit since the load.
-        bool edited() const noexcept { return !m_patched.empty() || m_outside != nullptr; }
+        bool edited() const noexcept { return !m_patched.empty() || m_outside; }
 
         /// Calls f(x, first, n) with the current logits of tokens
         /// [first, first + n), for consecutive runs covering the row in id
@@ -486,7 +486,7 @@ namespace xsampler
                 const std::size_t n = std::min(lo + detail::block_size, m_row.size) - lo;
                 const T* x = block_data(b);
                 T masked[detail::block_size];
-                if (m_outside != nullptr)
+                if (m_outside)
                 {
                     for (std::size_t j = 0; j < n; ++j)
                     {
@@ -862,12 +862,13 @@ namespace xsampler
         /// While a fused top-k is pending it stays pending on L ∩ allowed,
         /// in O(|L|), when that is exact: when L holds every unmasked token,
         /// or when L ∩ allowed keeps k members that no edit lowered (every
-        /// allowed token outside L ranks after those). On a dense set the
-        /// mask leaves mostly whole, the set stays dense and the mask is
-        /// read where it is needed (mask_outside). Either way `allowed`
-        /// must outlive the step (the set's use until the next load): a
-        /// later unfuse or pass reads it. Throws invalid_logits("<who>:
-        /// every token is masked") if none is left, and the set is as it was.
+        /// allowed token outside L ranks after those); `allowed` must then
+        /// outlive the pending state (the step), unchanged: a later unfuse
+        /// applies it to the dense set. On a dense set the mask leaves
+        /// mostly whole, the set stays dense and a copy of the mask's words
+        /// is read where it is needed (mask_outside). Throws
+        /// invalid_logits("<who>: every token is masked") if none is left,
+        /// and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
         {
             if (m_pending_top_k != 0 && pending_keep_in(allowed))
@@ -1204,8 +1205,8 @@ namespace xsampler
                 throw invalid_logits(who + ": every token is masked");
             }
             apply_outside();  // (a mask before this one)
-            m_outside = words.data();
-            m_outside_words = words.size();
+            m_outside_words.assign(words.begin(), words.end());  // (V / 64 words: the caller's set may go)
+            m_outside = true;
             if (!outside_keeps(std::size_t(m_argmax)))
             {
                 m_max_stale = true;  // as an edit that lowers the max does
@@ -1222,7 +1223,7 @@ namespace xsampler
         /// Whether a pending mask (mask_outside) keeps token i.
         bool outside_keeps(std::size_t i) const noexcept
         {
-            return i / 64 < m_outside_words && (m_outside[i / 64] >> (i % 64) & 1) != 0;
+            return i / 64 < m_outside_words.size() && (m_outside_words[i / 64] >> (i % 64) & 1) != 0;
         }
 
         /// Writes a pending mask (mask_outside) to the row's copy: every
@@ -1233,13 +1234,13 @@ namespace xsampler
         /// whole row is copied at once, which later passes read as one run.
         void apply_outside()
         {
-            if (m_outside == nullptr)
+            if (!m_outside)
             {
                 return;
             }
-            const std::uint64_t* words = m_outside;
-            const std::size_t size = m_outside_words;
-            m_outside = nullptr;  // (patch() below applies a pending mask first)
+            const std::uint64_t* words = m_outside_words.data();
+            const std::size_t size = m_outside_words.size();
+            m_outside = false;  // (patch() below applies a pending mask first)
             const std::size_t n = m_row.size;
             const std::size_t n_words = (n + 63) / 64;
             const auto word = [&](std::size_t w) {
@@ -1529,7 +1530,7 @@ namespace xsampler
             m_patched.clear();
             m_patch.clear();
             m_whole = false;
-            m_outside = nullptr;
+            m_outside = false;
         }
 
         // Keeps the max and argmax true after token id went from old to x:
@@ -1647,7 +1648,7 @@ namespace xsampler
                     w_out = m_weights.data();
                 }
                 detail::blocked_sum<T> sum(record);
-                const std::uint64_t* outside = m_outside;  // (a pending mask is read, not written)
+                const std::uint64_t* outside = m_outside ? m_outside_words.data() : nullptr;  // (read, not written)
                 for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
                     detail::dense_sum(x, n, first, m, scale2(), sum, w_out == nullptr ? nullptr : w_out + first,
                                       outside == nullptr ? nullptr : outside + first / 64);
@@ -2794,8 +2795,8 @@ namespace xsampler
         std::vector<T> m_patch;                // copies of the edited blocks, 64 logits each
         std::vector<std::size_t> m_patched;    // the edited blocks
         bool m_whole = false;                  // every block, in order (patch_whole)
-        const std::uint64_t* m_outside = nullptr;  // a mask not yet written (mask_outside): its words
-        std::size_t m_outside_words = 0;
+        bool m_outside = false;                     // a mask not yet written (mask_outside)
+        std::vector<std::uint64_t> m_outside_words;  // its words (a copy)
         std::vector<T> m_whole_copy;           // patch_whole's spare buffer
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;  // one per block of the row
