@@ -1185,14 +1185,6 @@ namespace xsampler
             {
                 return false;
             }
-            const auto word = [&](std::size_t w) {
-                std::uint64_t bits = w < words.size() ? words[w] : 0;
-                if (w + 1 == n_words && n % 64 != 0)
-                {
-                    bits |= ~std::uint64_t(0) << (n % 64);  // past the row: nothing to mask
-                }
-                return bits;
-            };
             // first: some allowed token must be left (else the set stays as it was)
             bool any = false;
             for (std::size_t w = 0; w < n_words && !any; ++w)
@@ -1205,7 +1197,9 @@ namespace xsampler
                 throw invalid_logits(who + ": every token is masked");
             }
             apply_outside();  // (a mask before this one)
-            m_outside_words.assign(words.begin(), words.end());  // (V / 64 words: the caller's set may go)
+            // a copy, one word a block of the row (the caller's set may go; ids past its words are out)
+            m_outside_words.assign(n_words, 0);
+            std::copy_n(words.begin(), std::min(words.size(), n_words), m_outside_words.begin());
             m_outside = true;
             if (!outside_keeps(std::size_t(m_argmax)))
             {
@@ -1213,17 +1207,13 @@ namespace xsampler
             }
             m_size = unknown;
             m_weights_current = false;
-            if (words.size() < n_words)
-            {
-                apply_outside();  // (read lazily only where the words cover the row)
-            }
             return true;
         }
 
         /// Whether a pending mask (mask_outside) keeps token i.
         bool outside_keeps(std::size_t i) const noexcept
         {
-            return i / 64 < m_outside_words.size() && (m_outside_words[i / 64] >> (i % 64) & 1) != 0;
+            return (m_outside_words[i / 64] >> (i % 64) & 1) != 0;  // (i < the row's size)
         }
 
         /// Writes a pending mask (mask_outside) to the row's copy: every
@@ -1238,13 +1228,11 @@ namespace xsampler
             {
                 return;
             }
-            const std::uint64_t* words = m_outside_words.data();
-            const std::size_t size = m_outside_words.size();
             m_outside = false;  // (patch() below applies a pending mask first)
             const std::size_t n = m_row.size;
-            const std::size_t n_words = (n + 63) / 64;
+            const std::size_t n_words = m_outside_words.size();  // (one a block)
             const auto word = [&](std::size_t w) {
-                std::uint64_t bits = w < size ? words[w] : 0;
+                std::uint64_t bits = m_outside_words[w];
                 if (w + 1 == n_words && n % 64 != 0)
                 {
                     bits |= ~std::uint64_t(0) << (n % 64);  // past the row: nothing to mask
