@@ -777,7 +777,10 @@ TEST_CASE("constraint: names and numbers in a recursive expression: a set read a
     // walks read such nodes as the set again (set_classes) instead of stepping
     const auto index = bytes_and({"abc", "abcd", "abc(", "ab_1", "x1 ", "foo)", "foo;", "12", "123", "12+", "1;", "(a",
                                   "((", "))", " = ", "a b", "zz=", "q(x)", "n12", "ab;", "abc abc", "\tab", " ab", "x=1;",
-                                  "f(a,b)", "bar(", "_y9;", "99)", "ab  ", "k\t=", "abcdefgh", "abcdefgh(", "1234567;"});
+                                  "f(a,b)", "bar(", "_y9;", "99)", "ab  ", "k\t=", "abcdefgh", "abcdefgh(", "1234567;",
+                                  // names past the depth a run's index counts (255 bytes), read by nodes there
+                                  std::string(300, 'a'), std::string(300, 'a') + "(", std::string(254, 'b') + "=1;",
+                                  std::string(255, 'b') + "c;", std::string(260, 'c') + "1"});
     const auto compiled = std::make_shared<const compiled_grammar>(index, parse_gbnf(R"g(
         root ::= stmt+
         stmt ::= name ws "=" ws expr ";" ws
@@ -797,6 +800,7 @@ TEST_CASE("constraint: names and numbers in a recursive expression: a set read a
     const auto stats = compiled->stats();
     CHECK(stats.nodes_repeated > 0);
     CHECK(stats.nodes_stepped > 0);
+    CHECK(stats.runs_by_tokens > 0);  // a name's letters after a letter: by the index of [a-z0-9_]
 }
 
 TEST_CASE("constraint: free text that may end at every byte is one region when no rule reads the root", "[constraint]")

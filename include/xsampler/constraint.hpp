@@ -73,6 +73,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -125,6 +126,8 @@ namespace xsampler
             // set of the parent's class again (set_classes: no step); and by a
             // table look-up (one plain item)
             std::size_t nodes_stepped = 0, nodes_repeated = 0, nodes_plain = 0;
+            // runs of a class read by their tokens (walk_local's on_run)
+            std::size_t runs_by_tokens = 0;
         };
         /// The tokens a set of positions decides alone.
         struct position_masks
@@ -188,6 +191,31 @@ namespace xsampler
                     loops = a.table[std::size_t(s) * a.classes + c] == std::int32_t(s);
                 }
                 m_looping[s] = std::uint8_t(loops);
+                std::bitset<256> self;  // the bytes that lead s to itself
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    self[b] = a.next(s, static_cast<unsigned char>(b)) == std::int32_t(s);
+                }
+                if (self.none())
+                {
+                    continue;
+                }
+                std::size_t at = 0;
+                while (at < m_runs.size() && m_runs[at].first != self)
+                {
+                    ++at;
+                }
+                if (at == m_runs.size())
+                {
+                    auto runs = m_index->runs_of(self);
+                    if (!runs)
+                    {
+                        continue;
+                    }
+                    m_runs.emplace_back(self, std::move(runs));
+                }
+                m_run_of.resize(a.states.size(), -1);
+                m_run_of[s] = std::int32_t(at);
             }
             prime(primed);  // (a first request then composes most of its positions from these)
         }
@@ -209,11 +237,13 @@ namespace xsampler
             out.nodes_stepped = m_stepped.load(std::memory_order_relaxed);
             out.nodes_repeated = m_repeated.load(std::memory_order_relaxed);
             out.nodes_plain = m_plain.load(std::memory_order_relaxed);
+            out.runs_by_tokens = m_runs_read.load(std::memory_order_relaxed);
             return out;
         }
         /// Adds a walk's nodes to stats().
-        void note_walk(std::size_t stepped, std::size_t repeated, std::size_t plain) const noexcept
+        void note_walk(std::size_t stepped, std::size_t repeated, std::size_t plain, std::size_t runs) const noexcept
         {
+            m_runs_read.fetch_add(runs, std::memory_order_relaxed);
             m_plain.fetch_add(plain, std::memory_order_relaxed);
             m_stepped.fetch_add(stepped, std::memory_order_relaxed);
             m_repeated.fetch_add(repeated, std::memory_order_relaxed);
@@ -224,6 +254,14 @@ namespace xsampler
         /// again (set_classes) only among sets with such an item (a byte that
         /// swaps two items' states is missed: a step more, never a wrong mask).
         const std::vector<std::uint8_t>& looping() const noexcept { return m_looping; }
+        /// By automaton state: the index of the trie read through the bytes
+        /// that lead the state to itself (vocabulary_index::runs_of), or -1
+        /// where it has none or they are few; runs(r) gives it and its bytes.
+        std::int32_t run_of(std::uint32_t s) const noexcept { return s < m_run_of.size() ? m_run_of[s] : -1; }
+        const std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>& runs(std::int32_t r) const noexcept
+        {
+            return m_runs[std::size_t(r)];
+        }
         /// Entries in the two caches.
         std::pair<std::size_t, std::size_t> cached() const
         {
@@ -325,8 +363,10 @@ namespace xsampler
         mutable std::unordered_map<std::string, std::shared_ptr<const position_costs>> m_costs;
         mutable std::unordered_map<std::string, std::shared_ptr<const context_costs>> m_context_costs;
         mutable counters m_counters;
-        mutable std::atomic<std::size_t> m_stepped{0}, m_repeated{0}, m_plain{0};
+        mutable std::atomic<std::size_t> m_stepped{0}, m_repeated{0}, m_plain{0}, m_runs_read{0};
         std::vector<std::uint8_t> m_looping;
+        std::vector<std::int32_t> m_run_of;  // (empty where no state has runs)
+        std::vector<std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>> m_runs;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
     };
@@ -838,7 +878,9 @@ namespace xsampler
                 std::int32_t chain;  // the next class of the same hash
                 std::vector<earley_item> items;  // sorted, origin `here` for the set's own
                 std::array<std::uint8_t, 256> next{};
+                std::int32_t runs = unresolved;  // compiled_grammar::runs read through it, or none
             };
+            static constexpr std::int32_t unresolved = -2;
             std::vector<entry> classes;
             std::unordered_map<std::uint64_t, std::int32_t> by_hash;
             std::vector<earley_item> scratch;
@@ -1013,9 +1055,18 @@ namespace xsampler
         /// the items are (equal for every node that reads the same set), or
         /// this for a plain item outside the chart.
         static constexpr std::uint32_t no_set = ~std::uint32_t(0);
-        template <class OnToken>
+        /// With `on_run` (not no_runs), on_token only marks tokens, and a run
+        /// of a class whose bytes hold a class_runs index (the bytes of a
+        /// looping state's own, every one leading the set to itself) is read
+        /// by its tokens: on_run(items, set) gives the bitset to mark them in
+        /// (nullptr: none of them), then the nodes where a byte leaves the
+        /// index's class are read one by one.
+        struct no_runs
+        {
+        };
+        template <class OnToken, class OnRun = no_runs>
         std::vector<std::uint32_t> walk_local(matcher& local, OnToken&& on_token,
-                                              const std::vector<resume>* starts = nullptr) const
+                                              const std::vector<resume>* starts = nullptr, OnRun&& on_run = {}) const
         {
             const vocabulary_index& ix = m_g->index();
             const grammar_automaton& a = local.rules();
@@ -1052,7 +1103,59 @@ namespace xsampler
                 }
                 return ix.end(i);
             };
-            const auto walk = [&](std::uint32_t first, std::uint32_t last) {
+            std::size_t indexed = 0;
+            // class k's class_runs, every byte of it resolved as leading back
+            // (stepped from the chart's top, a set of class k), or nullptr
+            const auto runs_of = [&](std::int32_t k) -> const class_runs* {
+                if (classes.classes[std::size_t(k)].runs == set_classes::unresolved)
+                {
+                    classes.classes[std::size_t(k)].runs = set_classes::none;
+                    for (std::size_t n = 0; n < classes.classes[std::size_t(k)].items.size(); ++n)
+                    {
+                        const std::int32_t r = m_g->run_of(classes.classes[std::size_t(k)].items[n].state);
+                        if (r < 0)
+                        {
+                            continue;
+                        }
+                        const std::bitset<256>& bytes = m_g->runs(r).first;
+                        bool all = true;
+                        for (unsigned b = 0; b < 256 && all; ++b)
+                        {
+                            if (!bytes[b])
+                            {
+                                continue;
+                            }
+                            auto& next = classes.classes[std::size_t(k)].next;
+                            if (next[b] == set_classes::unknown)
+                            {
+                                ++stepped;
+                                if (!local.step(static_cast<unsigned char>(b)))
+                                {
+                                    next[b] = set_classes::dead;
+                                }
+                                else
+                                {
+                                    generation[real + 1] = ++sets_made;
+                                    std::int32_t cls = unclassified, parent = k;
+                                    set_classes::key key{};
+                                    classes.classify(local, base, generation, static_cast<unsigned char>(b), k, cls, key,
+                                                     parent, at[real].key);
+                                    local.pop(1);
+                                }
+                            }
+                            all = classes.classes[std::size_t(k)].next[b] == set_classes::same;
+                        }
+                        if (all)
+                        {
+                            classes.classes[std::size_t(k)].runs = r;
+                            break;
+                        }
+                    }
+                }
+                const std::int32_t r = classes.classes[std::size_t(k)].runs;
+                return r >= 0 ? m_g->runs(r).second.get() : nullptr;
+            };
+            const auto walk = [&](const auto& self, std::uint32_t first, std::uint32_t last) -> void {
             for (std::uint32_t i = first; i < last;)
             {
                 const std::size_t d = ix.depth(i);
@@ -1129,6 +1232,69 @@ namespace xsampler
                     const std::uint8_t below = std::uint8_t(above | std::uint8_t(local.popped()));  // deeper
                     const std::uint32_t set = generation[real];
                     const std::uint32_t stop = d == 1 ? last : std::min(last, ix.end(ix.parent(i)));
+                    // ancestors of node e below depth d: the set again, for the walk
+                    const auto hand_back = [&](std::uint32_t e) {
+                        for (std::uint32_t u = ix.parent(e); u != vocabulary_index::none && ix.depth(u) >= d; u = ix.parent(u))
+                        {
+                            const std::size_t du = ix.depth(u);
+                            at[du].virt = 1;
+                            at[du].popped = below;
+                            path[du - 1] = char(ix.byte(u));
+                        }
+                    };
+                    if constexpr (!std::is_same<std::decay_t<OnRun>, no_runs>::value)
+                    {
+                        const class_runs* r = d < class_runs::deepest ? runs_of(k) : nullptr;
+                        if (r != nullptr)
+                        {
+                            // the run's tokens at once; then where a byte leaves the
+                            // index's class: dead, a byte of the class's all the same
+                            // (its tokens, and a run below it), or the walk's, its
+                            // subtree walked from the chart as the run found it
+                            ++indexed;
+                            std::uint64_t* words = on_run(local.begin(), local.end(), set);
+                            const std::size_t real0 = real;
+                            const auto run = [&](const auto& again, std::uint32_t from, std::uint32_t to, std::size_t depth) -> void {
+                                if (words != nullptr)
+                                {
+                                    ix.mark_run(*r, from, to, depth, words);
+                                }
+                                for (std::uint32_t e = r->next_out[from]; e < to; e = r->next_out[ix.end(e)])
+                                {
+                                    const std::size_t de = ix.depth(e);
+                                    const std::uint8_t leads = classes.classes[std::size_t(k)].next[ix.byte(e)];
+                                    if (leads == set_classes::same && de < class_runs::deepest)  // (deeper: the walk, whose runs start above it)
+                                    {
+                                        if (words != nullptr)
+                                        {
+                                            ix.mark_tokens(e, words);
+                                        }
+                                        again(again, e + 1, ix.end(e), de + 1);
+                                    }
+                                    else if (leads == set_classes::dead)
+                                    {
+                                        if ((de == d ? above : below) != 0)
+                                        {
+                                            roots.push_back(e);
+                                        }
+                                    }
+                                    else
+                                    {
+                                        if (real > real0)
+                                        {
+                                            local.pop(real - real0);
+                                            real = real0;
+                                        }
+                                        hand_back(e);
+                                        self(self, e, ix.end(e));
+                                    }
+                                }
+                            };
+                            run(run, i, stop, d);
+                            i = stop;
+                            continue;
+                        }
+                    }
                     std::uint32_t j = i;
                     std::size_t run = 0;
                     while (j < stop)
@@ -1151,13 +1317,7 @@ namespace xsampler
                         }
                         else
                         {
-                            for (std::uint32_t u = ix.parent(j); u != vocabulary_index::none && ix.depth(u) >= d; u = ix.parent(u))
-                            {
-                                const std::size_t du = ix.depth(u);
-                                at[du].virt = 1;
-                                at[du].popped = below;
-                                path[du - 1] = char(ix.byte(u));
-                            }
+                            hand_back(j);
                             break;
                         }
                     }
@@ -1197,8 +1357,8 @@ namespace xsampler
             };
             if (starts == nullptr)
             {
-                walk(0, std::uint32_t(ix.nodes()));
-                m_g->note_walk(stepped, repeated, looked_up);
+                walk(walk, 0, std::uint32_t(ix.nodes()));
+                m_g->note_walk(stepped, repeated, looked_up, indexed);
                 return roots;
             }
             std::string want(depths, '\0');
@@ -1241,10 +1401,10 @@ namespace xsampler
                 }
                 if (live)  // (a chart that dies above the node: the region said it would not)
                 {
-                    walk(r.node, ix.end(r.node));
+                    walk(walk, r.node, ix.end(r.node));
                 }
             }
-            m_g->note_walk(stepped, repeated, looked_up);
+            m_g->note_walk(stepped, repeated, looked_up, indexed);
             return roots;
         }
 
@@ -1373,6 +1533,7 @@ namespace xsampler
                                  const std::vector<std::uint32_t>&, std::uint32_t) {
                 ix.mark_tokens(i, words.data());
             };
+            const auto into_words = [&](const earley_item*, const earley_item*, std::uint32_t) { return words.data(); };
             region_view v;
             if (as_region(local, v))
             {
@@ -1388,7 +1549,7 @@ namespace xsampler
                         words[t / 64] |= std::uint64_t(w.need[t] <= v.left) << (t % 64);
                     }
                 }
-                out.roots = walk_local(local, add, &v.resumes);
+                out.roots = walk_local(local, add, &v.resumes, into_words);
                 if (v.counted)
                 {
                     const auto more = counted_roots(ix, v);  // subtrees apart from the resumed ones: all in preorder
@@ -1398,7 +1559,7 @@ namespace xsampler
             }
             else
             {
-                out.roots = walk_local(local, add);
+                out.roots = walk_local(local, add, nullptr, into_words);
             }
             out.allowed = token_set(std::move(words));
             return out;
@@ -2128,17 +2289,22 @@ namespace xsampler
                 starts.push_back({root, earley_item{}, true});
             }
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
-            walk_local(
-                m,
-                [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
-                    const std::vector<std::uint32_t>&, std::uint32_t set) {
-                    ix.mark_tokens(i, words.data());
-                    if constexpr (!std::is_same<std::decay_t<OnToken>, no_tokens>::value)
-                    {
-                        ix.for_each_token(i, [&](token_id t) { on_token(t, first, last, set, m); });
-                    }
-                },
-                &starts);
+            const auto mark = [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
+                                  const std::vector<std::uint32_t>&, std::uint32_t set) {
+                ix.mark_tokens(i, words.data());
+                if constexpr (!std::is_same<std::decay_t<OnToken>, no_tokens>::value)
+                {
+                    ix.for_each_token(i, [&](token_id t) { on_token(t, first, last, set, m); });
+                }
+            };
+            if constexpr (std::is_same<std::decay_t<OnToken>, no_tokens>::value)
+            {
+                walk_local(m, mark, &starts, [&](const earley_item*, const earley_item*, std::uint32_t) { return words.data(); });
+            }
+            else
+            {
+                walk_local(m, mark, &starts);
+            }
             compiled_grammar::context_tokens out;
             for (const std::uint64_t w : words)
             {
@@ -2186,13 +2352,19 @@ namespace xsampler
             matcher m = m_matcher;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
             cheapest cost{tc};
-            walk_local(m, [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
-                              const std::vector<std::uint32_t>&, std::uint32_t set) {
-                if (cost(first, last, set, m) <= target)
-                {
-                    ix.mark_tokens(i, words.data());
-                }
-            });
+            walk_local(
+                m,
+                [&](std::uint32_t i, bool, const earley_item* first, const earley_item* last,
+                    const std::vector<std::uint32_t>&, std::uint32_t set) {
+                    if (cost(first, last, set, m) <= target)
+                    {
+                        ix.mark_tokens(i, words.data());
+                    }
+                },
+                nullptr,
+                [&](const earley_item* first, const earley_item* last, std::uint32_t set) {
+                    return cost(first, last, set, m) <= target ? words.data() : nullptr;
+                });
             return words;
         }
 
