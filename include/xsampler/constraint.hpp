@@ -182,6 +182,7 @@ namespace xsampler
             }
             const grammar_automaton& a = *m_rules;
             m_looping.assign(a.states.size(), 0);
+            m_run_of.assign(a.states.size(), -1);
             for (std::uint32_t s = 0; s < a.states.size(); ++s)
             {
                 const auto& r = a.rules[a.states[s].rule];
@@ -214,7 +215,6 @@ namespace xsampler
                     }
                     m_runs.emplace_back(self, std::move(runs));
                 }
-                m_run_of.resize(a.states.size(), -1);
                 m_run_of[s] = std::int32_t(at);
             }
             prime(primed);  // (a first request then composes most of its positions from these)
@@ -257,7 +257,7 @@ namespace xsampler
         /// By automaton state: the index of the trie read through the bytes
         /// that lead the state to itself (vocabulary_index::runs_of), or -1
         /// where it has none or they are few; runs(r) gives it and its bytes.
-        std::int32_t run_of(std::uint32_t s) const noexcept { return s < m_run_of.size() ? m_run_of[s] : -1; }
+        std::int32_t run_of(std::uint32_t s) const noexcept { return m_run_of[s]; }
         const std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>& runs(std::int32_t r) const noexcept
         {
             return m_runs[std::size_t(r)];
@@ -365,7 +365,7 @@ namespace xsampler
         mutable counters m_counters;
         mutable std::atomic<std::size_t> m_stepped{0}, m_repeated{0}, m_plain{0}, m_runs_read{0};
         std::vector<std::uint8_t> m_looping;
-        std::vector<std::int32_t> m_run_of;  // (empty where no state has runs)
+        std::vector<std::int32_t> m_run_of;  // by state: its index in m_runs, or -1
         std::vector<std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>> m_runs;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
@@ -1227,7 +1227,6 @@ namespace xsampler
                     // again while their bytes lead back (a name's letters), in a loop
                     // of their own; a byte that leads elsewhere hands its node back
                     // to this one, its ancestors in the run virtual
-                    const auto& next = classes.classes[std::size_t(k)].next;
                     const std::uint8_t above = at[d - 1].popped;  // before a depth-d node's byte
                     const std::uint8_t below = std::uint8_t(above | std::uint8_t(local.popped()));  // deeper
                     const std::uint32_t set = generation[real];
@@ -1295,6 +1294,7 @@ namespace xsampler
                             continue;
                         }
                     }
+                    const auto& next = classes.classes[std::size_t(k)].next;  // (taken here: runs_of may step and classify)
                     std::uint32_t j = i;
                     std::size_t run = 0;
                     while (j < stop)
