@@ -283,6 +283,7 @@ namespace xsampler
             std::size_t size = 0;
             std::vector<token_id> ids;         // when few (at most `many`)
             std::vector<std::uint64_t> words;  // when more
+            token_set joined;                  // with words: these and the position's own, the mask
             static constexpr std::size_t many = 256;
             /// The tokens in id order (from the bitset when many).
             std::vector<token_id> list() const
@@ -471,16 +472,22 @@ namespace xsampler
             {
                 m_ctx_key = m_key;
                 context_key(m_ctx_key);
-                m_extras = m_g->contexts(m_ctx_key, [&] { return walk_context(*found); });
+                m_extras = m_g->contexts(m_ctx_key, [&] {
+                    compiled_grammar::context_tokens c = walk_context(*found);
+                    if (!c.words.empty())  // many: the mask itself kept, not or-ed at every step
+                    {
+                        std::vector<std::uint64_t> words = found->allowed.words();
+                        for (std::size_t w = 0; w < words.size(); ++w)
+                        {
+                            words[w] |= c.words[w];
+                        }
+                        c.joined = token_set(std::move(words));
+                    }
+                    return c;
+                });
                 if (!m_extras->words.empty())
                 {
-                    std::vector<std::uint64_t> words = found->allowed.words();
-                    for (std::size_t w = 0; w < words.size(); ++w)
-                    {
-                        words[w] |= m_extras->words[w];
-                    }
-                    m_scratch = token_set(std::move(words));
-                    out = &m_scratch;
+                    out = &m_extras->joined;
                 }
                 else if (!m_extras->ids.empty() || done)
                 {
@@ -496,7 +503,7 @@ namespace xsampler
             {
                 if (out != &m_scratch)
                 {
-                    m_scratch = found->allowed;
+                    m_scratch = *out;
                     out = &m_scratch;
                 }
                 for (const token_id e : vocab().eos())
