@@ -179,8 +179,11 @@ namespace examples
         }
         if (o.json_schema)
         {
-            return std::make_pair(xsampler::json_schema_grammar(read_text_file(*o.json_schema, std::size_t(1) << 20, "1 MiB")),
-                                  std::string("json_schema"));
+            xsampler::json_options jo;
+            jo.strict = o.json_schema_strict;
+            return std::make_pair(
+                xsampler::json_schema_grammar(read_text_file(*o.json_schema, std::size_t(1) << 20, "1 MiB"), jo),
+                std::string("json_schema"));
         }
         if (o.regex)
         {

@@ -85,6 +85,7 @@ namespace examples
         std::optional<std::string> grammar;       // --grammar json
         std::optional<std::string> grammar_file;  // --grammar-file FILE (GBNF)
         std::optional<std::string> json_schema;   // --json-schema FILE
+        bool json_schema_strict = false;          // --json-schema-strict
         std::optional<std::string> regex;         // --regex RE
         bool budget_aware = false;                // --budget-aware
         // match: the text
@@ -451,8 +452,11 @@ namespace examples
                       ->type_name("FILE");
         auto* j = cmd.add_option_function<std::string>(
                          "--json-schema", [&o](const std::string& path) { o.json_schema = path; },
-                         "JSON valid under this JSON Schema file (a subset: docs/semantics.md, Constraints)")
+                         "JSON valid under this JSON Schema file (docs/semantics.md, JSON Schema)")
                       ->type_name("FILE");
+        cmd.add_flag("--json-schema-strict", o.json_schema_strict,
+                     "with --json-schema: a keyword no JSON Schema draft defines is an error (else ignored)")
+            ->needs(j);
         auto* r = cmd.add_option_function<std::string>(
                          "--regex", [&o](const std::string& re) { o.regex = re; },
                          "text the regular expression matches whole (the empty one: only the empty text)")

@@ -721,8 +721,14 @@ TEST_CASE("xsampler generate: --json-schema, --grammar, --regex, --budget-aware 
     const auto stopped = nlohmann::json::parse(run(gen + "--max-tokens 60 --seed 1 --stop '\"' --json").out);
     CHECK(stopped.at("stop_reason") == "stop_sequence");
     CHECK(stopped.at("text").get<std::string>().substr(stopped.at("stop_at").get<std::size_t>(), 1) == "\"");
-    check_error(gen + "--seed 1 --max-tokens 9 --json-schema " + write_bytes("bad.json", R"({"type":"object","oneOf":[]})"),
-                "json_schema: unsupported keyword 'oneOf' at /");
+    check_error(gen + "--seed 1 --max-tokens 9 --json-schema " + write_bytes("bad.json", R"({"type":"object","not":{}})"),
+                "json_schema: unsupported keyword 'not' at /");
+    // a keyword no draft defines: ignored, refused with --json-schema-strict
+    const std::string tagged = write_bytes("tagged.json", R"({"type":"boolean","x-kind":1})");
+    const auto ignored = nlohmann::json::parse(run(gen + "--seed 1 --max-tokens 9 --json --json-schema " + tagged).out);
+    CHECK((ignored.at("text") == "true" || ignored.at("text") == "false"));
+    check_error(gen + "--seed 1 --max-tokens 9 --json-schema " + tagged + " --json-schema-strict",
+                "json_schema: unknown keyword 'x-kind' (strict) at /");
     check_error(gen + "--seed 1 --max-tokens 9 --grammar yaml", "--grammar: must be json, got 'yaml'");
     check_error(gen + "--seed 1 --max-tokens 9 --grammar json --regex a", "--grammar excludes --regex");
     check_error(gen + "--seed 1 --max-tokens 9 --budget-aware", "--budget-aware needs a constraint");

@@ -65,12 +65,31 @@ namespace
         return std::size_t(std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
     }
 
-    /// The schema subset, checked on a parsed value: independent of the grammar.
-    bool valid(const json& v, const json& s)
+    /// The schema subset, checked on a parsed value: independent of the grammar
+    /// ($ref: a JSON pointer into `root`, siblings applying too).
+    bool valid(const json& v, const json& s, const json& root)
     {
         if (s.is_boolean())
         {
             return s.get<bool>();
+        }
+        if (s.contains("$ref") && !valid(v, root.at(json::json_pointer(s["$ref"].get<std::string>().substr(1))), root))
+        {
+            return false;
+        }
+        std::size_t matched = 0;
+        for (const char* k : {"allOf", "anyOf", "oneOf"})
+        {
+            matched = 0;
+            for (const auto& branch : s.value(k, json::array()))
+            {
+                matched += valid(v, branch, root) ? 1 : 0;
+            }
+            if (s.contains(k) && ((k[1] == 'l' && matched != s[k].size()) || (k[1] == 'n' && matched == 0) ||
+                                  (k[1] == 'n' && k[0] == 'o' && matched != 1)))
+            {
+                return false;
+            }
         }
         if (s.contains("const") && v != s["const"])
         {
@@ -118,12 +137,12 @@ namespace
             {
                 if (s.contains("properties") && s["properties"].contains(kv.key()))
                 {
-                    if (!valid(kv.value(), s["properties"][kv.key()]))
+                    if (!valid(kv.value(), s["properties"][kv.key()], root))
                     {
                         return false;
                     }
                 }
-                else if (s.contains("additionalProperties") && !valid(kv.value(), s["additionalProperties"]))
+                else if (s.contains("additionalProperties") && !valid(kv.value(), s["additionalProperties"], root))
                 {
                     return false;
                 }
@@ -137,7 +156,7 @@ namespace
             }
             for (const auto& item : v)
             {
-                if (s.contains("items") && !valid(item, s["items"]))
+                if (s.contains("items") && !valid(item, s["items"], root))
                 {
                     return false;
                 }
@@ -192,6 +211,13 @@ namespace
         R"({"type":"object","additionalProperties":false})",
         R"({})",
         R"({"type":"string","pattern":"^[a-c]{1,3}@x\\.(com|org)$"})",
+        // a recursive tree through $ref, and combinators: allOf merged, anyOf, a oneOf by const and type
+        R"({"definitions":{"node":{"type":"object","properties":{"v":{"type":"integer"},
+            "kids":{"type":"array","items":{"$ref":"#/definitions/node"},"maxItems":2}},"required":["v"],
+            "additionalProperties":false}},"$ref":"#/definitions/node"})",
+        R"({"allOf":[{"type":"object","properties":{"id":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]}},
+            "required":["id"]},{"properties":{"kind":{"oneOf":[{"const":"a"},{"type":"null"}]},"id":{"not_a_keyword":1}},
+            "required":["kind"]}],"title":"ignored"})",
     };
 
     constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }
@@ -516,7 +542,7 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
                     const std::string full = after.text() + after.completion();
                     INFO(text << "\n" << full);
                     const json value = json::parse(full);  // throws if not JSON
-                    REQUIRE(valid(value, schema));
+                    REQUIRE(valid(value, schema, schema));
                     if (t == eos)
                     {
                         REQUIRE(after.completion().empty());
@@ -1023,7 +1049,7 @@ TEST_CASE("constraint: thousands of seeded generations parse and validate", "[co
             {
                 ++eos_ends;
                 const json value = json::parse(text);
-                REQUIRE(valid(value, schema));
+                REQUIRE(valid(value, schema, schema));
             }
             else
             {
@@ -1053,7 +1079,7 @@ TEST_CASE("constraint: budgets from the minimum upwards all complete", "[constra
                 INFO(text << " budget " << budget << ": " << v.decode(g.tokens));
                 REQUIRE(g.reason == stop_reason::eos);
                 REQUIRE(g.tokens.size() <= budget);
-                REQUIRE(valid(json::parse(v.decode(g.tokens)), schema));
+                REQUIRE(valid(json::parse(v.decode(g.tokens)), schema, schema));
             }
         }
         // one less than the minimum: said before generating
@@ -1280,17 +1306,25 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
         INFO(schema);
         CHECK_THROWS_WITH(make(schema), Contains(message));
     };
-    fails(R"({"type":"object","oneOf":[]})", "unsupported keyword 'oneOf' at /");
+    fails(R"({"type":"object","not":{"type":"null"}})", "unsupported keyword 'not' at /");
+    fails(R"({"type":"object","oneOf":[]})", "oneOf must be a non-empty list of schemas at /");
     fails(R"({"properties":{"a":{"type":"number","minimum":3}}})", "unsupported keyword 'minimum' at /properties/a");
     fails(R"({"type":"array","items":[{"type":"string"}]})", "items as a list");
     fails(R"({"type":"array","minItems":3,"maxItems":2})", "minItems 3 > maxItems 2");
     fails(R"({"type":"string","maxLength":-1})", "maxLength must be a non-negative integer");
     fails(R"({"type":"strin"})", "unknown type 'strin'");
-    fails(R"({"enum":[1,2],"type":"string"})", "no value left");
+    fails(R"({"enum":[1,2],"type":"string"})", "the schema validates nothing at /");
     fails(R"({"type":"object","required":["a"],"additionalProperties":false})", "required 'a' is not in properties");
-    fails(R"(false)", "the schema false validates nothing");
+    fails(R"(false)", "the schema validates nothing at /");
     fails(R"({"type":)", "the schema is not JSON");
-    fails(R"({"enum":[1],"maxLength":3})", "'maxLength' together with enum or const");
+    fails(R"({"enum":[1],"minimum":3})", "unsupported keyword 'minimum' at /");
+    fails(R"({"enum":["abcd"],"maxLength":3})", "the schema validates nothing at /");
+    fails(R"({"type":"string","format":"date-time"})", "unsupported format 'date-time' at /");
+    fails(R"({"$ref":"#/definitions/missing"})", "$ref '#/definitions/missing' at /: the schema has nothing at that pointer");
+    fails(R"({"$ref":"other.json#/a"})", "$ref 'other.json#/a' at / is not inside this schema");
+    fails(R"({"properties":{"a":{"oneOf":[{"type":"object","required":["x"]},{"type":"object","required":["y"]}]}}})",
+          "oneOf: branches 0 and 1 may both match a value (only provably disjoint branches are enforced) at /properties/a");
+    fails(R"({"oneOf":[{"type":"number"},{"type":"integer"}]})", "oneOf: branches 0 and 1 may both match");
     fails(R"({"type":"string","pattern":"a","maxLength":3})", "pattern together with minLength or maxLength");
     fails(R"({"type":"string","minLength":1000000})", "the shortest value is longer than 65536 bytes");
     fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
@@ -1305,6 +1339,112 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     }
     CHECK(json_schema_grammar(nested).size() < 2000);
     CHECK_THROWS_WITH(make(wide), Contains("the shortest value is longer than 65536 bytes"));
+}
+
+namespace
+{
+    /// Whether the schema's grammar accepts each text, in order.
+    std::vector<bool> accepted(const std::string& schema, const std::vector<std::string>& texts,
+                               const json_options& o = {})
+    {
+        const auto a = compile_grammar(json_schema_grammar(schema, o));
+        std::vector<bool> out;
+        for (const auto& t : texts)
+        {
+            matcher m(a);
+            out.push_back(m.feed(t) == t.size() && m.complete());
+        }
+        return out;
+    }
+    using bools = std::vector<bool>;
+}
+
+TEST_CASE("json_schema: $ref to definitions, $defs, anchors and $id, recursion, siblings by draft", "[constraint]")
+{
+    const std::string list = R"({"$defs":{"cell":{"type":"object","properties":{"v":{"type":"integer"},
+        "next":{"$ref":"#/$defs/cell"}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/cell"})";
+    CHECK(accepted(list, {R"({"v":1})", R"({"v":1,"next":{"v":2,"next":{"v":3}}})", R"({"next":{"v":2}})",
+                          R"({"v":1,"next":{"v":"x"}})", R"({"v":1,"next":{}})"}) ==
+          bools{true, true, false, false, false});
+    // '#' is the root; an escaped pointer; a draft-4 id and a $anchor; $id-relative refs
+    CHECK(accepted(R"({"type":["array","integer"],"items":{"$ref":"#"}})", {"[1,[2,[]]]", "3", "[\"a\"]"}) ==
+          bools{true, true, false});
+    CHECK(accepted(R"({"definitions":{"a/b~c":{"type":"null"}},"properties":{"x":{"$ref":"#/definitions/a~1b~0c"}}})",
+                   {R"({"x":null})", R"({"x":1})"}) == bools{true, false});
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","definitions":{"n":{"id":"#num","type":"integer"}},
+                     "properties":{"x":{"$ref":"#num"}}})", {R"({"x":1})", R"({"x":"1"})"}) == bools{true, false});
+    CHECK(accepted(R"({"$defs":{"s":{"$anchor":"str","type":"string"}},"properties":{"x":{"$ref":"#str"}}})",
+                   {R"({"x":"a"})", R"({"x":1})"}) == bools{true, false});
+    CHECK(accepted(R"({"$id":"http://example.com/root.json","$defs":{"i":{"$id":"int.json","type":"integer"}},
+                     "properties":{"p":{"$ref":"int.json"},"q":{"$ref":"http://example.com/int.json"},
+                     "r":{"$ref":"root.json#/$defs/i"}}})", {R"({"p":1,"q":2,"r":3})", R"({"q":"x"})"}) ==
+          bools{true, false});
+    // beside $ref: drafts 4 to 7 ignore the siblings, 2019-09 and later (the default) apply both
+    const std::string sibling = R"("definitions":{"s":{"type":"string"}},"properties":{"a":{"$ref":"#/definitions/s","maxLength":1}}})";
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-07/schema#",)" + sibling, {R"({"a":"xyz"})"}) == bools{true});
+    CHECK(accepted("{" + sibling, {R"({"a":"xyz"})", R"({"a":"x"})"}) == bools{false, true});
+    // a mutual recursion, and a cycle of $refs that never reaches a schema (it validates everything)
+    CHECK(accepted(R"({"$defs":{"a":{"type":"array","items":{"$ref":"#/$defs/b"}},"b":{"anyOf":[{"type":"null"},{"$ref":"#/$defs/a"}]}},
+                     "$ref":"#/$defs/a"})", {"[null,[null,[]]]", "[1]"}) == bools{true, false});
+    CHECK(accepted(R"({"$defs":{"a":{"$ref":"#/$defs/b"},"b":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})", {"[1,{}]"}) ==
+          bools{true});
+}
+
+TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf only where its branches are disjoint", "[constraint]")
+{
+    // allOf: properties from both, required from both, a property's schemas together
+    const std::string all = R"({"allOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},
+        {"properties":{"b":{"type":"integer"},"a":{"maxLength":1}},"required":["b"]}]})";
+    CHECK(accepted(all, {R"({"a":"x","b":1})", R"({"a":"xy","b":1})", R"({"a":"x"})", R"({"b":1})"}) ==
+          bools{true, false, false, false});
+    // additionalProperties false in one branch forbids the other's properties: a required one leaves nothing
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"allOf":[{"required":["a"]},{"type":"object",
+        "properties":{"b":{}},"additionalProperties":false}]})")), Contains("validates nothing"));
+    CHECK(accepted(R"({"allOf":[{"properties":{"a":{}}},{"type":"object","properties":{"b":{}},"additionalProperties":false}]})",
+                   {R"({"b":1})", R"({"a":1})"}) == bools{true, false});
+    // types intersect; bounds intersect
+    CHECK(accepted(R"({"allOf":[{"type":["string","integer"]},{"type":["integer","null"]}]})", {"1", "\"a\"", "null"}) ==
+          bools{true, false, false});
+    CHECK(accepted(R"({"allOf":[{"type":"array","minItems":1},{"maxItems":2,"items":{"type":"integer"}}]})",
+                   {"[]", "[1]", "[1,2]", "[1,2,3]", "[\"a\"]"}) == bools{false, true, true, false, false});
+    // anyOf beside other keywords: each branch together with them
+    const std::string any = R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],
+        "anyOf":[{"properties":{"b":{"type":"null"}},"required":["b"]},{"properties":{"c":{"type":"boolean"}},"required":["c"]}]})";
+    CHECK(accepted(any, {R"({"a":1,"b":null})", R"({"a":1,"c":true})", R"({"b":null})", R"({"a":1})"}) ==
+          bools{true, true, false, false});
+    // oneOf: by type, by a discriminating const, by a key one requires and the other forbids, by enum values
+    CHECK(accepted(R"({"oneOf":[{"type":"string"},{"type":"integer"},{"type":"null"}]})", {"\"a\"", "1", "null", "true"}) ==
+          bools{true, true, true, false});
+    const std::string tagged = R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"a"},"x":{"type":"integer"}},
+        "required":["kind","x"]},{"type":"object","properties":{"kind":{"enum":["b","c"]}},"required":["kind"]}]})";
+    CHECK(accepted(tagged, {R"({"kind":"a","x":1})", R"({"kind":"c"})", R"({"kind":"d"})", R"({"kind":"a"})"}) ==
+          bools{true, true, false, false});
+    CHECK(accepted(R"({"oneOf":[{"type":"object","required":["x"]},{"type":"object","properties":{"y":{}},"additionalProperties":false}]})",
+                   {R"({"x":1})", R"({"y":1})", "{}"}) == bools{true, true, true});
+    CHECK(accepted(R"({"oneOf":[{"enum":[1,2]},{"enum":["1",3]}]})", {"1", "\"1\"", "3", "4"}) ==
+          bools{true, true, true, false});
+    // enum and const keep the values every other keyword accepts
+    CHECK(accepted(R"({"enum":["a","bb",1,null],"maxLength":1,"allOf":[{"not_a_keyword":0}]})",
+                   {"\"a\"", "\"bb\"", "1", "null"}) == bools{true, false, true, true});
+    CHECK(accepted(R"({"allOf":[{"enum":[1,2,3]},{"enum":[3,2,5]}],"const":2})", {"1", "2", "3"}) ==
+          bools{false, true, false});
+}
+
+TEST_CASE("json_schema: annotations and unknown keywords are ignored; strict refuses unknown ones", "[constraint]")
+{
+    const std::string s = R"({"type":"object","title":"t","description":"d","examples":[{}],"default":{},
+        "readOnly":true,"deprecated":false,"$comment":"c","x-kubernetes-kind":"k","readonly":true,"example":1,
+        "properties":{"a":{"type":"integer","format":"int32","x-order":1}}})";
+    CHECK(accepted(s, {R"({"a":1})", R"({"a":"1"})"}) == bools{true, false});
+    json_options strict;
+    strict.strict = true;
+    CHECK_THROWS_WITH(json_schema_grammar(s, strict), Contains("unknown keyword 'x-kubernetes-kind' (strict) at /"));
+    CHECK(accepted(R"({"type":"integer","title":"t","format":"int64"})", {"1"}, strict) == bools{true});
+    // false beside optional properties and items leaves them out; 3.0 is an integer
+    CHECK(accepted(R"({"properties":{"a":false,"b":{"type":"null"}}})", {R"({"b":null})", R"({"a":1})"}) ==
+          bools{true, false});
+    CHECK(accepted(R"({"type":"array","items":false})", {"[]", "[1]"}) == bools{true, false});
+    CHECK(accepted(R"({"type":"string","minLength":2.0})", {"\"ab\"", "\"a\""}) == bools{true, false});
 }
 
 TEST_CASE("json_schema: no limit on properties or on the length of a value", "[constraint]")
@@ -1466,7 +1606,7 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
         if (g.reason == stop_reason::eos)
         {
             ++eos_ends;
-            REQUIRE(valid(json::parse(out), schema));
+            REQUIRE(valid(json::parse(out), schema, schema));
         }
         else
         {
@@ -1665,7 +1805,7 @@ TEST_CASE("constraint: GPT-2's vocabulary: long completions under tight budgets 
         INFO(p.schema);
         REQUIRE(g.reason == stop_reason::eos);
         REQUIRE(g.tokens.size() <= p.budget);
-        REQUIRE(valid(json::parse(out), json::parse(p.schema)));
+        REQUIRE(valid(json::parse(out), json::parse(p.schema), json::parse(p.schema)));
     }
     // the shortest a 1500-char string takes is far below one token per char
     CHECK(json_schema_constraint(index, std::string(R"({"type":"string","minLength":1500})")).shortest_completion() < 100);

@@ -34,6 +34,7 @@ namespace xsampler
     {
         std::size_t whitespace = 2;  ///< whitespace bytes allowed in each gap between JSON tokens
         std::size_t max_depth = 32;  ///< schemas: objects and arrays nested at most this deep in the schema
+        bool strict = false;         ///< schemas: a keyword no draft defines is an error (else ignored)
     };
 
     namespace detail

@@ -1,40 +1,67 @@
-// xsampler/json_schema.hpp — a JSON-schema subset as a constraint. (xsampler, BSD-3-Clause)
+// xsampler/json_schema.hpp — JSON Schema as a constraint. (xsampler, BSD-3-Clause)
 //
 // json_schema_grammar(schema[, options]) compiles a JSON Schema (text or
 // nlohmann::json; this header needs nlohmann-json, the rest of the library
 // does not) into a grammar (grammar.hpp, json_grammar.hpp) whose texts are
 // compact-or-lightly-spaced JSON values that validate against it;
-// json_schema_constraint(index, schema[, options]) is its constraint:
-//   type          "object", "array", "string", "number", "integer",
-//                 "boolean", "null", or a list of them; without type, every
-//                 type, each with the keywords that apply to it
+// json_schema_constraint(index, schema[, options]) is its constraint. The
+// draft is the root's $schema (draft-04 to 2020-12; without one, 2020-12).
+//   $ref          to a place in the document: a JSON pointer (#/definitions/x,
+//                 #/$defs/x, #), an anchor, or a $id of one of its subschemas;
+//                 recursion is a rule that refers to itself. Beside other
+//                 keywords: in drafts 4 to 7 they are ignored, from 2019-09
+//                 both apply. Remote references are an error.
+//   allOf         the branches together: every keyword of every branch
+//                 applies (types, bounds and required intersected; a
+//                 property's schemas and the items' schemas combined)
+//   anyOf         a choice of the branches, each together with the keywords
+//                 beside it
+//   oneOf         as anyOf where the branches are provably disjoint (types
+//                 that do not overlap; a required property whose values
+//                 differ, by const or enum; a property one requires and the
+//                 other forbids; values of enum or const); else an error
+//   type          a name or a list of names; without type, every type, each
+//                 with the keywords that apply to it (a keyword of another
+//                 type is unused)
 //   properties    the keys an object may have, in the schema's order (as
 //                 XGrammar, LLGuidance and llama.cpp generate them), each
 //                 optional unless required; only these are generated
 //                 (additionalProperties other than false is then unused:
-//                 the texts are valid, a subset of the valid texts)
+//                 the texts are valid, a subset of the valid texts); a
+//                 property whose schema validates nothing (false) is left out
 //   required      keys that must appear (a required key not in properties
 //                 gets additionalProperties' value, or any value, after the
 //                 listed ones)
 //   additionalProperties  false: no key but the properties; a schema or
 //                 true: without properties, any keys with such values
-//   items         one schema for every item (not the list form)
-//   minItems, maxItems, minLength, maxLength (code points), pattern (a
-//                 regex.hpp regular expression matched anywhere in the
-//                 string, as JSON Schema does; its characters are then
+//   items         one schema for every item (not the list form); items that
+//                 validate nothing leave the empty array
+//   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
+//                 pattern (a regex.hpp regular expression matched anywhere in
+//                 the string, as JSON Schema does; its characters are then
 //                 unescaped; not together with minLength/maxLength)
-//   enum, const   the value is one of these (with `type`, those of that type)
-//   title, description, default, examples, $schema, $id, $comment: ignored
-// Any other keyword is invalid_parameter naming it and where it is
-// ("json_schema: unsupported keyword 'oneOf' at /properties/a"); so is a
-// schema that nothing validates (false, an empty enum), an object nested
-// deeper than options.max_depth, a bad value ("minItems must be a
-// non-negative integer"). The compile costs the schema's size (regex DFAs
-// for patterns): well under a millisecond for a demo-sized schema.
+//   enum, const   the value is one of these that every other keyword beside
+//                 them accepts
+//   format        the formats JSON Schema does not define (int32, byte, ...)
+//                 are annotations, ignored as validators ignore them
+// Annotations (title, description, default, examples, $comment, readOnly,
+// deprecated, ...) and keywords no draft defines (x-*, misspellings) are
+// ignored; with options.strict an unknown keyword is an error. A keyword a
+// draft defines that this compiler cannot enforce exactly is
+// invalid_parameter naming it and where it is ("json_schema: unsupported
+// keyword 'minimum' at /properties/a"); so is a schema that nothing
+// validates, an object nested deeper than options.max_depth, a bad value
+// ("minItems must be a non-negative integer"). The compile costs the
+// schema's size (regex DFAs for patterns): well under a millisecond for a
+// demo-sized schema.
 #ifndef XSAMPLER_JSON_SCHEMA_HPP
 #define XSAMPLER_JSON_SCHEMA_HPP
 
+#include <algorithm>
+#include <cmath>
+#include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -43,6 +70,7 @@
 #include <nlohmann/json.hpp>
 
 #include "constraint.hpp"
+#include "detail/schema_document.hpp"
 #include "json_grammar.hpp"
 
 namespace xsampler
@@ -53,229 +81,454 @@ namespace xsampler
         {
         public:
             using expr_id = grammar::expr_id;
+            using rule_id = grammar::rule_id;
             using json = nlohmann::ordered_json;  // properties keep the schema's order
+            using conj = std::vector<const json*>;  // schemas that all apply
 
-            schema_compiler(grammar& g, const json_options& o) : m_g(g), m_b(g, o), m_max_depth(o.max_depth) {}
-
-            expr_id compile(const json& s, const std::string& where, std::size_t depth)
+            schema_compiler(grammar& g, schema_document& doc, const json_options& o)
+                : m_g(g), m_doc(doc), m_b(g, o), m_o(o)
             {
-                if (s.is_boolean())
+            }
+
+            /// The root's value.
+            expr_id root()
+            {
+                const auto v = value_of({&m_doc.root()});
+                if (!v)
                 {
-                    if (!s.get<bool>())
+                    fail("the schema validates nothing", &m_doc.root());
+                }
+                return *v;
+            }
+
+        private:
+            // the types as bits: "number" is integer | fraction
+            enum : unsigned
+            {
+                t_null = 1,
+                t_boolean = 2,
+                t_object = 4,
+                t_array = 8,
+                t_string = 16,
+                t_integer = 32,
+                t_fraction = 64,
+                t_all = 127
+            };
+
+            [[noreturn]] void fail(const std::string& what, const json* at) const
+            {
+                throw invalid_parameter("json_schema: " + what + " at " + m_doc.where(at));
+            }
+            [[noreturn]] void unsupported(const std::string& keyword, const json* at) const
+            {
+                fail("unsupported keyword '" + keyword + "'", at);
+            }
+
+            /// Every keyword some draft defines, by what it applies to (0: any value).
+            static int keyword_class(const std::string& k)
+            {
+                static const std::map<std::string, int> classes = {
+                    // annotations and the core's identifiers: ignored as assertions
+                    {"title", -1}, {"description", -1}, {"default", -1}, {"examples", -1}, {"$comment", -1},
+                    {"deprecated", -1}, {"readOnly", -1}, {"writeOnly", -1}, {"contentMediaType", -1},
+                    {"contentEncoding", -1}, {"contentSchema", -1}, {"$schema", -1}, {"$id", -1}, {"id", -1},
+                    {"$anchor", -1}, {"definitions", -1}, {"$defs", -1}, {"$vocabulary", -1},
+                    {"$dynamicAnchor", -1}, {"$recursiveAnchor", -1},
+                    // any value
+                    {"type", 0}, {"enum", 0}, {"const", 0}, {"$ref", 0}, {"allOf", 0}, {"anyOf", 0}, {"oneOf", 0},
+                    {"not", 0}, {"if", 0}, {"then", 0}, {"else", 0}, {"$dynamicRef", 0}, {"$recursiveRef", 0},
+                    // numbers
+                    {"multipleOf", t_integer}, {"maximum", t_integer}, {"exclusiveMaximum", t_integer},
+                    {"minimum", t_integer}, {"exclusiveMinimum", t_integer},
+                    // strings
+                    {"maxLength", t_string}, {"minLength", t_string}, {"pattern", t_string}, {"format", t_string},
+                    // arrays
+                    {"items", t_array}, {"prefixItems", t_array}, {"additionalItems", t_array}, {"contains", t_array},
+                    {"maxContains", t_array}, {"minContains", t_array}, {"maxItems", t_array}, {"minItems", t_array},
+                    {"uniqueItems", t_array}, {"unevaluatedItems", t_array},
+                    // objects
+                    {"properties", t_object}, {"patternProperties", t_object}, {"additionalProperties", t_object},
+                    {"propertyNames", t_object}, {"maxProperties", t_object}, {"minProperties", t_object},
+                    {"required", t_object}, {"dependentRequired", t_object}, {"dependentSchemas", t_object},
+                    {"dependencies", t_object}, {"unevaluatedProperties", t_object}};
+                const auto it = classes.find(k);
+                return it == classes.end() ? -2 : it->second;
+            }
+
+            /// Drafts 4 to 7: a $ref's siblings are ignored.
+            bool ref_only(const json* s) const
+            {
+                return m_doc.draft() <= schema_document::draft7 && s->is_object() && s->contains("$ref");
+            }
+
+            unsigned type_bits(const json* s) const
+            {
+                if (!s->contains("type"))
+                {
+                    return t_all;
+                }
+                const auto& t = (*s)["type"];
+                const auto bit = [&](const json& name) -> unsigned {
+                    if (!name.is_string())
                     {
-                        fail("the schema false validates nothing", where);
+                        fail("type: a list of type names expected", s);
                     }
+                    const std::string n = name.get<std::string>();
+                    if (n == "null") return t_null;
+                    if (n == "boolean") return t_boolean;
+                    if (n == "object") return t_object;
+                    if (n == "array") return t_array;
+                    if (n == "string") return t_string;
+                    if (n == "integer") return t_integer;
+                    if (n == "number") return t_integer | t_fraction;
+                    fail("unknown type '" + n + "'", s);
+                };
+                if (t.is_array() && !t.empty())
+                {
+                    unsigned bits = 0;
+                    for (const auto& x : t)
+                    {
+                        bits |= bit(x);
+                    }
+                    return bits;
+                }
+                if (t.is_string())
+                {
+                    return bit(t);
+                }
+                fail("type: a type name or a non-empty list of them expected", s);
+            }
+
+            static unsigned type_of(const json& v)
+            {
+                if (v.is_null()) return t_null;
+                if (v.is_boolean()) return t_boolean;
+                if (v.is_object()) return t_object;
+                if (v.is_array()) return t_array;
+                if (v.is_string()) return t_string;
+                if (v.is_number_integer() || v.is_number_unsigned()) return t_integer;
+                const double d = v.get<double>();
+                return d == std::floor(d) && std::isfinite(d) ? t_integer : t_fraction;
+            }
+
+            /// A non-negative integer keyword (3.0 is 3), or `otherwise`.
+            std::size_t count(const json* s, const char* key, std::size_t otherwise) const
+            {
+                if (!s->contains(key))
+                {
+                    return otherwise;
+                }
+                const auto& v = (*s)[key];
+                if (v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0))
+                {
+                    return v.get<std::size_t>();
+                }
+                if (v.is_number_float() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>()) &&
+                    v.get<double>() < 1e18)
+                {
+                    return std::size_t(v.get<double>());
+                }
+                fail(std::string(key) + " must be a non-negative integer, got " + v.dump(), s);
+            }
+
+            const std::vector<const json*>& list_of(const json* s, const char* key) 
+            {
+                const auto& v = (*s)[key];
+                if (!v.is_array() || v.empty())
+                {
+                    fail(std::string(key) + " must be a non-empty list of schemas", s);
+                }
+                auto& out = m_lists[&v];
+                if (out.empty())
+                {
+                    for (const auto& x : v)
+                    {
+                        out.push_back(&x);
+                    }
+                }
+                return out;
+            }
+
+            // ---- a conjunction of schemas as one rule ----
+
+            void normalize(conj& c)
+            {
+                std::sort(c.begin(), c.end(), [&](const json* a, const json* b) { return m_doc.order(a) < m_doc.order(b); });
+                c.erase(std::unique(c.begin(), c.end()), c.end());
+            }
+
+            /// The texts every schema of c accepts, as one rule shared by every
+            /// place with the same schemas; none when nothing validates (known
+            /// without reading a rule still being compiled: recursion).
+            std::optional<expr_id> value_of(conj c)
+            {
+                normalize(c);
+                std::vector<std::size_t> key;
+                for (const json* s : c)
+                {
+                    key.push_back(m_doc.order(s));
+                }
+                const auto found = m_rules.find(key);
+                if (found != m_rules.end())
+                {
+                    if (found->second.second == 2)
+                    {
+                        return std::nullopt;
+                    }
+                    return m_g.ref(found->second.first);
+                }
+                if (m_rules.size() >= max_rules)
+                {
+                    fail("more than " + std::to_string(max_rules) + " combinations of subschemas", c.front());
+                }
+                if (m_depth + 1 > m_o.max_depth)
+                {
+                    fail("objects and arrays nested deeper than " + std::to_string(m_o.max_depth), c.front());
+                }
+                const rule_id r = m_g.fresh_rule("schema");
+                m_rules[key] = {r, 0};
+                ++m_depth;
+                std::vector<conj> disjuncts;
+                expand(conj{}, {{nullptr, c}}, disjuncts);
+                std::vector<expr_id> alternatives;
+                for (const conj& d : disjuncts)
+                {
+                    if (const auto e = disjunct(d))
+                    {
+                        alternatives.push_back(*e);
+                    }
+                }
+                --m_depth;
+                m_g.define(r, m_g.choice(alternatives));
+                m_rules[key].second = alternatives.empty() ? 2 : 1;
+                if (alternatives.empty())
+                {
+                    return std::nullopt;
+                }
+                return m_g.ref(r);
+            }
+
+            /// What remains to expand: schemas (all apply) or one choice (anyOf/oneOf: one branch applies).
+            struct pending
+            {
+                const json* choice;  // the anyOf/oneOf list, or null
+                conj schemas;
+            };
+
+            /// The disjunctive form of what `todo` adds to `parts`: each
+            /// element of `out` a set of schemas whose own keywords all apply
+            /// ($ref, allOf, anyOf and oneOf expanded).
+            void expand(conj parts, std::vector<pending> todo, std::vector<conj>& out)
+            {
+                while (!todo.empty())
+                {
+                    pending p = std::move(todo.back());
+                    todo.pop_back();
+                    if (p.choice != nullptr)
+                    {
+                        for (const json& branch : *p.choice)
+                        {
+                            auto next = todo;
+                            next.push_back({nullptr, {&branch}});
+                            expand(parts, std::move(next), out);
+                        }
+                        return;
+                    }
+                    for (const json* s : p.schemas)
+                    {
+                        if (s->is_boolean())
+                        {
+                            if (!s->get<bool>())
+                            {
+                                return;  // false: this way validates nothing
+                            }
+                            continue;
+                        }
+                        if (!s->is_object())
+                        {
+                            fail("a schema must be an object or a boolean, got " + std::string(s->type_name()), s);
+                        }
+                        if (std::find(parts.begin(), parts.end(), s) != parts.end())
+                        {
+                            continue;
+                        }
+                        parts.push_back(s);
+                        check_keywords(s);
+                        if (s->contains("$ref"))
+                        {
+                            if (!(*s)["$ref"].is_string())
+                            {
+                                fail("$ref must be a string", s);
+                            }
+                            todo.push_back({nullptr, {m_doc.resolve(s, (*s)["$ref"].get<std::string>())}});
+                            if (ref_only(s))
+                            {
+                                continue;
+                            }
+                        }
+                        if (s->contains("allOf"))
+                        {
+                            todo.push_back({nullptr, list_of(s, "allOf")});
+                        }
+                        for (const char* k : {"anyOf", "oneOf"})
+                        {
+                            if (s->contains(k))
+                            {
+                                const auto& branches = list_of(s, k);
+                                if (k[0] == 'o' && m_disjoint.insert(s).second)
+                                {
+                                    check_disjoint(s, branches);
+                                }
+                                todo.push_back({&(*s)[k], {}});
+                            }
+                        }
+                    }
+                }
+                if (out.size() >= max_disjuncts)
+                {
+                    fail("anyOf/oneOf combine into more than " + std::to_string(max_disjuncts) + " alternatives",
+                         parts.front());
+                }
+                out.push_back(std::move(parts));
+            }
+
+            void check_keywords(const json* s) const
+            {
+                for (const auto& kv : s->items())
+                {
+                    const std::string& k = kv.key();
+                    const int c = keyword_class(k);
+                    if (c == -2 && m_o.strict)
+                    {
+                        fail("unknown keyword '" + k + "' (strict)", s);
+                    }
+                    if (ref_only(s) && k != "$ref")
+                    {
+                        continue;
+                    }
+                    if (k == "not" || k == "if" || k == "$dynamicRef" || k == "$recursiveRef")
+                    {
+                        unsupported(k, s);
+                    }
+                }
+            }
+
+            // ---- one disjunct: schemas without combinators ----
+
+            std::optional<expr_id> disjunct(const conj& d)
+            {
+                conj own;  // the schemas whose keywords apply (a $ref's siblings do not in drafts 4 to 7)
+                unsigned types = t_all;
+                const json* values_at = nullptr;
+                for (const json* s : d)
+                {
+                    if (ref_only(s))
+                    {
+                        continue;
+                    }
+                    own.push_back(s);
+                    types &= type_bits(s);
+                    if (values_at == nullptr && (s->contains("enum") || s->contains("const")))
+                    {
+                        values_at = s;
+                    }
+                }
+                if (values_at != nullptr)
+                {
+                    return values(values_at, own, types);
+                }
+                if (own.empty())
+                {
                     return m_g.ref(m_b.any_value());
                 }
-                if (!s.is_object())
-                {
-                    fail("a schema must be an object or a boolean, got " + std::string(s.type_name()), where);
-                }
-                static const std::set<std::string> known = {
-                    "type",     "properties", "required",  "additionalProperties", "items",   "enum",
-                    "const",    "minItems",   "maxItems",  "minLength",            "maxLength", "pattern",
-                    "title",    "description", "default",  "examples",             "$schema", "$id",
-                    "$comment"};
-                for (const auto& kv : s.items())
-                {
-                    if (known.count(kv.key()) == 0)
-                    {
-                        fail("unsupported keyword '" + kv.key() + "'", where);
-                    }
-                }
-                if (s.contains("enum") || s.contains("const"))
-                {
-                    return values(s, where);
-                }
-                std::vector<std::string> types;
-                if (s.contains("type"))
-                {
-                    const auto& t = s["type"];
-                    if (t.is_string())
-                    {
-                        types.push_back(t.get<std::string>());
-                    }
-                    else if (t.is_array() && !t.empty())
-                    {
-                        for (const auto& x : t)
-                        {
-                            if (!x.is_string())
-                            {
-                                fail("type: a list of type names expected", where);
-                            }
-                            types.push_back(x.get<std::string>());
-                        }
-                    }
-                    else
-                    {
-                        fail("type: a type name or a non-empty list of them expected", where);
-                    }
-                }
-                else
-                {
-                    types = {"object", "array", "string", "number", "boolean", "null"};
-                }
-                std::sort(types.begin(), types.end());
-                types.erase(std::unique(types.begin(), types.end()), types.end());
-                const bool has_number = std::find(types.begin(), types.end(), "number") != types.end();
                 std::vector<expr_id> options;
-                for (const auto& t : types)
+                if (types & t_object)
                 {
-                    // objects and arrays are rules: a node used in several places
-                    // (additionalProperties serving several names) is compiled once
-                    if (t == "object")
+                    if (const auto e = object(own))
                     {
-                        options.push_back(as_rule("object", object(s, where, depth)));
+                        options.push_back(*e);
                     }
-                    else if (t == "array")
+                }
+                if (types & t_array)
+                {
+                    if (const auto e = array(own))
                     {
-                        options.push_back(as_rule("array", array(s, where, depth)));
+                        options.push_back(*e);
                     }
-                    else if (t == "string")
+                }
+                if (types & t_string)
+                {
+                    if (const auto e = string(own))
                     {
-                        options.push_back(string(s, where));
+                        options.push_back(*e);
                     }
-                    else if (t == "number")
+                }
+                if (types & (t_integer | t_fraction))
+                {
+                    for (const json* s : own)
                     {
-                        options.push_back(m_b.number());
-                    }
-                    else if (t == "integer")
-                    {
-                        if (!has_number)  // every integer is a number
+                        for (const char* k : {"multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"})
                         {
-                            options.push_back(m_b.integer());
+                            if (s->contains(k))
+                            {
+                                unsupported(k, s);
+                            }
                         }
                     }
-                    else if (t == "boolean")
-                    {
-                        options.push_back(m_b.literal("true"));
-                        options.push_back(m_b.literal("false"));
-                    }
-                    else if (t == "null")
-                    {
-                        options.push_back(m_b.literal("null"));
-                    }
-                    else
-                    {
-                        fail("unknown type '" + t + "'", where);
-                    }
+                    options.push_back(types & t_fraction ? m_b.number() : m_b.integer());
+                }
+                if (types & t_boolean)
+                {
+                    options.push_back(m_b.literal("true"));
+                    options.push_back(m_b.literal("false"));
+                }
+                if (types & t_null)
+                {
+                    options.push_back(m_b.literal("null"));
+                }
+                if (options.empty())
+                {
+                    return std::nullopt;
                 }
                 return m_g.choice(std::move(options));
             }
 
-        private:
-            [[noreturn]] static void fail(const std::string& what, const std::string& where)
+            /// enum and const: the values every schema of the disjunct accepts.
+            std::optional<expr_id> values(const json* at, const conj& own, unsigned types)
             {
-                throw invalid_parameter("json_schema: " + what + " at " + (where.empty() ? "/" : where));
-            }
-
-            expr_id as_rule(const char* hint, expr_id body)
-            {
-                const auto r = m_g.fresh_rule(hint);
-                m_g.define(r, body);
-                return m_g.ref(r);
-            }
-
-            void check_depth(std::size_t depth, const std::string& where) const
-            {
-                if (depth + 1 > m_max_depth)
+                std::vector<const json*> candidates;
+                if (at->contains("const"))
                 {
-                    fail("objects and arrays nested deeper than " + std::to_string(m_max_depth), where);
+                    candidates.push_back(&(*at)["const"]);
                 }
-            }
-
-            static std::size_t count(const json& s, const char* key, std::size_t otherwise,
-                                     const std::string& where)
-            {
-                if (!s.contains(key))
+                else
                 {
-                    return otherwise;
-                }
-                const auto& v = s[key];
-                if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<std::int64_t>() >= 0))
-                {
-                    fail(std::string(key) + " must be a non-negative integer, got " + v.dump(), where);
-                }
-                return v.get<std::size_t>();
-            }
-
-            static bool has_type(const json& v, const std::string& t)
-            {
-                if (t == "object") return v.is_object();
-                if (t == "array") return v.is_array();
-                if (t == "string") return v.is_string();
-                if (t == "number") return v.is_number();
-                if (t == "integer") return v.is_number_integer() || (v.is_number_float() && v.get<double>() == std::floor(v.get<double>()));
-                if (t == "boolean") return v.is_boolean();
-                if (t == "null") return v.is_null();
-                return false;
-            }
-
-            expr_id values(const json& s, const std::string& where)
-            {
-                for (const auto& kv : s.items())
-                {
-                    const std::string& k = kv.key();
-                    if (k != "enum" && k != "const" && k != "type" && k != "title" && k != "description" &&
-                        k != "default" && k != "examples" && k != "$schema" && k != "$id" && k != "$comment")
+                    if (!(*at)["enum"].is_array())
                     {
-                        fail("'" + k + "' together with enum or const is not supported", where);
+                        fail("enum must be a list", at);
                     }
-                }
-                std::vector<json> candidates;
-                if (s.contains("const"))
-                {
-                    candidates.push_back(s["const"]);
-                }
-                if (s.contains("enum"))
-                {
-                    if (!s["enum"].is_array())
+                    for (const auto& v : (*at)["enum"])
                     {
-                        fail("enum must be a list", where);
-                    }
-                    for (const auto& v : s["enum"])
-                    {
-                        if (!s.contains("const") || v == s["const"])
-                        {
-                            candidates.push_back(v);
-                        }
-                    }
-                    if (s.contains("const"))
-                    {
-                        candidates.erase(candidates.begin());  // const counts only if enum has it
+                        candidates.push_back(&v);
                     }
                 }
                 std::vector<std::string> texts;
-                for (const auto& v : candidates)
+                for (const json* v : candidates)
                 {
-                    bool typed = !s.contains("type");
-                    if (!typed)
+                    bool ok = (type_of(*v) & types) != 0;
+                    for (const json* s : own)
                     {
-                        const auto& t = s["type"];
-                        if (t.is_string())
-                        {
-                            typed = has_type(v, t.get<std::string>());
-                        }
-                        else if (t.is_array())
-                        {
-                            for (const auto& x : t)
-                            {
-                                typed = typed || (x.is_string() && has_type(v, x.get<std::string>()));
-                            }
-                        }
+                        ok = ok && validates(*v, s);
                     }
-                    if (typed)
+                    const std::string text = v->dump();
+                    if (ok && std::find(texts.begin(), texts.end(), text) == texts.end())
                     {
-                        const std::string text = v.dump();
-                        if (std::find(texts.begin(), texts.end(), text) == texts.end())
-                        {
-                            texts.push_back(text);
-                        }
+                        texts.push_back(text);
                     }
                 }
                 if (texts.empty())
                 {
-                    fail("enum/const: no value left (of the type given)", where);
+                    return std::nullopt;
                 }
                 std::vector<expr_id> options;
                 for (const auto& t : texts)
@@ -285,124 +538,64 @@ namespace xsampler
                 return m_g.choice(std::move(options));
             }
 
-            expr_id object(const json& s, const std::string& where, std::size_t depth)
+            /// A format JSON Schema defines is an assertion (not enforced yet: an
+            /// error); any other is an annotation.
+            void check_format(const json* s) const
             {
-                check_depth(depth, where);
-                std::vector<std::string> required;
-                if (s.contains("required"))
+                if (s->contains("format") && (*s)["format"].is_string())
                 {
-                    if (!s["required"].is_array())
+                    static const std::set<std::string> defined = {
+                        "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+                        "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
+                        "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+                    const std::string f = (*s)["format"].get<std::string>();
+                    if (defined.count(f) != 0)
                     {
-                        fail("required must be a list of names", where);
-                    }
-                    for (const auto& r : s["required"])
-                    {
-                        if (!r.is_string())
-                        {
-                            fail("required must be a list of names", where);
-                        }
-                        required.push_back(r.get<std::string>());
+                        fail("unsupported format '" + f + "'", s);
                     }
                 }
-                const bool closed = s.contains("additionalProperties") && s["additionalProperties"].is_boolean() &&
-                                    !s["additionalProperties"].get<bool>();
-                if (s.contains("additionalProperties") && !s["additionalProperties"].is_boolean() &&
-                    !s["additionalProperties"].is_object())
-                {
-                    fail("additionalProperties must be a boolean or a schema", where);
-                }
-                std::vector<json_builder::member> members;
-                if (s.contains("properties"))
-                {
-                    if (!s["properties"].is_object())
-                    {
-                        fail("properties must be an object", where);
-                    }
-                    for (const auto& kv : s["properties"].items())
-                    {
-                        json_builder::member m;
-                        m.key = json(kv.key()).dump();
-                        m.value = compile(kv.value(), where + "/properties/" + kv.key(), depth + 1);
-                        m.required = std::find(required.begin(), required.end(), kv.key()) != required.end();
-                        members.push_back(std::move(m));
-                    }
-                }
-                // additionalProperties' value, compiled once for every key it serves
-                expr_id extra = grammar::none;
-                const auto additional = [&]() {
-                    if (extra == grammar::none)
-                    {
-                        extra = s.contains("additionalProperties") && s["additionalProperties"].is_object()
-                                    ? compile(s["additionalProperties"], where + "/additionalProperties", depth + 1)
-                                    : m_g.ref(m_b.any_value());
-                    }
-                    return extra;
-                };
-                for (const auto& r : required)
-                {
-                    const std::string name = json(r).dump();
-                    const bool listed = std::any_of(members.begin(), members.end(),
-                                                    [&](const json_builder::member& m) { return m.key == name; });
-                    if (!listed)
-                    {
-                        if (closed)
-                        {
-                            fail("required '" + r + "' is not in properties and additionalProperties is false", where);
-                        }
-                        members.push_back({name, additional(), true});
-                    }
-                }
-                if (members.empty() && !closed)
-                {
-                    return m_b.free_object(m_b.string(0, grammar::unbounded), additional());
-                }
-                return m_b.object(members);
             }
 
-            expr_id array(const json& s, const std::string& where, std::size_t depth)
+            std::optional<expr_id> string(const conj& own)
             {
-                check_depth(depth, where);
-                const std::size_t min = count(s, "minItems", 0, where);
-                const std::size_t max = count(s, "maxItems", grammar::unbounded, where);
-                if (min > max)
+                std::size_t min = 0, max = grammar::unbounded;
+                const json* pattern_at = nullptr;
+                bool lengths = false;
+                for (const json* s : own)
                 {
-                    fail("minItems " + std::to_string(min) + " > maxItems " + std::to_string(max), where);
-                }
-                expr_id item;
-                if (s.contains("items"))
-                {
-                    if (s["items"].is_array())
+                    const std::size_t lo = count(s, "minLength", 0), hi = count(s, "maxLength", grammar::unbounded);
+                    if (lo > hi)
                     {
-                        fail("items as a list (tuple validation) is not supported", where);
+                        fail("minLength " + std::to_string(lo) + " > maxLength " + std::to_string(hi), s);
                     }
-                    item = compile(s["items"], where + "/items", depth + 1);
+                    lengths = lengths || s->contains("minLength") || s->contains("maxLength");
+                    min = std::max(min, lo);
+                    max = std::min(max, hi);
+                    check_format(s);
+                    if (s->contains("pattern"))
+                    {
+                        if (!(*s)["pattern"].is_string())
+                        {
+                            fail("pattern must be a string", s);
+                        }
+                        if (pattern_at != nullptr && (*pattern_at)["pattern"] != (*s)["pattern"])
+                        {
+                            fail("several patterns together (allOf) are not supported", s);
+                        }
+                        pattern_at = s;
+                    }
                 }
-                else
-                {
-                    item = m_g.ref(m_b.any_value());
-                }
-                return m_b.array(item, min, max);
-            }
-
-            expr_id string(const json& s, const std::string& where)
-            {
-                const std::size_t min = count(s, "minLength", 0, where);
-                const std::size_t max = count(s, "maxLength", grammar::unbounded, where);
                 if (min > max)
                 {
-                    fail("minLength " + std::to_string(min) + " > maxLength " + std::to_string(max), where);
+                    return std::nullopt;
                 }
-                if (!s.contains("pattern"))
+                if (pattern_at == nullptr)
                 {
                     return m_b.string(min, max);
                 }
-                if (!s["pattern"].is_string())
+                if (lengths)
                 {
-                    fail("pattern must be a string", where);
-                }
-                if (s.contains("minLength") || s.contains("maxLength"))
-                {
-                    fail("pattern together with minLength or maxLength is not supported", where);
+                    fail("pattern together with minLength or maxLength is not supported", pattern_at);
                 }
                 regex_options o;
                 o.search = true;
@@ -413,17 +606,577 @@ namespace xsampler
                 o.forbidden['"'] = o.forbidden['\\'] = true;
                 try
                 {
-                    return m_b.pattern_string(compile_regex(s["pattern"].get<std::string>(), o));
+                    return m_b.pattern_string(compile_regex((*pattern_at)["pattern"].get<std::string>(), o));
                 }
                 catch (const invalid_parameter& e)
                 {
-                    fail(std::string("pattern: ") + e.what(), where);
+                    fail(std::string("pattern: ") + e.what(), pattern_at);
                 }
             }
 
+            std::optional<expr_id> array(const conj& own)
+            {
+                std::size_t min = 0, max = grammar::unbounded;
+                conj items;
+                for (const json* s : own)
+                {
+                    const std::size_t lo = count(s, "minItems", 0), hi = count(s, "maxItems", grammar::unbounded);
+                    if (lo > hi)
+                    {
+                        fail("minItems " + std::to_string(lo) + " > maxItems " + std::to_string(hi), s);
+                    }
+                    min = std::max(min, lo);
+                    max = std::min(max, hi);
+                    for (const char* k : {"prefixItems", "contains", "unevaluatedItems"})
+                    {
+                        if (s->contains(k))
+                        {
+                            unsupported(k, s);
+                        }
+                    }
+                    if (s->contains("uniqueItems") && (*s)["uniqueItems"] == true)
+                    {
+                        unsupported("uniqueItems", s);
+                    }
+                    if (s->contains("items"))
+                    {
+                        if ((*s)["items"].is_array())
+                        {
+                            fail("items as a list (tuple validation) is not supported", s);
+                        }
+                        items.push_back(&(*s)["items"]);
+                    }
+                }
+                if (min > max)
+                {
+                    return std::nullopt;
+                }
+                const auto item = items.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(items);
+                if (!item)
+                {
+                    if (min > 0)
+                    {
+                        return std::nullopt;
+                    }
+                    return m_b.array(m_g.empty(), 0, 0);
+                }
+                return m_b.array(*item, min, max);
+            }
+
+            std::optional<expr_id> object(const conj& own)
+            {
+                std::vector<std::string> names;  // the properties, in order of first appearance
+                std::vector<std::string> required;
+                bool closed = false;
+                for (const json* s : own)
+                {
+                    for (const char* k : {"patternProperties", "propertyNames", "maxProperties", "minProperties",
+                                          "dependentRequired", "dependentSchemas", "dependencies",
+                                          "unevaluatedProperties"})
+                    {
+                        if (s->contains(k) && !((*s)[k].is_object() && (*s)[k].empty()))
+                        {
+                            unsupported(k, s);
+                        }
+                    }
+                    if (s->contains("additionalProperties"))
+                    {
+                        const auto& a = (*s)["additionalProperties"];
+                        if (!a.is_boolean() && !a.is_object())
+                        {
+                            fail("additionalProperties must be a boolean or a schema", s);
+                        }
+                        closed = closed || (a.is_boolean() && !a.get<bool>());
+                    }
+                    if (s->contains("properties"))
+                    {
+                        if (!(*s)["properties"].is_object())
+                        {
+                            fail("properties must be an object", s);
+                        }
+                        for (const auto& kv : (*s)["properties"].items())
+                        {
+                            if (std::find(names.begin(), names.end(), kv.key()) == names.end())
+                            {
+                                names.push_back(kv.key());
+                            }
+                        }
+                    }
+                    if (s->contains("required"))
+                    {
+                        const auto& r = (*s)["required"];
+                        if (!r.is_array())
+                        {
+                            fail("required must be a list of names", s);
+                        }
+                        for (const auto& x : r)
+                        {
+                            if (!x.is_string())
+                            {
+                                fail("required must be a list of names", s);
+                            }
+                            const std::string n = x.get<std::string>();
+                            const bool listed = s->contains("properties") && (*s)["properties"].is_object() &&
+                                                (*s)["properties"].contains(n);
+                            const auto& a = s->contains("additionalProperties") ? (*s)["additionalProperties"] : json(true);
+                            if (!listed && a == false)
+                            {
+                                fail("required '" + n + "' is not in properties and additionalProperties is false", s);
+                            }
+                            if (std::find(required.begin(), required.end(), n) == required.end())
+                            {
+                                required.push_back(n);
+                            }
+                        }
+                    }
+                }
+                // a key's schemas: each schema's property, else its additionalProperties
+                const auto schemas_of = [&](const std::string& name) {
+                    conj c;
+                    for (const json* s : own)
+                    {
+                        if (s->contains("properties") && (*s)["properties"].contains(name))
+                        {
+                            c.push_back(&(*s)["properties"][name]);
+                        }
+                        else if (s->contains("additionalProperties"))
+                        {
+                            c.push_back(&(*s)["additionalProperties"]);
+                        }
+                    }
+                    return c;
+                };
+                for (const auto& r : required)
+                {
+                    if (std::find(names.begin(), names.end(), r) == names.end())
+                    {
+                        names.push_back(r);
+                    }
+                }
+                std::vector<json_builder::member> members;
+                for (const auto& name : names)
+                {
+                    const bool needed = std::find(required.begin(), required.end(), name) != required.end();
+                    const conj c = schemas_of(name);
+                    const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
+                    if (!v)
+                    {
+                        if (needed)
+                        {
+                            return std::nullopt;
+                        }
+                        continue;  // a key no value fits: left out
+                    }
+                    members.push_back({json(name).dump(), *v, needed});
+                }
+                if (members.empty() && !closed)
+                {
+                    conj extra;
+                    for (const json* s : own)
+                    {
+                        if (s->contains("additionalProperties"))
+                        {
+                            extra.push_back(&(*s)["additionalProperties"]);
+                        }
+                    }
+                    const auto v = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra);
+                    if (!v)
+                    {
+                        return m_b.object({});
+                    }
+                    return m_b.free_object(m_b.string(0, grammar::unbounded), *v);
+                }
+                return m_b.object(members);
+            }
+
+            // ---- oneOf: branches that no value satisfies twice ----
+
+            /// What a schema alone says of a value: its types, and its values when finite.
+            struct summary
+            {
+                unsigned types = t_all;
+                std::optional<std::vector<json>> values;
+                std::vector<std::string> required;
+                std::map<std::string, std::optional<std::vector<json>>> property_values;  // of the listed ones
+                bool closed = false;
+                std::set<std::string> listed;
+            };
+
+            std::vector<summary> summaries(const json* branch)
+            {
+                std::vector<conj> ds;
+                expand(conj{}, {{nullptr, {branch}}}, ds);
+                std::vector<summary> out;
+                for (const conj& d : ds)
+                {
+                    summary sm;
+                    for (const json* s : d)
+                    {
+                        if (ref_only(s))
+                        {
+                            continue;
+                        }
+                        sm.types &= type_bits(s);
+                        if (s->contains("const") || s->contains("enum"))
+                        {
+                            std::vector<json> vs;
+                            if (s->contains("const"))
+                            {
+                                vs.push_back((*s)["const"]);
+                            }
+                            else if ((*s)["enum"].is_array())
+                            {
+                                for (const auto& v : (*s)["enum"])
+                                {
+                                    vs.push_back(v);
+                                }
+                            }
+                            if (sm.values)
+                            {
+                                std::vector<json> both;
+                                for (const auto& v : vs)
+                                {
+                                    if (overlap({v}, *sm.values))
+                                    {
+                                        both.push_back(v);
+                                    }
+                                }
+                                vs = std::move(both);
+                            }
+                            sm.values = std::move(vs);
+                        }
+                        if (s->contains("required") && (*s)["required"].is_array())
+                        {
+                            for (const auto& r : (*s)["required"])
+                            {
+                                if (r.is_string())
+                                {
+                                    sm.required.push_back(r.get<std::string>());
+                                }
+                            }
+                        }
+                        if (s->contains("additionalProperties") && (*s)["additionalProperties"] == false)
+                        {
+                            sm.closed = true;
+                        }
+                        if (s->contains("properties") && (*s)["properties"].is_object())
+                        {
+                            for (const auto& kv : (*s)["properties"].items())
+                            {
+                                sm.listed.insert(kv.key());
+                                const auto vs = finite_values(&kv.value());
+                                auto& slot = sm.property_values[kv.key()];
+                                if (vs && (!slot || slot->size() > vs->size()))
+                                {
+                                    slot = vs;
+                                }
+                            }
+                        }
+                    }
+                    out.push_back(std::move(sm));
+                }
+                return out;
+            }
+
+            /// The values a schema allows when it lists them (enum or const, through $ref and allOf).
+            std::optional<std::vector<json>> finite_values(const json* s)
+            {
+                for (int hops = 0; hops < 32 && s->is_object(); ++hops)
+                {
+                    if (s->contains("const"))
+                    {
+                        return std::vector<json>{(*s)["const"]};
+                    }
+                    if (s->contains("enum") && (*s)["enum"].is_array())
+                    {
+                        return std::vector<json>((*s)["enum"].begin(), (*s)["enum"].end());
+                    }
+                    if (!s->contains("$ref") || !(*s)["$ref"].is_string())
+                    {
+                        return std::nullopt;
+                    }
+                    s = m_doc.resolve(s, (*s)["$ref"].get<std::string>());
+                }
+                return std::nullopt;
+            }
+
+            /// JSON Schema's equality: objects whatever their keys' order, 1 == 1.0.
+            static bool same(const json& a, const json& b) { return nlohmann::json(a) == nlohmann::json(b); }
+
+            static bool overlap(const std::vector<json>& a, const std::vector<json>& b)
+            {
+                return std::any_of(a.begin(), a.end(), [&](const json& v) {
+                    return std::any_of(b.begin(), b.end(), [&](const json& w) { return same(v, w); });
+                });
+            }
+
+            bool disjoint(const summary& a, const summary& b) const
+            {
+                if ((a.types & b.types) == 0)
+                {
+                    return true;
+                }
+                if (a.values && b.values && !overlap(*a.values, *b.values))
+                {
+                    return true;
+                }
+                const auto of_type = [](const std::vector<json>& vs, unsigned types) {
+                    return std::all_of(vs.begin(), vs.end(), [&](const json& v) { return (type_of(v) & types) == 0; });
+                };
+                if ((a.values && of_type(*a.values, b.types)) || (b.values && of_type(*b.values, a.types)))
+                {
+                    return true;
+                }
+                if (((a.types | b.types) & ~unsigned(t_object)) != 0 && ((a.types & b.types) & ~unsigned(t_object)) != 0)
+                {
+                    return false;  // both allow a non-object: the object tests below do not separate them
+                }
+                for (const auto& r : a.required)
+                {
+                    if (std::find(b.required.begin(), b.required.end(), r) != b.required.end())
+                    {
+                        const auto ia = a.property_values.find(r), ib = b.property_values.find(r);
+                        if (ia != a.property_values.end() && ib != b.property_values.end() && ia->second &&
+                            ib->second && !overlap(*ia->second, *ib->second))
+                        {
+                            return true;  // a discriminator
+                        }
+                    }
+                    if (b.closed && b.listed.count(r) == 0)
+                    {
+                        return true;
+                    }
+                }
+                for (const auto& r : b.required)
+                {
+                    if (a.closed && a.listed.count(r) == 0)
+                    {
+                        return true;
+                    }
+                }
+                return false;
+            }
+
+            void check_disjoint(const json* s, const std::vector<const json*>& branches)
+            {
+                std::vector<std::vector<summary>> all;
+                for (const json* b : branches)
+                {
+                    all.push_back(summaries(b));
+                }
+                for (std::size_t i = 0; i < all.size(); ++i)
+                {
+                    for (std::size_t j = i + 1; j < all.size(); ++j)
+                    {
+                        for (const auto& x : all[i])
+                        {
+                            for (const auto& y : all[j])
+                            {
+                                if (!disjoint(x, y))
+                                {
+                                    fail("oneOf: branches " + std::to_string(i) + " and " + std::to_string(j) +
+                                             " may both match a value (only provably disjoint branches are enforced)",
+                                         s);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+
+            // ---- a value against a schema (enum and const candidates) ----
+
+            bool validates(const json& v, const json* s, int depth = 0)
+            {
+                if (depth > 64)
+                {
+                    fail("a value's check went through more than 64 $ref", s);
+                }
+                if (s->is_boolean())
+                {
+                    return s->get<bool>();
+                }
+                if (!s->is_object())
+                {
+                    fail("a schema must be an object or a boolean, got " + std::string(s->type_name()), s);
+                }
+                if (s->contains("$ref"))
+                {
+                    if (!validates(v, m_doc.resolve(s, (*s)["$ref"].get<std::string>()), depth + 1))
+                    {
+                        return false;
+                    }
+                    if (ref_only(s))
+                    {
+                        return true;
+                    }
+                }
+                const unsigned t = type_of(v);
+                const unsigned types = type_bits(s);
+                if ((t & types) == 0)
+                {
+                    return false;
+                }
+                if (s->contains("const") && !same((*s)["const"], v))
+                {
+                    return false;
+                }
+                if (s->contains("enum") && (*s)["enum"].is_array())
+                {
+                    const auto& e = (*s)["enum"];
+                    if (std::none_of(e.begin(), e.end(), [&](const json& x) { return same(x, v); }))
+                    {
+                        return false;
+                    }
+                }
+                for (const auto& kv : s->items())
+                {
+                    const std::string& k = kv.key();
+                    const int c = keyword_class(k);
+                    if (c == 0 && (k == "allOf" || k == "anyOf" || k == "oneOf"))
+                    {
+                        std::size_t n = 0;
+                        for (const json* b : list_of(s, k.c_str()))
+                        {
+                            n += validates(v, b, depth + 1) ? 1 : 0;
+                        }
+                        const std::size_t all = (*s)[k].size();
+                        if ((k == "allOf" && n != all) || (k == "anyOf" && n == 0) || (k == "oneOf" && n != 1))
+                        {
+                            return false;
+                        }
+                    }
+                    else if (c == 0 && k != "type" && k != "enum" && k != "const" && k != "$ref" && k != "then" &&
+                             k != "else")
+                    {
+                        unsupported(k, s);
+                    }
+                    else if (c > 0 && (c & (c == t_integer ? t_integer | t_fraction : t)) != 0 && (c != t_integer || (t & (t_integer | t_fraction)) != 0))
+                    {
+                        if (!validates_typed(v, k, s, depth))
+                        {
+                            return false;
+                        }
+                    }
+                }
+                return true;
+            }
+
+            bool validates_typed(const json& v, const std::string& k, const json* s, int depth)
+            {
+                const json& x = (*s)[k];
+                if (v.is_string())
+                {
+                    std::size_t chars = 0;
+                    for (const char c : v.get_ref<const std::string&>())
+                    {
+                        chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+                    }
+                    if (k == "minLength") return chars >= count(s, "minLength", 0);
+                    if (k == "maxLength") return chars <= count(s, "maxLength", 0);
+                    if (k == "pattern")
+                    {
+                        regex_options o;
+                        o.search = true;
+                        try
+                        {
+                            return compile_regex(x.get<std::string>(), o).matches(v.get<std::string>());
+                        }
+                        catch (const invalid_parameter& e)
+                        {
+                            fail(std::string("pattern: ") + e.what(), s);
+                        }
+                    }
+                    if (k == "format")
+                    {
+                        check_format(s);
+                        return true;
+                    }
+                }
+                else if (v.is_array())
+                {
+                    if (k == "minItems") return v.size() >= count(s, "minItems", 0);
+                    if (k == "maxItems") return v.size() <= count(s, "maxItems", 0);
+                    if (k == "items" && !x.is_array())
+                    {
+                        return std::all_of(v.begin(), v.end(), [&](const json& i) { return validates(i, &x, depth + 1); });
+                    }
+                    if (k == "additionalItems" && !(s->contains("items") && (*s)["items"].is_array()))
+                    {
+                        return true;
+                    }
+                    if (k == "uniqueItems" && x == false)
+                    {
+                        return true;
+                    }
+                    if (k == "minContains" || k == "maxContains")
+                    {
+                        if (!s->contains("contains"))
+                        {
+                            return true;
+                        }
+                    }
+                }
+                else if (v.is_object())
+                {
+                    if (k == "required")
+                    {
+                        return std::all_of(x.begin(), x.end(), [&](const json& n) { return n.is_string() && v.contains(n.get<std::string>()); });
+                    }
+                    if (k == "properties")
+                    {
+                        for (const auto& kv : x.items())
+                        {
+                            if (v.contains(kv.key()) && !validates(v[kv.key()], &kv.value(), depth + 1))
+                            {
+                                return false;
+                            }
+                        }
+                        return true;
+                    }
+                    if (k == "additionalProperties")
+                    {
+                        if (s->contains("patternProperties"))
+                        {
+                            unsupported("patternProperties", s);
+                        }
+                        for (const auto& kv : v.items())
+                        {
+                            const bool listed = s->contains("properties") && (*s)["properties"].contains(kv.key());
+                            if (!listed && !validates(kv.value(), &x, depth + 1))
+                            {
+                                return false;
+                            }
+                        }
+                        return true;
+                    }
+                    if ((k == "patternProperties" || k == "dependencies" || k == "dependentRequired" ||
+                         k == "dependentSchemas") && x.is_object() && x.empty())
+                    {
+                        return true;
+                    }
+                }
+                else
+                {
+                    const unsigned numeric = t_integer | t_fraction;
+                    if ((keyword_class(k) & numeric) == 0)
+                    {
+                        return true;
+                    }
+                }
+                unsupported(k, s);
+            }
+
+            static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024;
+
             grammar& m_g;
+            schema_document& m_doc;
             json_builder m_b;
-            std::size_t m_max_depth;
+            json_options m_o;
+            std::size_t m_depth = 0;
+            std::map<std::vector<std::size_t>, std::pair<rule_id, int>> m_rules;  // 0 compiling, 1 done, 2 nothing
+            std::map<const json*, std::vector<const json*>> m_lists;
+            std::set<const json*> m_disjoint;  // oneOfs proven disjoint
         };
     }
 
@@ -431,9 +1184,10 @@ namespace xsampler
     inline grammar json_schema_grammar(const nlohmann::ordered_json& schema, const json_options& options = {})
     {
         grammar g;
-        detail::schema_compiler c(g, options);
+        detail::schema_document doc(schema);
+        detail::schema_compiler c(g, doc, options);
         const auto root = g.rule("root");
-        g.define(root, c.compile(schema, "", 0));
+        g.define(root, c.root());
         g.set_root(root);
         return g;
     }
