@@ -590,7 +590,7 @@ namespace
         std::string schemas, gbnf, vocab = "gpt2", out;
         std::string gpt2_dir = XSAMPLER_GPT2_DIR, llama3_dir = XSAMPLER_LLAMA3_DIR;
         std::size_t generate = 2, gbnf_generate = 8, gbnf_walks = 24, max_tokens = 256, limit = 0, every = 1;
-        bool json = false, no_generate = false;
+        bool json = false, no_generate = false, additional_properties = false;
     };
 
     struct test_text
@@ -611,6 +611,13 @@ namespace
     class harness
     {
     public:
+        xsampler::json_options schema_options() const
+        {
+            xsampler::json_options jo;
+            jo.additional_properties = m_o.additional_properties;
+            return jo;
+        }
+
         explicit harness(options o) : m_o(std::move(o))
         {
             const auto t0 = clock_type::now();
@@ -722,7 +729,7 @@ namespace
             try
             {
                 compiled = std::make_shared<const xsampler::compiled_grammar>(
-                    m_index, xsampler::json_schema_grammar(schema_text), group + "/" + name);
+                    m_index, xsampler::json_schema_grammar(schema_text, schema_options()), group + "/" + name);
             }
             catch (const std::exception& e)
             {
@@ -1475,6 +1482,7 @@ namespace
         "usage: xsampler_maskbench [--schemas FILE.jsonl] [--gbnf DIR] [--vocab gpt2|llama3]\n"
         "                          [--generate N] [--gbnf-generate N] [--gbnf-walks N] [--max-tokens N]\n"
         "                          [--out FILE.jsonl] [--limit N] [--every K] [--no-generate] [--json]\n"
+        "                          [--additional-properties]\n"
         "                          [--gpt2-dir DIR] [--llama3-dir DIR]\n"
         "  --schemas      scripts/maskbench's JSONL of schema files and test texts\n"
         "  --gbnf         a directory of .gbnf grammars\n"
@@ -1483,7 +1491,8 @@ namespace
         "  --max-tokens   generation length and budget (default 256)\n"
         "  --out          the eos-ended outputs, one JSON line each\n"
         "  --limit N      at most N schema files; --every K every K-th line of the file\n"
-        "  --json         the summary as one JSON line after the tables\n";
+        "  --json         the summary as one JSON line after the tables\n"
+        "  --additional-properties  schemas: keys beside the properties too (json_options)\n";
 
     std::size_t number(const std::string& flag, const char* text, std::size_t lo)
     {
@@ -1521,6 +1530,7 @@ namespace
             else if (a == "--limit") o.limit = number(a, value(), 1);
             else if (a == "--every") o.every = number(a, value(), 1);
             else if (a == "--no-generate") o.no_generate = true;
+            else if (a == "--additional-properties") o.additional_properties = true;
             else if (a == "--json") o.json = true;
             else if (a == "--gpt2-dir") o.gpt2_dir = value();
             else if (a == "--llama3-dir") o.llama3_dir = value();

@@ -218,6 +218,8 @@ namespace
         R"({"allOf":[{"type":"object","properties":{"id":{"anyOf":[{"type":"integer"},{"type":"string","maxLength":2}]}},
             "required":["id"]},{"properties":{"kind":{"oneOf":[{"const":"a"},{"type":"null"}]},"id":{"not_a_keyword":1}},
             "required":["kind"]}],"title":"ignored"})",
+        R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x+$","maxLength":3}},"required":["a"],
+            "additionalProperties":{"type":"integer"}})",
     };
 
     constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }
@@ -1325,7 +1327,6 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"properties":{"a":{"oneOf":[{"type":"object","required":["x"]},{"type":"object","required":["y"]}]}}})",
           "oneOf: branches 0 and 1 may both match a value (only provably disjoint branches are enforced) at /properties/a");
     fails(R"({"oneOf":[{"type":"number"},{"type":"integer"}]})", "oneOf: branches 0 and 1 may both match");
-    fails(R"({"type":"string","pattern":"a","maxLength":3})", "pattern together with minLength or maxLength");
     fails(R"({"type":"string","minLength":1000000})", "the shortest value is longer than 65536 bytes");
     fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
     CHECK_THROWS_WITH(json_constraint(small_index(), json_options{300, 32}), Contains("whitespace must be <= 255"));
@@ -1428,6 +1429,63 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf only where its branch
                    {"\"a\"", "\"bb\"", "1", "null"}) == bools{true, false, true, true});
     CHECK(accepted(R"({"allOf":[{"enum":[1,2,3]},{"enum":[3,2,5]}],"const":2})", {"1", "2", "3"}) ==
           bools{false, true, false});
+}
+
+TEST_CASE("json_schema: other keys where additionalProperties allows them; patterns and lengths together", "[constraint]")
+{
+    // with json_options::additional_properties, beside the properties (in their order) other keys
+    // anywhere, never a listed one with another value; by default only the properties
+    json_options others;
+    others.additional_properties = true;
+    const std::string open = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"}},"required":["b"]})";
+    CHECK(accepted(open, {R"({"b":true})", R"({"x":[1],"a":1,"é":{},"b":false,"z":null})", R"({"a":"1","b":true})",
+                          R"({"b":true,"a":1})", R"({"ab":1,"b":true})", R"({"x":1})", R"({"a\u0062":1,"b":true})"},
+                   others) == bools{true, true, false, false, true, false, false});
+    CHECK(accepted(open, {R"({"b":true})", R"({"x":1,"b":true})"}) == bools{true, false});
+    // additionalProperties as a schema; false
+    CHECK(accepted(R"({"properties":{"a":{}},"additionalProperties":{"type":"null"}})",
+                   {R"({"a":1,"b":null})", R"({"b":1})", "{}"}, others) == bools{true, false, true});
+    CHECK(accepted(R"({"properties":{"a":{}},"additionalProperties":false})", {R"({"a":1})", R"({"b":null})"}, others) ==
+          bools{true, false});
+    // allOf: a key one branch lists and the other does not takes the other's additionalProperties
+    CHECK(accepted(R"({"allOf":[{"properties":{"a":{"type":"integer"}}},{"additionalProperties":{"type":"integer"}}]})",
+                   {R"({"a":1,"q":2})", R"({"q":"x"})", R"({"a":"x"})"}, others) == bools{true, false, false});
+    // brute force: every token the mask allows leads to a completion that validates, and no other does
+    const std::string text = R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x+$","maxLength":3}},
+        "required":["a"],"additionalProperties":{"type":"integer"}})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text, others);
+    std::mt19937 pick(3);
+    std::size_t others_read = 0;
+    for (int run = 0; run < 8; ++run)
+    {
+        c.reset();
+        for (int step = 0; step < 30 && !c.ended(); ++step)
+        {
+            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                const std::string full = after.text() + after.completion();
+                INFO(full);
+                REQUIRE(valid(json::parse(full), schema, schema));
+            });
+            REQUIRE(!allowed.empty());
+            c.advance(onward(c, allowed, pick, step > 20));
+        }
+        others_read += json::parse(c.text() + c.completion()).size() - 1;
+    }
+    CHECK(others_read > 0);
+    // a pattern with lengths (in code points), and two patterns, intersected
+    const std::string code = R"({"type":"string","pattern":"^[a-zé]+$","minLength":2,"maxLength":3})";
+    CHECK(accepted(code, {"\"ab\"", "\"éé\"", "\"abc\"", "\"a\"", "\"abcd\"", "\"A1\""}) ==
+          bools{true, true, true, false, false, false});
+    CHECK(accepted(R"({"allOf":[{"pattern":"^a"},{"pattern":"b$"}],"type":"string"})", {"\"ab\"", "\"axb\"", "\"a\"", "\"b\""}) ==
+          bools{true, true, false, false});
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"a","maxLength":5000})")),
+                      Contains("pattern together with a length bound above 1000"));
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^a$","minLength":2})")),
+                      Contains("validates nothing"));
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":60})")),
+                      Contains("pattern together with minLength/maxLength: regex: the product of two automata has more "
+                               "than 1000 states at /"));
 }
 
 TEST_CASE("json_schema: annotations and unknown keywords are ignored; strict refuses unknown ones", "[constraint]")

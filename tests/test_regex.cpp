@@ -416,6 +416,46 @@ TEST_CASE("compile_regex: minimal DFAs, equal for equal languages", "[regex]")
     CHECK_FALSE(compile_regex("").matches("a"));
 }
 
+TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their parts do", "[regex]")
+{
+    const auto& cases = agreement_cases();
+    std::uint32_t seed = 7;
+    for (std::size_t i = 0; i + 1 < cases.size(); ++i)
+    {
+        const agreement_case& x = cases[i];
+        const agreement_case& y = cases[(i * 7 + 3) % cases.size()];
+        INFO("patterns: " << x.pattern << " and " << y.pattern);
+        const byte_dfa a = compile_regex(x.pattern), b = compile_regex(y.pattern, searching());
+        const byte_dfa both = dfa_intersection(a, b), only = dfa_difference(a, b);
+        std::vector<std::string> examples = x.examples;
+        examples.insert(examples.end(), y.examples.begin(), y.examples.end());
+        const byte_dfa listed = dfa_of_texts(examples);
+        if (both.size() != 0)
+        {
+            check_invariants(both);
+        }
+        if (only.size() != 0)
+        {
+            check_invariants(only);
+        }
+        for (const std::string& text : texts_for(x.alphabet + y.alphabet, examples, seed++))
+        {
+            INFO("text: \"" << text << "\"");
+            CHECK((both.size() > 0 && both.matches(text)) == (a.matches(text) && b.matches(text)));
+            CHECK((only.size() > 0 && only.matches(text)) == (a.matches(text) && !b.matches(text)));
+            CHECK((listed.size() > 0 && listed.matches(text)) ==
+                  (std::find(examples.begin(), examples.end(), text) != examples.end()));
+        }
+    }
+    // nothing left: size 0; minimal: equal languages, equal sizes
+    CHECK(dfa_intersection(compile_regex("a+"), compile_regex("b+")).size() == 0);
+    CHECK(dfa_difference(compile_regex("[ab]"), compile_regex("a|b")).size() == 0);
+    CHECK(dfa_difference(compile_regex("[abc]"), compile_regex("a|b")).size() == compile_regex("c").size());
+    CHECK(dfa_intersection(compile_regex("[a-z]*"), compile_regex(".{2,3}")).size() == compile_regex("[a-z]{2,3}").size());
+    CHECK(dfa_of_texts({"ab", "ac", ""}).size() == compile_regex("(a[bc])?").size());
+    CHECK(dfa_of_texts({}).size() == 0);
+}
+
 TEST_CASE("compile_regex: search mode adds any text where the pattern is not anchored", "[regex]")
 {
     const byte_dfa a = compile_regex("a", searching());

@@ -11,7 +11,9 @@
 //            integer without the fraction and the exponent: every number
 //            fits a double, every integer an int64, none runs on forever
 //   object   '{' members '}' in the order given, each optional unless
-//            required; or any keys (strings) with values of one kind
+//            required, with or without other members (keys of a given
+//            expression) among them; or any keys (strings) with values of
+//            one kind
 //   array    '[' items ']', min..max of them
 // Whitespace: up to options.whitespace bytes of ' ', '\n', '\r', '\t' in
 // each gap JSON allows between tokens inside objects and arrays; none before
@@ -35,6 +37,7 @@ namespace xsampler
         std::size_t whitespace = 2;  ///< whitespace bytes allowed in each gap between JSON tokens
         std::size_t max_depth = 32;  ///< schemas: objects and arrays nested at most this deep in the schema
         bool strict = false;         ///< schemas: a keyword no draft defines is an error (else ignored)
+        bool additional_properties = false;  ///< schemas: also keys beside the properties where additionalProperties allows them (false: only the properties, as XGrammar's strict mode)
     };
 
     namespace detail
@@ -187,19 +190,26 @@ namespace xsampler
                 return g.sequence({g.bytes("{"), ws(), g.optional(members), g.bytes("}")});
             }
 
-            /// '{' the members in this order, each optional unless required '}'.
-            expr_id object(const std::vector<member>& members)
+            /// '{' the members in this order, each optional unless required '}';
+            /// with other_key, any number of other members (that key, then
+            /// other_value) before, between and after them.
+            expr_id object(const std::vector<member>& members, expr_id other_key = grammar::none,
+                           expr_id other_value = grammar::none)
             {
                 grammar& g = m_g;
-                if (members.empty())
-                {
-                    return g.sequence({g.bytes("{"), ws(), g.bytes("}")});
-                }
                 const std::size_t n = members.size();
                 std::vector<expr_id> text(n);
                 for (std::size_t i = 0; i < n; ++i)
                 {
                     text[i] = g.sequence({g.bytes(members[i].key), ws(), g.bytes(":"), ws(), members[i].value, ws()});
+                }
+                if (other_key != grammar::none)
+                {
+                    return object_with_others(members, text, g.sequence({other_key, ws(), g.bytes(":"), ws(), other_value, ws()}));
+                }
+                if (members.empty())
+                {
+                    return g.sequence({g.bytes("{"), ws(), g.bytes("}")});
                 }
                 // tail[i]: the members from i on, after one member was written
                 std::vector<expr_id> tail(n + 1);
@@ -225,6 +235,46 @@ namespace xsampler
             }
 
         private:
+            /// The members in order with `other` members anywhere among them:
+            /// written[i] (something written, the listed ones from i on) =
+            /// ',' other written[i] | next[i]; next[i] = ',' member i written[i + 1]
+            /// | next[i + 1] if it is optional | the end (i = n); first[i], before
+            /// anything, the same without the commas.
+            expr_id object_with_others(const std::vector<member>& members, const std::vector<expr_id>& text,
+                                       expr_id other)
+            {
+                grammar& g = m_g;
+                const std::size_t n = members.size();
+                std::vector<rule_id> written(n + 1), next(n + 1), first(n + 1);
+                for (std::size_t i = 0; i <= n; ++i)
+                {
+                    written[i] = g.fresh_rule("members");
+                    next[i] = g.fresh_rule("members");
+                    first[i] = g.fresh_rule("members");
+                }
+                const expr_id comma = g.sequence({g.bytes(","), ws()});
+                g.define(next[n], g.empty());
+                g.define(first[n], g.empty());
+                for (std::size_t i = n; i-- > 0;)
+                {
+                    std::vector<expr_id> go = {g.sequence({comma, text[i], g.ref(written[i + 1])})};
+                    std::vector<expr_id> start = {g.sequence({text[i], g.ref(written[i + 1])})};
+                    if (!members[i].required)
+                    {
+                        go.push_back(g.ref(next[i + 1]));
+                        start.push_back(g.ref(first[i + 1]));
+                    }
+                    g.define(next[i], g.choice(std::move(go)));
+                    g.define(first[i], g.choice(std::move(start)));
+                }
+                for (std::size_t i = 0; i <= n; ++i)
+                {
+                    g.define(written[i], g.choice({g.sequence({comma, other, g.ref(written[i])}), g.ref(next[i])}));
+                }
+                const expr_id body = g.choice({g.sequence({other, g.ref(written[0])}), g.ref(first[0])});
+                return g.sequence({g.bytes("{"), ws(), body, g.bytes("}")});
+            }
+
             static byte_set hex_digits()
             {
                 byte_set s = byte_set::range('0', '9');

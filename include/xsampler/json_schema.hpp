@@ -27,8 +27,10 @@
 //                 XGrammar, LLGuidance and llama.cpp generate them), each
 //                 optional unless required; only these are generated
 //                 (additionalProperties other than false is then unused:
-//                 the texts are valid, a subset of the valid texts); a
-//                 property whose schema validates nothing (false) is left out
+//                 the texts are valid, a subset of the valid texts; with
+//                 options.additional_properties other unescaped keys too,
+//                 anywhere among them); a property whose schema validates
+//                 nothing (false) is left out
 //   required      keys that must appear (a required key not in properties
 //                 gets additionalProperties' value, or any value, after the
 //                 listed ones)
@@ -39,7 +41,8 @@
 //   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
 //                 pattern (a regex.hpp regular expression matched anywhere in
 //                 the string, as JSON Schema does; its characters are then
-//                 unescaped; not together with minLength/maxLength)
+//                 unescaped; several patterns and the lengths intersected as
+//                 DFAs, lengths up to 1000 then)
 //   enum, const   the value is one of these that every other keyword beside
 //                 them accepts
 //   format        the formats JSON Schema does not define (int32, byte, ...)
@@ -559,8 +562,7 @@ namespace xsampler
             std::optional<expr_id> string(const conj& own)
             {
                 std::size_t min = 0, max = grammar::unbounded;
-                const json* pattern_at = nullptr;
-                bool lengths = false;
+                std::vector<const json*> patterns;
                 for (const json* s : own)
                 {
                     const std::size_t lo = count(s, "minLength", 0), hi = count(s, "maxLength", grammar::unbounded);
@@ -568,7 +570,6 @@ namespace xsampler
                     {
                         fail("minLength " + std::to_string(lo) + " > maxLength " + std::to_string(hi), s);
                     }
-                    lengths = lengths || s->contains("minLength") || s->contains("maxLength");
                     min = std::max(min, lo);
                     max = std::min(max, hi);
                     check_format(s);
@@ -578,40 +579,69 @@ namespace xsampler
                         {
                             fail("pattern must be a string", s);
                         }
-                        if (pattern_at != nullptr && (*pattern_at)["pattern"] != (*s)["pattern"])
-                        {
-                            fail("several patterns together (allOf) are not supported", s);
-                        }
-                        pattern_at = s;
+                        patterns.push_back(s);
                     }
                 }
                 if (min > max)
                 {
                     return std::nullopt;
                 }
-                if (pattern_at == nullptr)
+                if (patterns.empty())
                 {
                     return m_b.string(min, max);
                 }
-                if (lengths)
+                // the patterns' DFAs and the length's intersected (the content unescaped)
+                std::optional<byte_dfa> content;
+                // (the product stays small: a large lexeme is slow to compile into the grammar)
+                const auto meet = [&](byte_dfa d) {
+                    content = content ? dfa_intersection(*content, d, max_product) : std::move(d);
+                };
+                for (const json* s : patterns)
                 {
-                    fail("pattern together with minLength or maxLength is not supported", pattern_at);
+                    try
+                    {
+                        meet(compile_regex((*s)["pattern"].get<std::string>(), content_options(true)));
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail(std::string("pattern: ") + e.what(), s);
+                    }
                 }
+                if (min > 0 || max != grammar::unbounded)
+                {
+                    if (min > 1000 || (max != grammar::unbounded && max > 1000))
+                    {
+                        fail("pattern together with a length bound above 1000 is not supported", patterns.front());
+                    }
+                    try
+                    {
+                        meet(compile_regex("[^]{" + std::to_string(min) + "," +
+                                               (max == grammar::unbounded ? std::string() : std::to_string(max)) + "}",
+                                           content_options(false)));
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail(std::string("pattern together with minLength/maxLength: ") + e.what(), patterns.front());
+                    }
+                }
+                if (content->size() == 0)
+                {
+                    return std::nullopt;
+                }
+                return m_b.pattern_string(std::move(*content));
+            }
+
+            /// A string's unescaped content: valid UTF-8 without '"', '\\' and the control bytes.
+            static regex_options content_options(bool search)
+            {
                 regex_options o;
-                o.search = true;
+                o.search = search;
                 for (int b = 0; b < 0x20; ++b)
                 {
                     o.forbidden[std::size_t(b)] = true;
                 }
                 o.forbidden['"'] = o.forbidden['\\'] = true;
-                try
-                {
-                    return m_b.pattern_string(compile_regex((*pattern_at)["pattern"].get<std::string>(), o));
-                }
-                catch (const invalid_parameter& e)
-                {
-                    fail(std::string("pattern: ") + e.what(), pattern_at);
-                }
+                return o;
             }
 
             std::optional<expr_id> array(const conj& own)
@@ -769,7 +799,9 @@ namespace xsampler
                     }
                     members.push_back({json(name).dump(), *v, needed});
                 }
-                if (members.empty() && !closed)
+                // other keys: where every schema's additionalProperties allows them
+                std::optional<expr_id> other;
+                if (!closed && (m_o.additional_properties || names.empty()))
                 {
                     conj extra;
                     for (const json* s : own)
@@ -779,14 +811,19 @@ namespace xsampler
                             extra.push_back(&(*s)["additionalProperties"]);
                         }
                     }
-                    const auto v = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra);
-                    if (!v)
-                    {
-                        return m_b.object({});
-                    }
-                    return m_b.free_object(m_b.string(0, grammar::unbounded), *v);
+                    other = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra);
                 }
-                return m_b.object(members);
+                if (!other)
+                {
+                    return m_b.object(members);
+                }
+                if (names.empty())
+                {
+                    return m_b.free_object(m_b.string(0, grammar::unbounded), *other);
+                }
+                // a key none of the names (unescaped: a name's other spellings are refused)
+                byte_dfa key = dfa_difference(compile_regex("[^]*", content_options(false)), dfa_of_texts(names));
+                return m_b.object(members, m_b.pattern_string(std::move(key)), *other);
             }
 
             // ---- oneOf: branches that no value satisfies twice ----
@@ -1167,7 +1204,7 @@ namespace xsampler
                 unsupported(k, s);
             }
 
-            static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024;
+            static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 1000;
 
             grammar& m_g;
             schema_document& m_doc;

@@ -155,11 +155,24 @@ namespace xsampler
             return s != dead && accepting(s);
         }
 
+        /// The minimal DFA of a table of n states (n x 256 targets, dead
+        /// for none; state 0 the start) with their accepting flags: states
+        /// that reach no accepting one dropped, the rest minimised and
+        /// numbered breadth first; size() == 0 when it accepts nothing.
+        static byte_dfa from_table(std::vector<std::int32_t> table, const std::vector<bool>& accepting);
+
     private:
-        friend byte_dfa compile_regex(std::string_view, const regex_options&);
         std::vector<std::int32_t> m_next;         // size() x 256
         std::vector<std::uint32_t> m_distance;    // size()
     };
+
+    /// The texts both DFAs accept (size() == 0 when none); a product of
+    /// more than max_states states before minimisation is invalid_parameter.
+    byte_dfa dfa_intersection(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
+    /// The texts `a` accepts and `b` does not (size() == 0 when none; max_states as above).
+    byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
+    /// Exactly these byte strings.
+    byte_dfa dfa_of_texts(const std::vector<std::string>& texts);
 
     namespace detail::regex
     {
@@ -1328,7 +1341,25 @@ namespace xsampler
         }
         sets.clear();
         index.clear();
-        const std::size_t n = accepts.size();
+        byte_dfa dfa = byte_dfa::from_table(std::move(table), accepts);
+        if (dfa.size() == 0)
+        {
+            bool any_forbidden = false;
+            for (const bool f : options.forbidden)
+            {
+                any_forbidden = any_forbidden || f;
+            }
+            throw invalid_parameter(std::string("regex: the pattern matches no text") +
+                                    (any_forbidden ? " without the forbidden bytes" : ""));
+        }
+        return dfa;
+    }
+
+    inline byte_dfa byte_dfa::from_table(std::vector<std::int32_t> table, const std::vector<bool>& accepting)
+    {
+        using namespace detail::regex;
+        const std::size_t n = accepting.size();
+        const std::vector<bool>& accepts = accepting;
 
         // Live states: those that reach an accepting one (reverse BFS).
         std::vector<std::vector<std::int32_t>> reverse(n);
@@ -1368,13 +1399,7 @@ namespace xsampler
         }
         if (n == 0 || !live[0])
         {
-            bool any_forbidden = false;
-            for (const bool f : options.forbidden)
-            {
-                any_forbidden = any_forbidden || f;
-            }
-            throw invalid_parameter(std::string("regex: the pattern matches no text") +
-                                    (any_forbidden ? " without the forbidden bytes" : ""));
+            return byte_dfa{};
         }
 
         // Complete DFA over the live states plus a sink (index m) for dead.
@@ -1480,6 +1505,97 @@ namespace xsampler
             }
         }
         return dfa;
+    }
+
+    namespace detail::regex
+    {
+        /// The product of two DFAs, breadth first from their starts: a pair
+        /// accepts when both do (intersection) or when a does and b does not
+        /// (difference; b's dead is then a state of its own that never accepts).
+        inline byte_dfa product(const byte_dfa& a, const byte_dfa& b, bool difference, std::size_t max_states)
+        {
+            if (a.size() == 0 || (b.size() == 0 && !difference))
+            {
+                return byte_dfa{};
+            }
+            const std::int64_t nb = std::int64_t(b.size()) + 1;  // b's dead as nb - 1
+            const auto pair_of = [&](std::int32_t x, std::int32_t y) {
+                return std::int64_t(x) * nb + (y == byte_dfa::dead ? nb - 1 : y);
+            };
+            std::unordered_map<std::int64_t, std::int32_t> index;
+            std::vector<std::int64_t> pairs;
+            std::vector<std::int32_t> table;
+            std::vector<bool> accepting;
+            const auto intern = [&](std::int64_t p) {
+                const auto it = index.find(p);
+                if (it != index.end())
+                {
+                    return it->second;
+                }
+                if (pairs.size() >= max_states)
+                {
+                    throw invalid_parameter("regex: the product of two automata has more than " +
+                                            std::to_string(max_states) + " states");
+                }
+                const std::int32_t id = std::int32_t(pairs.size());
+                index.emplace(p, id);
+                pairs.push_back(p);
+                return id;
+            };
+            intern(pair_of(a.start(), b.size() == 0 ? byte_dfa::dead : b.start()));
+            for (std::size_t d = 0; d < pairs.size(); ++d)
+            {
+                const std::int32_t x = std::int32_t(pairs[d] / nb);
+                const std::int64_t yy = pairs[d] % nb;
+                const std::int32_t y = yy == nb - 1 ? byte_dfa::dead : std::int32_t(yy);
+                const bool b_accepts = y != byte_dfa::dead && b.accepting(y);
+                accepting.push_back(a.accepting(x) && (difference ? !b_accepts : b_accepts));
+                table.resize((d + 1) * 256, byte_dfa::dead);
+                for (unsigned c = 0; c < 256; ++c)
+                {
+                    const std::int32_t tx = a.next(x, static_cast<unsigned char>(c));
+                    const std::int32_t ty = y == byte_dfa::dead ? byte_dfa::dead : b.next(y, static_cast<unsigned char>(c));
+                    if (tx == byte_dfa::dead || (ty == byte_dfa::dead && !difference))
+                    {
+                        continue;
+                    }
+                    table[d * 256 + c] = intern(pair_of(tx, ty));
+                }
+            }
+            return byte_dfa::from_table(std::move(table), accepting);
+        }
+    }
+
+    inline byte_dfa dfa_intersection(const byte_dfa& a, const byte_dfa& b, std::size_t max_states)
+    {
+        return detail::regex::product(a, b, false, max_states);
+    }
+    inline byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states)
+    {
+        return detail::regex::product(a, b, true, max_states);
+    }
+
+    inline byte_dfa dfa_of_texts(const std::vector<std::string>& texts)
+    {
+        std::vector<std::int32_t> table(256, byte_dfa::dead);  // a trie
+        std::vector<bool> accepting(1, false);
+        for (const auto& t : texts)
+        {
+            std::int32_t s = 0;
+            for (const char c : t)
+            {
+                std::int32_t& next = table[std::size_t(s) * 256 + static_cast<unsigned char>(c)];
+                if (next == byte_dfa::dead)
+                {
+                    next = std::int32_t(accepting.size());
+                    accepting.push_back(false);
+                    table.resize(accepting.size() * 256, byte_dfa::dead);
+                }
+                s = table[std::size_t(s) * 256 + static_cast<unsigned char>(c)];
+            }
+            accepting[std::size_t(s)] = true;
+        }
+        return byte_dfa::from_table(std::move(table), accepting);
     }
 }
 
