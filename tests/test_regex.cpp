@@ -430,6 +430,8 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
         std::vector<std::string> examples = x.examples;
         examples.insert(examples.end(), y.examples.begin(), y.examples.end());
         const byte_dfa listed = dfa_of_texts(examples);
+        const byte_dfa unquoted = dfa_intersection(a, compile_regex("[^\"]*"));
+        const byte_dfa quoted = dfa_enclosed(unquoted, '"', '"');
         if (both.size() != 0)
         {
             check_invariants(both);
@@ -445,6 +447,12 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
             CHECK((only.size() > 0 && only.matches(text)) == (a.matches(text) && !b.matches(text)));
             CHECK((listed.size() > 0 && listed.matches(text)) ==
                   (std::find(examples.begin(), examples.end(), text) != examples.end()));
+            CHECK((quoted.size() > 0 && quoted.matches('"' + text + '"')) ==
+                  (unquoted.size() > 0 && unquoted.matches(text)));
+            if (text.empty() || text[0] != '"')
+            {
+                CHECK_FALSE((quoted.size() > 0 && quoted.matches(text)));  // never without its quotes
+            }
         }
     }
     // nothing left: size 0; minimal: equal languages, equal sizes
@@ -454,6 +462,15 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
     CHECK(dfa_intersection(compile_regex("[a-z]*"), compile_regex(".{2,3}")).size() == compile_regex("[a-z]{2,3}").size());
     CHECK(dfa_of_texts({"ab", "ac", ""}).size() == compile_regex("(a[bc])?").size());
     CHECK(dfa_of_texts({}).size() == 0);
+    // enclosed: the quotes are one lexeme's, the content's loop no accepting state
+    const byte_dfa word = dfa_enclosed(compile_regex("[a-z]+"), '"', '"');
+    CHECK(word.size() == compile_regex("\"[a-z]+\"").size());
+    CHECK(word.matches("\"ab\""));
+    CHECK_FALSE(word.matches("\"ab"));
+    CHECK_FALSE(word.matches("\"\""));
+    CHECK(dfa_enclosed(compile_regex("a+b"), '(', ')').matches("(aab)"));
+    CHECK(dfa_enclosed(dfa_of_texts({}), '"', '"').size() == 0);
+    CHECK_THROWS_WITH(dfa_enclosed(compile_regex("a\"b"), '"', '"'), Catch::Contains("closing byte 34"));
 }
 
 TEST_CASE("compile_regex: search mode adds any text where the pattern is not anchored", "[regex]")

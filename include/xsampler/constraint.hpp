@@ -1778,21 +1778,22 @@ namespace xsampler
             const auto& st = a.states[s];
             return st.edges_begin == st.edges_end && (!st.accepting || a.ends_text_only(s)) && !a.rules[st.rule].counted;
         }
-        /// The region around `start`: the states in_region on a way from it
-        /// back to it by bytes through such states (a string's text, its
-        /// escapes and multi-byte characters), or where start is on no such
-        /// way, start and the ways back to the states one byte after it (a
-        /// string of at least one character after its opening quote: the
-        /// first, then the loop of the others), numbered breadth first
-        /// (state_of: the automaton's state of each); a byte to any other
-        /// live state leaves it. Only when it is wide enough for walking the
-        /// whole trie to be what a walk costs: at least 64 bytes stay in it
-        /// from the start (free text, not a keyword); at most 4,096 states
-        /// are looked at.
+        /// The region around `start`, of states in_region (plain, reached by
+        /// bytes through such states): start with its loop (a string's text,
+        /// its escapes and multi-byte characters), then every loop one byte
+        /// from start or from a loop taken (a string of at least one character
+        /// after its opening quote: the first, then the loop of the others; a
+        /// pattern's text after the ':' of `.+:.+`), not what a state on no
+        /// loop leads to (the bytes after a closing quote: they would tie the
+        /// text's shape to what surrounds it), numbered breadth first
+        /// (state_of: the automaton's state of each); a byte to any other live
+        /// state leaves it. Only when it is wide enough for walking the whole
+        /// trie to be what a walk costs: at least 64 bytes stay in it from the
+        /// start (free text, not a keyword); at most 4,096 states are looked at.
         static bool region_of(const grammar_automaton& a, std::uint32_t start, byte_region& region,
                               std::vector<std::uint32_t>& state_of)
         {
-            constexpr std::size_t wide = 64, most = 4096;
+            constexpr std::size_t wide = 64;
             const auto staying = [&](std::int32_t t) { return t >= 0 && in_region(a, std::uint32_t(t)); };
             if (!in_region(a, start))
             {
@@ -1807,10 +1808,12 @@ namespace xsampler
             {
                 return false;
             }
-            // forward from start (by byte class), then back to it
+            // the staying states reachable from start (by byte class)
+            constexpr std::size_t most = 4096;
+            constexpr std::uint32_t none = ~std::uint32_t(0);
             std::vector<std::uint32_t> seen{start};
             std::unordered_map<std::uint32_t, std::uint32_t> index{{start, 0}};
-            std::vector<std::vector<std::uint32_t>> back(1), ahead(1);
+            std::vector<std::vector<std::uint32_t>> ahead(1);
             for (std::size_t k = 0; k < seen.size(); ++k)
             {
                 for (std::uint32_t c = 0; c < a.classes; ++c)
@@ -1828,33 +1831,84 @@ namespace xsampler
                             return false;
                         }
                         seen.push_back(std::uint32_t(t));
-                        back.emplace_back();
                         ahead.emplace_back();
                     }
-                    back[it->second].push_back(std::uint32_t(k));
                     ahead[k].push_back(it->second);
                 }
             }
-            std::vector<std::uint8_t> in(seen.size(), 0);  // reaches start
-            in[0] = 1;
-            detail::mark_reaching(back, in);
-            if (std::none_of(ahead[0].begin(), ahead[0].end(), [&](std::uint32_t t) { return in[t] != 0; }))
+            // their loops (strongly connected components, Tarjan's, without recursion)
+            const std::size_t n = seen.size();
+            std::vector<std::uint32_t> number(n, none), low(n, 0), comp(n, none), open;
+            std::vector<std::pair<std::uint32_t, std::size_t>> calls{{0, 0}};  // (state, next edge)
+            std::uint32_t numbered = 0, comps = 0;
+            number[0] = low[0] = numbered++;
+            open.push_back(0);
+            while (!calls.empty())
             {
-                // start is on no loop (a first character before the text's loop): the loops of the states after it
-                std::vector<std::uint32_t> after = ahead[0];  // (one per byte class: a state once)
-                std::sort(after.begin(), after.end());
-                after.erase(std::unique(after.begin(), after.end()), after.end());
-                for (const std::uint32_t t : after)
+                const std::uint32_t u = calls.back().first;
+                const std::size_t e = calls.back().second++;
+                if (e < ahead[u].size())
                 {
-                    std::vector<std::uint8_t> from(seen.size(), 0), to(seen.size(), 0);
-                    from[t] = to[t] = 1;
-                    detail::mark_reaching(ahead, from);
-                    detail::mark_reaching(back, to);
-                    // on a loop: a state after it reaches it (itself, for a loop of one)
-                    const bool loops = std::any_of(ahead[t].begin(), ahead[t].end(), [&](std::uint32_t u) { return to[u] != 0; });
-                    for (std::size_t k = 0; k < seen.size() && loops; ++k)
+                    const std::uint32_t w = ahead[u][e];
+                    if (number[w] == none)
                     {
-                        in[k] = std::uint8_t(in[k] | (from[k] & to[k]));
+                        number[w] = low[w] = numbered++;
+                        open.push_back(w);
+                        calls.push_back({w, 0});
+                    }
+                    else if (comp[w] == none)
+                    {
+                        low[u] = std::min(low[u], number[w]);
+                    }
+                    continue;
+                }
+                calls.pop_back();
+                if (low[u] == number[u])
+                {
+                    std::uint32_t w = none;
+                    do
+                    {
+                        w = open.back();
+                        open.pop_back();
+                        comp[w] = comps;
+                    } while (w != u);
+                    ++comps;
+                }
+                if (!calls.empty())
+                {
+                    low[calls.back().first] = std::min(low[calls.back().first], low[u]);
+                }
+            }
+            std::vector<std::uint8_t> loops(comps, 0);  // a loop: two states or more, or one reading itself
+            std::vector<std::vector<std::uint32_t>> members(comps);
+            for (std::size_t k = 0; k < n; ++k)
+            {
+                members[comp[k]].push_back(std::uint32_t(k));
+                loops[comp[k]] = std::uint8_t(loops[comp[k]] | (members[comp[k]].size() > 1) |
+                                              (std::find(ahead[k].begin(), ahead[k].end(), std::uint32_t(k)) != ahead[k].end()));
+            }
+            // start (with its loop), then every loop one byte from one taken: a text's
+            // loop and a pattern's next one, not what follows a closing quote
+            std::vector<std::uint8_t> in(n, 0), taken(comps, 0);
+            std::vector<std::uint32_t> todo;
+            const auto take = [&](std::uint32_t c) {
+                taken[c] = 1;
+                for (const std::uint32_t k : members[c])
+                {
+                    in[k] = 1;
+                    todo.push_back(k);
+                }
+            };
+            take(comp[0]);
+            while (!todo.empty())
+            {
+                const std::uint32_t u = todo.back();
+                todo.pop_back();
+                for (const std::uint32_t w : ahead[u])
+                {
+                    if (!taken[comp[w]] && loops[comp[w]] && (loops[comp[u]] || u == 0))
+                    {
+                        take(comp[w]);
                     }
                 }
             }
@@ -1883,7 +1937,7 @@ namespace xsampler
             for (std::size_t k = 0; k < state_of.size(); ++k)
             {
                 const std::uint32_t s = state_of[k];
-                std::int32_t prev = 0;
+                std::int32_t prev = 0, last_t = -1, last_go = 0;  // (a run of bytes to one state: one look-up)
                 for (unsigned b = 0; b < 256; ++b)
                 {
                     const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
@@ -1892,8 +1946,13 @@ namespace xsampler
                     {
                         return false;
                     }
-                    if (go == keep)
+                    if (go == keep && t == last_t)
                     {
+                        go = last_go;
+                    }
+                    else if (go == keep)
+                    {
+                        last_t = t;
                         const auto [it, added] = number.emplace(std::uint32_t(t), std::int32_t(state_of.size()));
                         if (added)
                         {
@@ -1903,7 +1962,7 @@ namespace xsampler
                             }
                             state_of.push_back(std::uint32_t(t));
                         }
-                        go = it->second;
+                        go = last_go = it->second;
                     }
                     if (b > 0 && go != prev)
                     {
@@ -2159,15 +2218,70 @@ namespace xsampler
                 }
             };
             std::uint32_t ways_set = no_set;  // the set `ways` are of
+            // a chart set's ways by its content: its items, each origin below it by the
+            // generation of the set there (siblings such as "1", "2", "12" end in equal sets)
+            struct content_hash
+            {
+                std::size_t operator()(const std::vector<std::uint32_t>& k) const noexcept
+                {
+                    std::uint64_t h = k.size();
+                    for (const std::uint32_t x : k)
+                    {
+                        h = (h ^ x) * 0x9E3779B97F4A7C15ull;
+                    }
+                    return std::size_t(h ^ (h >> 29));
+                }
+            };
+            std::unordered_map<std::vector<std::uint32_t>, std::vector<way>, content_hash> ways_by_content;
+            std::vector<std::uint32_t> content;
+            earley_item last_plain{no_set, no_set, no_set};  // the plain item `ways` are of, and its origin's generation
+            std::uint32_t last_plain_at = 0;
             const auto on_node = [&](std::uint32_t i, bool popped, const earley_item* first, const earley_item* last,
                                      const std::vector<std::uint32_t>& gen, std::uint32_t set) {
                 generation = &gen;
                 if (set == no_set || set != ways_set)
                 {
-                    ways.clear();
-                    for (const earley_item* x = first; x != last; ++x)
+                    const auto compute = [&] {
+                        ways.clear();
+                        for (const earley_item* x = first; x != last; ++x)
+                        {
+                            ways_of(*x, ways, 0);
+                        }
+                    };
+                    if (set == no_set)
                     {
-                        ways_of(*x, ways, 0);
+                        // one plain item: its ways are the last node's when it is the same item over
+                        // the same set (a string's text: every node after the first)
+                        const earley_item& x = *first;
+                        const std::uint32_t at = matcher::is_context(x.origin) ? 0 : gen[x.origin];
+                        if (!(last_plain == x && last_plain_at == at))
+                        {
+                            compute();
+                            last_plain = x;
+                            last_plain_at = at;
+                        }
+                    }
+                    else
+                    {
+                        last_plain = {no_set, no_set, no_set};
+                        const auto here = std::uint32_t(local.position());  // (the items are the chart's top)
+                        content.clear();
+                        for (const earley_item* x = first; x != last; ++x)
+                        {
+                            const bool below = !matcher::is_context(x->origin) && x->origin != here;
+                            content.insert(content.end(), {x->state, x->count, x->origin == here ? no_set : x->origin,
+                                                           below ? gen[x->origin] : 0});
+                        }
+                        const auto found = ways_by_content.find(content);
+                        if (found != ways_by_content.end())
+                        {
+                            ways = found->second;
+                        }
+                        else
+                        {
+                            compute();
+                            ways_by_content.emplace(content, ways);
+                        }
                     }
                     ways_set = set;
                 }
@@ -2190,6 +2304,11 @@ namespace xsampler
                 const std::size_t span = std::size_t(w.most) + 1;
                 std::vector<std::int32_t> slot(v.state_of.size() * span * 2, -1);
                 std::vector<std::vector<std::pair<std::size_t, std::uint64_t>>> found;
+                std::size_t inside = 0;  // (a class of the tokens inside holds at most these)
+                for (const std::uint64_t word : w.inside)
+                {
+                    inside += std::size_t(__builtin_popcountll(word));
+                }
                 for (std::size_t k = 0; k < w.last.size(); ++k)
                 {
                     const auto t = token_id(k);
@@ -2214,6 +2333,7 @@ namespace xsampler
                             {
                                 it = class_of.emplace(key, out.classes.size()).first;
                                 out.classes.push_back({wy.group, wy.state, wy.delta, {}});
+                                out.classes.back().tokens.reserve(inside);
                             }
                             classes.emplace_back(it->second, wy.local);
                         }
@@ -2236,6 +2356,10 @@ namespace xsampler
             for (auto& c : out.classes)
             {
                 sort_by_cost(c.tokens);
+                if (c.tokens.capacity() > c.tokens.size() + c.tokens.size() / 4)
+                {
+                    c.tokens.shrink_to_fit();  // (kept in the cache)
+                }
             }
             return out;
         }

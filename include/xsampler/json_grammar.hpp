@@ -132,10 +132,10 @@ namespace xsampler
                 m_strings.push_back({{min, max}, r});
                 return m_g.ref(r);
             }
-            /// A string whose content (unescaped bytes) the DFA accepts.
+            /// A string whose content (unescaped bytes, no '"') the DFA accepts.
             expr_id pattern_string(byte_dfa content)
             {
-                return m_g.sequence({m_g.bytes("\""), m_g.lexeme(std::move(content)), m_g.bytes("\"")});
+                return m_g.lexeme(dfa_enclosed(content, '"', '"'));  // one lexeme: the text's loop is no end
             }
 
             expr_id number()

@@ -173,6 +173,10 @@ namespace xsampler
     byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
     /// Exactly these byte strings.
     byte_dfa dfa_of_texts(const std::vector<std::string>& texts);
+    /// The texts open + t + close for each text t `d` accepts (a JSON
+    /// string's quotes around its content: one lexeme, whose text loops are
+    /// not accepting states); `d` reading `close` anywhere is invalid_parameter.
+    byte_dfa dfa_enclosed(const byte_dfa& d, unsigned char open, unsigned char close);
 
     namespace detail::regex
     {
@@ -1594,6 +1598,37 @@ namespace xsampler
                 s = table[std::size_t(s) * 256 + static_cast<unsigned char>(c)];
             }
             accepting[std::size_t(s)] = true;
+        }
+        return byte_dfa::from_table(std::move(table), accepting);
+    }
+
+    inline byte_dfa dfa_enclosed(const byte_dfa& d, unsigned char open, unsigned char close)
+    {
+        // states: 0 the new start, 1 + k the DFA's state k, n + 1 the end after `close`
+        const std::size_t n = d.size();
+        std::vector<std::int32_t> table((n + 2) * 256, byte_dfa::dead);
+        std::vector<bool> accepting(n + 2, false);
+        accepting[n + 1] = true;
+        if (n == 0)
+        {
+            return byte_dfa::from_table(std::move(table), accepting);
+        }
+        table[open] = 1;
+        for (std::size_t k = 0; k < n; ++k)
+        {
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t t = d.next(std::int32_t(k), static_cast<unsigned char>(b));
+                if (t != byte_dfa::dead && b == close)
+                {
+                    throw invalid_parameter("dfa_enclosed: the DFA reads the closing byte " + std::to_string(b));
+                }
+                table[(k + 1) * 256 + b] = t == byte_dfa::dead ? byte_dfa::dead : t + 1;
+            }
+            if (d.accepting(std::int32_t(k)))
+            {
+                table[(k + 1) * 256 + close] = std::int32_t(n + 1);
+            }
         }
         return byte_dfa::from_table(std::move(table), accepting);
     }
