@@ -11,6 +11,7 @@
 #pragma GCC diagnostic ignored "-Wnonnull"
 #endif
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -1324,6 +1325,8 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"type":"string","format":"date-time"})", "unsupported format 'date-time' at /");
     fails(R"({"$ref":"#/definitions/missing"})", "$ref '#/definitions/missing' at /: the schema has nothing at that pointer");
     fails(R"({"$ref":"other.json#/a"})", "$ref 'other.json#/a' at / is not inside this schema");
+    fails(R"({"$defs":{"a":[{"type":"string"}]},"$ref":"#/$defs/a/99999999999999999999999"})",
+          "the schema has nothing at that pointer");  // (an index past any number: no std::out_of_range)
     fails(R"({"properties":{"a":{"oneOf":[{"type":"object","required":["x"]},{"type":"object","required":["y"]}]}}})",
           "oneOf: branches 0 and 1 may both match a value (only provably disjoint branches are enforced) at /properties/a");
     fails(R"({"oneOf":[{"type":"number"},{"type":"integer"}]})", "oneOf: branches 0 and 1 may both match");
@@ -1684,6 +1687,29 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
     }
 }
 
+TEST_CASE("vocabulary_index: later_bytes marks the tokens with such a byte past their first, cached", "[constraint]")
+{
+    const std::vector<std::string> tokens = {"ab", "a\"", "\"", "\"a", "x\"}", "b\"c", "ba", "\"\"", ""};
+    const auto v = std::make_shared<const vocabulary>(tokens, std::vector<token_id>{8});
+    const vocabulary_index ix(v);
+    std::bitset<256> quote;
+    quote['"'] = true;
+    const auto later = ix.later_bytes(quote);
+    std::vector<token_id> marked;
+    for (token_id t = 0; t < token_id(tokens.size()); ++t)
+    {
+        if (((*later)[std::size_t(t) / 64] >> (t % 64) & 1) != 0)
+        {
+            marked.push_back(t);
+        }
+    }
+    CHECK(marked == std::vector<token_id>{1, 4, 5, 7});  // a", x"}, b"c, "" (not ", "a, nor eos)
+    CHECK(ix.later_bytes(quote) == later);
+    std::bitset<256> none;
+    const auto nothing = ix.later_bytes(none);
+    CHECK(std::all_of(nothing->begin(), nothing->end(), [](std::uint64_t w) { return w == 0; }));
+}
+
 TEST_CASE("vocabulary_index: walk_region keeps the tokens that stay in a region and lists where it is left", "[constraint]")
 {
     const std::vector<std::string> tokens = {"ab", "a\"", "\\n", "\\x", "\"", "A", "a\\", "b\"c", "ba", ""};
@@ -1873,6 +1899,45 @@ TEST_CASE("constraint: a pattern's loop one byte past a thin loop is in the regi
             REQUIRE(m.complete());
         });
         CHECK(allowed.size() > (budget == 0 ? 45000 : 40000));
+    }
+}
+
+TEST_CASE("constraint: a budget that only just fits reads the tokens that close a string through the chart, not the trie",
+          "[constraint][gpt2]")
+{
+    // in a counted string read some way, with no token to spare, the tokens that
+    // close it (a", ."}, ...) are read through the chart in byte order, each from the
+    // bytes it shares with the one before (at Llama 3's 128,256 tokens, ~500 of them:
+    // the whole trie walked through the chart instead took 24 ms a step)
+    const auto index = std::make_shared<const vocabulary_index>(gpt2_index()->shared_vocab());
+    const auto& v = index->vocab();
+    const auto compiled = std::make_shared<const compiled_grammar>(
+        index,
+        json_schema_grammar(std::string(R"({"type":"object","properties":{"a":{"type":"string","minLength":1,"maxLength":100},)"
+                                        R"("b":{"type":"string","minLength":1,"maxLength":100}},"required":["a","b"]})")),
+        "closing");
+    for (const std::size_t spare : {std::size_t(0), std::size_t(1)})
+    {
+        constraint c(compiled);
+        const std::string before = R"({"a":"xy)";
+        for (const char ch : before)
+        {
+            c.advance(v.find(std::string(1, ch)));
+        }
+        c.set_budget(before.size() + c.shortest_completion() + spare);
+        INFO("spare " << spare);
+        c.mask();  // (the costs walked once)
+        const auto walked = compiled->stats();
+        const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& next) {
+            matcher m(compiled->rules());
+            const std::string full = next.text() + next.completion();
+            REQUIRE(m.feed(full) == full.size());
+            REQUIRE(m.complete());
+        });
+        const auto after = compiled->stats();
+        CHECK(after.nodes_stepped - walked.nodes_stepped < 5000);  // the copies' masks: no walk of the trie
+        CHECK(allowed.size() > (spare == 0 ? 10 : 40000));
+        CHECK(allowed.size() < (spare == 0 ? 2000 : 50257));
     }
 }
 

@@ -2513,16 +2513,50 @@ namespace xsampler
             m_budgeted = token_set(std::move(words));
             return m_budgeted;
         }
-        /// Tokens a budgeted step reads through the chart one by one; more: one walk.
+        /// Tokens a budgeted step reads through the chart as they are: the
+        /// context's rather than walking their subtrees for costs the context
+        /// keeps; the popping ones without first looking for a later byte the
+        /// context may read.
         static constexpr std::size_t max_checks = 64;
+        /// Whether a budgeted step reads n tokens through the chart one by one
+        /// (max_checks, or up to 1/32 of the vocabulary) rather than walking
+        /// the whole trie through it.
+        bool few_checks(std::size_t n) const noexcept { return n <= max_checks || n * 32 <= vocab().size(); }
 
-        /// Whether the completion after token t fits in `target` tokens: read
-        /// through the real chart.
-        bool fits_after(token_id t, std::uint64_t target) const
+        /// The tokens of `tokens` after which the completion fits in `target`
+        /// tokens (fit(t) for each), read through the real chart in byte order,
+        /// each from the bytes it shares with the one before. Returns how many fit.
+        template <class Fit>
+        std::size_t fits_after(std::vector<token_id> tokens, std::uint64_t target, Fit&& fit) const
         {
+            const vocabulary& v = vocab();
+            const vocabulary_index& ix = m_g->index();
+            std::sort(tokens.begin(), tokens.end(), [&](token_id x, token_id y) { return ix.node_of(x) < ix.node_of(y); });
             const rewind undo{m_matcher, m_matcher.position()};
-            const std::string& b = vocab().bytes(t);
-            return m_matcher.feed(b) == b.size() && m_matcher.cheapest(m_g->token_costs()) <= target;
+            const std::string* before = nullptr;
+            std::size_t read = 0, fitting = 0;  // the matcher has read `read` bytes of *before
+            for (const token_id t : tokens)
+            {
+                const std::string& b = v.bytes(t);
+                std::size_t common = 0;
+                while (common < read && common < b.size() && (*before)[common] == b[common])
+                {
+                    ++common;
+                }
+                m_matcher.pop(read - common);
+                read = common;
+                while (read < b.size() && m_matcher.step(static_cast<unsigned char>(b[read])))
+                {
+                    ++read;
+                }
+                before = &b;
+                if (read == b.size() && m_matcher.cheapest(m_g->token_costs()) <= target)
+                {
+                    fit(t);
+                    ++fitting;
+                }
+            }
+            return fitting;
         }
 
         /// The mask restricted to the tokens after which a completion, eos
@@ -2639,17 +2673,8 @@ namespace xsampler
                 }
                 else
                 {
-                    for (const token_id t : m_extras->list())  // (few: at most max_checks)
-                    {
-                        if (fits_after(t, target))
-                        {
-                            extras.push_back(t);
-                        }
-                        else
-                        {
-                            cut = true;
-                        }
-                    }
+                    const std::vector<token_id> few = m_extras->list();  // (at most max_checks)
+                    cut = fits_after(few, target, [&](token_id t) { extras.push_back(t); }) < few.size() || cut;
                 }
             }
             if (!cut)
@@ -2666,6 +2691,7 @@ namespace xsampler
                 }
             }
             std::vector<token_id> recheck;
+            recheck.reserve(costs->check.size());
             for (const token_id t : costs->check)
             {
                 if ((words[std::size_t(t) / 64] >> (t % 64) & 1) == 0)
@@ -2679,25 +2705,21 @@ namespace xsampler
                 // context may read then: the others' class costs are theirs (a long
                 // string's text: what ends it is its quote, which no token inside holds)
                 const std::array<bool, 256> after = m_matcher.after_kernel();
+                std::bitset<256> bytes;
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    bytes[b] = after[b];
+                }
+                const auto later = m_g->index().later_bytes(bytes);
                 recheck.erase(std::remove_if(recheck.begin(), recheck.end(),
-                                             [&](token_id t) {
-                                                 const std::string& b = v.bytes(t);
-                                                 return std::none_of(b.begin() + std::min<std::ptrdiff_t>(1, std::ptrdiff_t(b.size())), b.end(),
-                                                                     [&](char c) { return after[static_cast<unsigned char>(c)]; });
-                                             }),
+                                             [&](token_id t) { return ((*later)[std::size_t(t) / 64] >> (t % 64) & 1) == 0; }),
                               recheck.end());
             }
-            if (recheck.size() > max_checks)
+            if (!few_checks(recheck.size()))
             {
                 return exact(target, done);  // many: one walk through the chart beats one read each
             }
-            for (const token_id t : recheck)
-            {
-                if (fits_after(t, target))
-                {
-                    set(t);
-                }
-            }
+            fits_after(std::move(recheck), target, set);
             for (const token_id t : extras)
             {
                 set(t);

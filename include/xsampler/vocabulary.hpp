@@ -329,6 +329,9 @@ namespace xsampler
         std::size_t depth(std::uint32_t i) const noexcept { return m_depth[i]; }
         std::uint32_t end(std::uint32_t i) const noexcept { return m_end[i]; }
         std::uint32_t parent(std::uint32_t i) const noexcept { return m_parent[i]; }
+        /// The node where token t's bytes end (nodes() for a special token):
+        /// in preorder, so by node the tokens are in their bytes' order.
+        std::uint32_t node_of(token_id t) const noexcept { return m_node_of[std::size_t(t)]; }
         template <class F>
         void for_each_token(std::uint32_t i, F&& f) const
         {
@@ -408,6 +411,41 @@ namespace xsampler
                 m_regions->runs.clear();  // (held ones stay alive through their holders)
             }
             return m_regions->runs.emplace(std::move(key), std::move(out)).first->second;
+        }
+        /// By token id, a bit for each token with a byte of `bytes` past its
+        /// first (what a budgeted step reads again: tokens that go on after a
+        /// rule's end only by such a byte), cached like runs_of.
+        std::shared_ptr<const std::vector<std::uint64_t>> later_bytes(const std::bitset<256>& bytes) const
+        {
+            std::string key = "later" + bytes.to_string();
+            {
+                const std::lock_guard<std::mutex> lock(m_regions->mutex);
+                const auto it = m_regions->later.find(key);
+                if (it != m_regions->later.end())
+                {
+                    return it->second;
+                }
+            }
+            const auto nodes = std::uint32_t(m_byte.size());
+            std::vector<std::uint8_t> by_node(nodes);  // such a byte on the way to each node, past the first
+            for (std::uint32_t i = 0; i < nodes; ++i)  // (a parent comes before its children)
+            {
+                by_node[i] = std::uint8_t(m_depth[i] > 1 && (by_node[m_parent[i]] || bytes[m_byte[i]]));
+            }
+            auto out = std::make_shared<std::vector<std::uint64_t>>((m_vocab->size() + 63) / 64, 0);
+            for (std::uint32_t i = 0; i < nodes; ++i)
+            {
+                if (by_node[i])
+                {
+                    mark_tokens(i, out->data());
+                }
+            }
+            const std::lock_guard<std::mutex> lock(m_regions->mutex);
+            if (m_regions->later.size() >= region_cache_limit)
+            {
+                m_regions->later.clear();
+            }
+            return m_regions->later.emplace(std::move(key), std::move(out)).first->second;
         }
         /// Sets the bits of the tokens in the subtrees [first, last) (a
         /// node's next siblings and their subtrees) whose bytes from `depth`
@@ -707,6 +745,7 @@ namespace xsampler
             std::mutex mutex;
             std::unordered_map<std::string, std::shared_ptr<const region_walk>> walks;
             std::unordered_map<std::string, std::shared_ptr<const class_runs>> runs;  // by the class's bits
+            std::unordered_map<std::string, std::shared_ptr<const std::vector<std::uint64_t>>> later;  // likewise
         };
 
         std::shared_ptr<const vocabulary> m_vocab;

@@ -14,6 +14,7 @@
 #ifndef XSAMPLER_DETAIL_SCHEMA_DOCUMENT_HPP
 #define XSAMPLER_DETAIL_SCHEMA_DOCUMENT_HPP
 
+#include <cctype>
 #include <cstddef>
 #include <map>
 #include <string>
@@ -316,7 +317,8 @@ namespace xsampler
                         at = &(*at)[key];
                     }
                     else if (at->is_array() && !key.empty() &&
-                             key.find_first_not_of("0123456789") == std::string::npos && std::stoull(key) < at->size())
+                             key.size() <= 18 && key.find_first_not_of("0123456789") == std::string::npos &&
+                             std::stoull(key) < at->size())
                     {
                         at = &(*at)[std::size_t(std::stoull(key))];
                     }
