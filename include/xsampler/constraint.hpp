@@ -2219,7 +2219,8 @@ namespace xsampler
             };
             std::uint32_t ways_set = no_set;  // the set `ways` are of
             // a chart set's ways by its content: its items, each origin below it by the
-            // generation of the set there (siblings such as "1", "2", "12" end in equal sets)
+            // generation of the set there, one begun here as set_classes::here (no group's)
+            // (siblings such as "1", "2", "12" end in equal sets)
             struct content_hash
             {
                 std::size_t operator()(const std::vector<std::uint32_t>& k) const noexcept
@@ -2269,7 +2270,8 @@ namespace xsampler
                         for (const earley_item* x = first; x != last; ++x)
                         {
                             const bool below = !matcher::is_context(x->origin) && x->origin != here;
-                            content.insert(content.end(), {x->state, x->count, x->origin == here ? no_set : x->origin,
+                            content.insert(content.end(), {x->state, x->count,
+                                                           x->origin == here ? set_classes::here : x->origin,
                                                            below ? gen[x->origin] : 0});
                         }
                         const auto found = ways_by_content.find(content);
@@ -2304,11 +2306,6 @@ namespace xsampler
                 const std::size_t span = std::size_t(w.most) + 1;
                 std::vector<std::int32_t> slot(v.state_of.size() * span * 2, -1);
                 std::vector<std::vector<std::pair<std::size_t, std::uint64_t>>> found;
-                std::size_t inside = 0;  // (a class of the tokens inside holds at most these)
-                for (const std::uint64_t word : w.inside)
-                {
-                    inside += std::size_t(__builtin_popcountll(word));
-                }
                 for (std::size_t k = 0; k < w.last.size(); ++k)
                 {
                     const auto t = token_id(k);
@@ -2333,7 +2330,6 @@ namespace xsampler
                             {
                                 it = class_of.emplace(key, out.classes.size()).first;
                                 out.classes.push_back({wy.group, wy.state, wy.delta, {}});
-                                out.classes.back().tokens.reserve(inside);
                             }
                             classes.emplace_back(it->second, wy.local);
                         }
@@ -2356,10 +2352,6 @@ namespace xsampler
             for (auto& c : out.classes)
             {
                 sort_by_cost(c.tokens);
-                if (c.tokens.capacity() > c.tokens.size() + c.tokens.size() / 4)
-                {
-                    c.tokens.shrink_to_fit();  // (kept in the cache)
-                }
             }
             return out;
         }
@@ -2673,7 +2665,7 @@ namespace xsampler
                 }
                 else
                 {
-                    const std::vector<token_id> few = m_extras->list();  // (at most max_checks)
+                    const std::vector<token_id> few = m_extras->list();  // (at most max_checks, unless the walk found none)
                     cut = fits_after(few, target, [&](token_id t) { extras.push_back(t); }) < few.size() || cut;
                 }
             }

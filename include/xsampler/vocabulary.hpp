@@ -417,7 +417,7 @@ namespace xsampler
         /// rule's end only by such a byte), cached like runs_of.
         std::shared_ptr<const std::vector<std::uint64_t>> later_bytes(const std::bitset<256>& bytes) const
         {
-            std::string key = "later" + bytes.to_string();
+            std::string key = bytes.to_string();
             {
                 const std::lock_guard<std::mutex> lock(m_regions->mutex);
                 const auto it = m_regions->later.find(key);
