@@ -257,6 +257,15 @@ namespace
         return rest.empty() ? c.vocab().eos()[0] : c.vocab().find(rest.substr(0, 1));
     }
 
+    /// The text after `after`, completed, is a whole text of the grammar.
+    void completes(const compiled_grammar& compiled, const constraint& after)
+    {
+        matcher m(compiled.rules());
+        const std::string full = after.text() + after.completion();
+        REQUIRE(m.feed(full) == full.size());
+        REQUIRE(m.complete());
+    }
+
     /// Random walks through fresh constraints on `compiled` (steps each, the
     /// completion's way once `late` steps are read; budget(run) set when it is
     /// not 0), brute-forced at every step: each allowed token's text, completed,
@@ -275,12 +284,8 @@ namespace
             for (int step = 0; step < steps && !c.ended(); ++step)
             {
                 INFO("run " << run << " after \"" << c.text() << "\"");
-                const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
-                    matcher m(compiled->rules());
-                    const std::string full = after.text() + after.completion();
-                    REQUIRE(m.feed(full) == full.size());
-                    REQUIRE(m.complete());
-                });
+                const auto allowed =
+                    allowed_by_brute_force(c, [&](token_id, const constraint& after) { completes(*compiled, after); });
                 REQUIRE(!allowed.empty());
                 c.advance(onward(c, allowed, pick, step > late));
             }
@@ -673,10 +678,7 @@ TEST_CASE("constraint: on recursive grammars too, the mask allows exactly the to
             for (int step = 0; step < 30 && !c.ended(); ++step)
             {
                 const auto allowed = allowed_by_brute_force(c, [&](token_id t, const constraint& after) {
-                    matcher m(compiled->rules());
-                    const std::string full = after.text() + after.completion();
-                    REQUIRE(m.feed(full) == full.size());
-                    REQUIRE(m.complete());
+                    completes(*compiled, after);
                     if (t == eos)
                     {
                         REQUIRE(after.completion().empty());
@@ -1892,12 +1894,8 @@ TEST_CASE("constraint: a pattern's loop one byte past a thin loop is in the regi
         c.mask();
         const auto after = compiled->stats();
         CHECK(after.nodes_stepped + after.nodes_plain - before.nodes_stepped - before.nodes_plain < 2000);
-        const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& next) {
-            matcher m(compiled->rules());
-            const std::string full = next.text() + next.completion();
-            REQUIRE(m.feed(full) == full.size());
-            REQUIRE(m.complete());
-        });
+        const auto allowed =
+            allowed_by_brute_force(c, [&](token_id, const constraint& next) { completes(*compiled, next); });
         CHECK(allowed.size() > (budget == 0 ? 45000 : 40000));
     }
 }
@@ -1930,12 +1928,8 @@ TEST_CASE("constraint: a budget that only just fits reads the tokens that close 
         const auto walked = compiled->stats();
         c.mask();  // the same step again: its checks, no walk of the trie
         CHECK(compiled->stats().nodes_stepped - walked.nodes_stepped < 5000);
-        const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& next) {
-            matcher m(compiled->rules());
-            const std::string full = next.text() + next.completion();
-            REQUIRE(m.feed(full) == full.size());
-            REQUIRE(m.complete());
-        });
+        const auto allowed =
+            allowed_by_brute_force(c, [&](token_id, const constraint& next) { completes(*compiled, next); });
         CHECK(allowed.size() > (spare == 0 ? 10 : 40000));
         CHECK(allowed.size() < (spare == 0 ? 2000 : 50257));
     }

@@ -2665,8 +2665,8 @@ namespace xsampler
                 }
                 else
                 {
-                    const std::vector<token_id> few = m_extras->list();  // (at most max_checks, unless the walk found none)
-                    cut = fits_after(few, target, [&](token_id t) { extras.push_back(t); }) < few.size() || cut;
+                    // (at most max_checks, unless the walk found none)
+                    cut = fits_after(m_extras->list(), target, [&](token_id t) { extras.push_back(t); }) < m_extras->size || cut;
                 }
             }
             if (!cut)
