@@ -19,6 +19,17 @@
 //                                (a few): compare with BM_sampler_chain/V
 //                                and BM_floor/V of the same run; the
 //                                difference is what applying the mask costs
+//   BM_sampler_dense_*/V         the same with temperature 1 alone (the mask
+//                                meets the whole row), beside
+//                                BM_sampler_dense_unconstrained/V
+//   BM_sampler_*_constraint_class/V  a mask of middling size: the regex
+//                                constraint [a-z ]+[.] at its start (the
+//                                tokens of lowercase letters and spaces,
+//                                about a third of the vocabulary), with
+//                                temperature 1 (dense_) or top_p 0.95 and T 0.8
+//                                with no top-k (topp_, vLLM's and
+//                                transformers' usual request), beside
+//                                BM_sampler_topp_unconstrained/V
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -156,14 +167,26 @@ namespace
         state.counters["warm_worst_us"] = *std::max_element(per_step.begin(), per_step.end());
     }
 
-    /// The default chain with the constraint first, its state after `prefix`
-    /// (dense: temperature 1 alone, no top_k, so the mask meets the whole row;
-    /// unconstrained: the same chain without it, for the difference).
-    void run_constrained(benchmark::State& state, const std::string& prefix, bool dense = false,
-                         bool unconstrained = false)
+    enum class chain_kind
+    {
+        defaults,     // top_k 40, top_p 0.95, min_p 0.05, T 0.8
+        temperature,  // temperature 1 alone: the mask meets the whole row
+        top_p         // top_p 0.95, T 0.8, no top_k
+    };
+    enum class mask_kind
+    {
+        none,    // the chain unconstrained, for the difference
+        schema,  // the demo schema's constraint
+        letters  // the regex [a-z ]+[.]
+    };
+
+    /// The chain with the constraint first, its state after `prefix`.
+    void run_constrained(benchmark::State& state, const std::string& prefix, chain_kind chain,
+                         mask_kind mask = mask_kind::schema)
     {
         const std::int64_t vocab = state.range(0);
-        auto c = schema_constraint(vocab);
+        auto c = mask == mask_kind::letters ? xsampler::regex_constraint(index_of(vocab), "[a-z ]+[.]")
+                                            : schema_constraint(vocab);
         const auto& v = c.vocab();
         std::vector<xsampler::token_id> history;
         for (const char ch : prefix)
@@ -171,22 +194,13 @@ namespace
             history.push_back(v.find(std::string(1, ch)));
         }
         xsampler::sampling_params p;
-        if (dense)
+        p.top_k = chain == chain_kind::defaults ? 40 : 0;
+        p.top_p = chain == chain_kind::temperature ? 1.0 : 0.95;
+        p.min_p = chain == chain_kind::defaults ? 0.05 : 0.0;
+        p.temperature = chain == chain_kind::temperature ? 1.0 : 0.8;
+        if (mask != mask_kind::none)
         {
-            p.temperature = 1.0;
-            p.top_k = 0;
-            p.top_p = 1.0;
-            p.min_p = 0.0;
-        }
-        else
-        {
-            p.top_k = 40;
-            p.top_p = 0.95;
-            p.min_p = 0.05;
-            p.temperature = 0.8;
-        }
-        if (!unconstrained)
-        {
+            state.counters["allowed"] = double(xsampler::constraint(c).mask().size());
             p.custom.emplace_back("constraint", std::move(c));
             p.order = xsampler::parse_stage_order("constraint;top_k;top_p;min_p;temperature");
         }
@@ -206,11 +220,16 @@ namespace
         }
         state.SetItemsProcessed(std::int64_t(state.iterations()) * vocab);
     }
-    void BM_sampler_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a"); }
-    void BM_sampler_constraint_structure(benchmark::State& state) { run_constrained(state, "{"); }
-    void BM_sampler_dense_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a", true); }
-    void BM_sampler_dense_constraint_structure(benchmark::State& state) { run_constrained(state, "{", true); }
-    void BM_sampler_dense_unconstrained(benchmark::State& state) { run_constrained(state, "", true, true); }
+    using ck = chain_kind;
+    using mk = mask_kind;
+    void BM_sampler_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a", ck::defaults); }
+    void BM_sampler_constraint_structure(benchmark::State& state) { run_constrained(state, "{", ck::defaults); }
+    void BM_sampler_dense_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a", ck::temperature); }
+    void BM_sampler_dense_constraint_structure(benchmark::State& state) { run_constrained(state, "{", ck::temperature); }
+    void BM_sampler_dense_unconstrained(benchmark::State& state) { run_constrained(state, "", ck::temperature, mk::none); }
+    void BM_sampler_dense_constraint_class(benchmark::State& state) { run_constrained(state, "", ck::temperature, mk::letters); }
+    void BM_sampler_topp_constraint_class(benchmark::State& state) { run_constrained(state, "", ck::top_p, mk::letters); }
+    void BM_sampler_topp_unconstrained(benchmark::State& state) { run_constrained(state, "", ck::top_p, mk::none); }
 }
 
 BENCHMARK(BM_schema_compile)->Unit(benchmark::kMicrosecond);
@@ -220,3 +239,6 @@ BENCHMARK(BM_sampler_constraint_structure)->Arg(50257)->Arg(128256);
 BENCHMARK(BM_sampler_dense_constraint_string)->Arg(50257)->Arg(128256);
 BENCHMARK(BM_sampler_dense_constraint_structure)->Arg(50257)->Arg(128256);
 BENCHMARK(BM_sampler_dense_unconstrained)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_dense_constraint_class)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_topp_constraint_class)->Arg(50257)->Arg(128256);
+BENCHMARK(BM_sampler_topp_unconstrained)->Arg(50257)->Arg(128256);

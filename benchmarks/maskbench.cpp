@@ -33,6 +33,8 @@
 //             first text of the freshly compiled grammar is the cold pass
 //             (empty caches); all texts are then walked again, each with a
 //             new constraint on the same compiled grammar: the warm pass.
+//             Before it, one constraint's creation on the compiled grammar
+//             is timed (the least of 5) and its allocations counted
 //             Consistency is checked as it goes: a token outside the mask
 //             must make advance() throw, eos in the mask exactly when
 //             complete()
@@ -78,6 +80,8 @@
 
 #include <time.h>
 
+#include <new>
+
 #include <nlohmann/json.hpp>
 #include <xtensor/xtensor.hpp>
 
@@ -85,6 +89,22 @@
 #include <xsampler/json_schema.hpp>
 #include <xsampler/tokenizer.hpp>
 #include <xsampler/xsampler.hpp>
+
+// Bytes requested from operator new (the matcher's creation is weighed by it;
+// one thread measures at a time, so a plain counter).
+static std::size_t g_allocated = 0;
+
+void* operator new(std::size_t n)
+{
+    g_allocated += n;
+    if (void* p = std::malloc(n == 0 ? 1 : n))
+    {
+        return p;
+    }
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace
 {
@@ -321,6 +341,8 @@ namespace
         step_timings gen_budget;  // budget-aware generation
         timings keep_in[2];       // applying the mask to the row (keep_in), per chain: temperature 1, top-k chain
         timings budget_setup;     // shortest_completion() + set_budget() on a fresh constraint
+        timings create;           // a constraint (its matcher) made on the compiled grammar, warm
+        timings create_bytes;     // the bytes that creation allocates
         timings gen_total;        // a whole generation's wall time per token (model and sampler included)
     };
 
@@ -806,6 +828,10 @@ namespace
                     else
                     {
                         into.push_back(&st.warm);
+                        if (i == 0)
+                        {
+                            time_creation(compiled, st, group + "/" + name);
+                        }
                     }
                     const walk_outcome w = walk(compiled, t, into, group + "/" + name + " text " + std::to_string(i));
                     if (!w.problem.empty())
@@ -838,6 +864,29 @@ namespace
                     }
                 }
             }
+        }
+
+        /// A request's start on a compiled grammar already in use: the
+        /// constraint's construction (its matcher at the empty text), timed
+        /// and weighed; the least of a few tries (the first also reads the
+        /// compiled grammar's memory into the cache).
+        static void time_creation(const std::shared_ptr<const xsampler::compiled_grammar>& compiled,
+                                  suite_timings& st, const std::string& where)
+        {
+            double least = 0;
+            std::size_t bytes = 0;
+            for (int k = 0; k < 5; ++k)
+            {
+                const std::size_t before = g_allocated;
+                span_timer timer;
+                timer.start();
+                xsampler::constraint c(compiled);
+                const double us = timer.stop();
+                bytes = g_allocated - before;
+                least = k == 0 ? us : std::min(least, us);
+            }
+            st.create.add(least, [&] { return where; });
+            st.create_bytes.add(double(bytes), [&] { return where; });
         }
 
         std::string describe_refusal(const test_text& t, const walk_outcome& w, std::size_t i) const
@@ -1274,6 +1323,8 @@ namespace
             percentile_row("generation: keep_in, temperature 1 chain", st.keep_in[0]);
             percentile_row("generation: keep_in, top_k 40 chain", st.keep_in[1]);
             percentile_row("budget-aware: set-up (shortest_completion + set_budget)", st.budget_setup);
+            percentile_row("a request's constraint created on the compiled grammar", st.create);
+            percentile_row("the bytes that creation allocates (not µs)", st.create_bytes);
             percentile_row("budget-aware: mask", st.gen_budget.mask);
             percentile_row("budget-aware: advance", st.gen_budget.advance);
             percentile_row("budget-aware: step (mask + advance)", st.gen_budget.step);
@@ -1297,6 +1348,8 @@ namespace
             worst_list("generation step", st.gen_plain.step);
             worst_list("budget-aware step", st.gen_budget.step);
             worst_list("budget-aware set-up", st.budget_setup);
+            worst_list("creation", st.create);
+            worst_list("creation's bytes (not µs)", st.create_bytes);
         }
 
         void findings(const char* kind, std::size_t max_shown) const
@@ -1410,6 +1463,8 @@ namespace
             j["keep_in"] = {{"temperature_1", timings_json(st.keep_in[0])}, {"top_k40_top_p0.95_t0.8", timings_json(st.keep_in[1])}};
             j["budget_aware"] = steps(st.gen_budget);
             j["budget_aware"]["setup"] = timings_json(st.budget_setup);
+            j["create"] = timings_json(st.create);
+            j["create_bytes"] = timings_json(st.create_bytes);
             j["generation_loop_per_token"] = timings_json(st.gen_total);
             return j;
         }

@@ -375,7 +375,7 @@ TEMPLATE_TEST_CASE("keep_in on a fused top-k decides what the masked row decides
     philox4x32 rng(5);
     // (0.97: most blocks hold a masked token, the dense set copies the whole row;
     // 0.999: a few do, each copied alone)
-    for (const double density : {0.002, 0.05, 0.5, 0.97, 0.999, 1.0})
+    for (const double density : {0.002, 0.05, 0.07, 0.5, 0.97, 0.999, 1.0})
     {
         for (std::uint64_t seed = 0; seed < 12; ++seed)
         {
@@ -452,7 +452,7 @@ TEMPLATE_TEST_CASE("keep_in on a dense set: a mask read in the sum and the draw 
     philox4x32 rng(11);
     for (const std::size_t vocab : {std::size_t(3000), std::size_t(3001), std::size_t(64), std::size_t(5)})
     {
-        for (const double density : {0.97, 0.999, 1.0})
+        for (const double density : {0.07, 0.3, 0.97, 0.999, 1.0})
         {
             xt::xtensor<TestType, 1> row = xt::empty<TestType>({vocab});
             for (auto& x : row)
@@ -501,9 +501,57 @@ TEMPLATE_TEST_CASE("keep_in on a dense set: a mask read in the sum and the draw 
             candidates<TestType> c;
             c.load(row);
             c.keep_in(allowed, "test");
-            const TestType best = c.logit(token_id(vocab / 2));  // (read before anything writes the mask)
-            REQUIRE(best == (allowed.contains(token_id(vocab / 2)) ? top : -std::numeric_limits<TestType>::infinity()));
+            REQUIRE(c.dense() == (ids.size() * 16 >= vocab));  // (a sixteenth kept or more: the mask read, not written)
+            if (c.dense())
+            {
+                const TestType best = c.logit(token_id(vocab / 2));  // (read before anything writes the mask)
+                REQUIRE(best ==
+                        (allowed.contains(token_id(vocab / 2)) ? top : -std::numeric_limits<TestType>::infinity()));
+            }
             REQUIRE(c.size() == ids.size());
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("top_p on a long list orders it a chunk at a time and decides what the dense set decides",
+                   "[constraint][candidates]", float, double)
+{
+    // A mask under a sixteenth of the row makes the set a list; top_p then
+    // orders only as much of it as its sum reads (chunks of 1,024, 4,096,
+    // ...). The same mask as edits keeps the set dense (its own algorithm):
+    // both are exact, so the same tokens and probabilities.
+    philox4x32 rng(23);
+    const std::size_t vocab = 120000;
+    xt::xtensor<TestType, 1> row = xt::empty<TestType>({vocab});
+    for (const double spread : {0.25, 1.0, 4.0})
+    {
+        for (auto& x : row)
+        {
+            x = TestType(std::round(normal(0.0, rng) * spread * 8.0) / 8);  // ties too
+        }
+        std::vector<token_id> ids;
+        for (token_id i = 0; i < token_id(vocab); ++i)
+        {
+            if (uniform01(rng) < 0.055)
+            {
+                ids.push_back(i);
+            }
+        }
+        const token_set allowed(ids, "test");
+        REQUIRE(allowed.size() * 16 < vocab);  // (the list path)
+        for (const double q : {0.3, 0.9, 0.999})
+        {
+            for (const std::size_t min_keep : {std::size_t(1), std::size_t(3000)})
+            {
+                INFO("spread " << spread << " q " << q << " min_keep " << min_keep);
+                chain listed{keep_set{&allowed}, top_p{q, min_keep}};
+                chain masked{mask_rest{&allowed}, no_op{}, top_p{q, min_keep}};
+                const auto a = listed.final_distribution(row);
+                const auto b = masked.final_distribution(row);
+                REQUIRE(a.ids.size() >= std::min(min_keep, ids.size()));
+                REQUIRE(a.ids == b.ids);
+                REQUIRE(a.probs == b.probs);
+            }
         }
     }
 }

@@ -63,8 +63,9 @@
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
 //   keep_in(set, who)       the tokens of a mask over the vocabulary (a
 //                           processor's allow list; a constraint's mask); a
-//                           dense set the mask leaves mostly whole stays
-//                           dense, the mask read by the passes after it
+//                           dense set stays dense under a mask that keeps a
+//                           sixteenth of it or more, the mask read by the
+//                           passes after it
 //   The entropy filters' (typical, top_n_sigma, dynamic temperature, top_k's
 //   keep-ties rule):
 //   log_weight_moments(), entropy()  Z and E[t] of the kept set; H in nats
@@ -708,17 +709,34 @@ namespace xsampler
             }
             const double z = total_weight();
             const double target = q * z;
-            if (!m_rank_sorted)
-            {
-                std::sort(m_items.begin(), m_items.end(), ranks_before<T>);
-                m_rank_sorted = true;
-            }
             const std::size_t n_all = m_items.size();
             const T m = max_logit();
             const T s2 = scale2();
+            // The rank order is needed only as far as the sum goes: a long
+            // list is ordered a chunk at a time (the best of the rest
+            // selected, then sorted), each chunk four times the one before.
+            std::size_t sorted = m_rank_sorted ? n_all : 0;
+            std::size_t chunk = std::max<std::size_t>(min_keep, 1024);  // (the first holds min_keep)
+            const auto sort_to = [&](std::size_t i) {
+                if (i < sorted)
+                {
+                    return;
+                }
+                const auto from = m_items.begin() + std::ptrdiff_t(sorted);
+                const std::size_t end = n_all - sorted <= chunk + chunk / 2 ? n_all : sorted + chunk;
+                if (end < n_all)
+                {
+                    std::nth_element(from, m_items.begin() + std::ptrdiff_t(end), m_items.end(), ranks_before<T>);
+                }
+                std::sort(from, m_items.begin() + std::ptrdiff_t(end), ranks_before<T>);
+                sorted = end;
+                chunk *= 4;
+                m_rank_sorted = sorted == n_all;
+            };
             double cum = 0.0;
             for (std::size_t i = 0; i < n_all; ++i)
             {
+                sort_to(i);
                 const double before = cum;
                 cum += double(weight(m_items[i].id, m_items[i].logit));
                 if (cum >= target)
@@ -864,9 +882,9 @@ namespace xsampler
         /// or when L ∩ allowed keeps k members that no edit lowered (every
         /// allowed token outside L ranks after those); `allowed` must then
         /// outlive the pending state (the step), unchanged: a later unfuse
-        /// applies it to the dense set. On a dense set the mask leaves
-        /// mostly whole, the set stays dense and a copy of the mask's words
-        /// is read where it is needed (mask_outside). Throws
+        /// applies it to the dense set. On a dense set a mask keeping a
+        /// sixteenth of it or more leaves it dense, a copy of the mask's
+        /// words read where it is needed (mask_outside). Throws
         /// invalid_logits("<who>: every token is masked") if none is left,
         /// and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
@@ -1166,22 +1184,24 @@ namespace xsampler
             m_pending_mask = nullptr;
         }
 
-        /// keep_in on a dense set that the mask leaves mostly whole (at most a
-        /// sixteenth of the row outside it, as inside a grammar's string):
-        /// the set stays dense and the mask is kept, not yet written
-        /// (m_outside): the draw's sum reads it in its SIMD pass (a lane
-        /// outside weighs 0), the draw's block and logit() read it too, and
-        /// any other pass or edit first writes it to the row's copy
-        /// (apply_outside). So a chain without a top-k no longer copies the
-        /// row to apply a grammar's mask. False (nothing changed) when the
-        /// mask takes more, for the sparse path. Throws as keep_in when no
-        /// token is left, the set unchanged.
+        /// keep_in on a dense set when the mask keeps a sixteenth of the row
+        /// or more (a grammar's string, a class of characters): the set
+        /// stays dense and the mask is kept, not yet written (m_outside):
+        /// the draw's sum reads it in its SIMD pass (a lane outside weighs
+        /// 0), the max (settle), the draw's block and logit() read it too,
+        /// and any other pass or edit first writes it to the row's copy
+        /// (apply_outside). So a chain without a top-k does not copy the row
+        /// to apply a grammar's mask, nor list the tokens it keeps (at
+        /// 128,256 tokens a list of a quarter of them cost 5x the draw, and
+        /// top-p sorted it). False (nothing changed) for a smaller mask, for
+        /// the sparse path. Throws as keep_in when no token is left, the set
+        /// unchanged.
         bool mask_outside(const token_set& allowed, const std::string& who)
         {
             const auto& words = allowed.words();
             const std::size_t n = m_row.size;
             const std::size_t n_words = (n + 63) / 64;
-            if (allowed.size() + n / 16 < n)
+            if (allowed.size() * 16 < n)
             {
                 return false;
             }
@@ -1256,7 +1276,11 @@ namespace xsampler
                     continue;
                 }
                 T* block = m_whole ? &m_patch[w * 64] : &patch(w * 64);  // the block's copy (block_size == 64: one word a block)
-                detail::for_each_bit(out, 0, [&](std::size_t j) { block[j] = -inf; });
+                const std::size_t len = std::min<std::size_t>(64, n - w * 64);
+                for (std::size_t j = 0; j < len; ++j)
+                {
+                    block[j] = (out >> j & 1) != 0 ? -inf : block[j];  // (no branch: most lanes may go)
+                }
             }
         }
 
@@ -1563,12 +1587,50 @@ namespace xsampler
                 return;
             }
             // Runs come in id order: a strictly greater max keeps ties at the lowest id.
-            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+            const auto better = [&](const T* x, std::size_t first, std::size_t n) {
                 const T best = detail::max_of(x, n);
                 if (best > m_max)
                 {
                     m_max = best;
                     m_argmax = token_id(first + std::size_t(std::find(x, x + n, best) - x));
+                }
+            };
+            if (!m_outside)
+            {
+                for_each_raw_run(better);
+                return;
+            }
+            // A pending mask is read, not written: a block's kept lanes only
+            // (runs start on block boundaries, one word of the mask a block).
+            for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
+                const auto whole = [&](std::size_t b) { return m_outside_words[(first + b) / 64] == ~std::uint64_t(0); };
+                for (std::size_t b = 0; b < n;)
+                {
+                    const std::size_t len = std::min(detail::block_size, n - b);
+                    const std::uint64_t bits = m_outside_words[(first + b) / 64];
+                    if (whole(b))
+                    {
+                        std::size_t end = b + len;  // (a run of whole blocks in one pass)
+                        while (end < n && whole(end))
+                        {
+                            end = std::min(end + detail::block_size, n);
+                        }
+                        better(x + b, first + b, end - b);
+                        b = end;
+                        continue;
+                    }
+                    // (a block none of whose lanes, kept or not, beats the max so far is skipped)
+                    if (bits != 0 && detail::max_of(x + b, len) > m_max)
+                    {
+                        detail::for_each_bit(bits, 0, [&](std::size_t j) {
+                            if (j < len && x[b + j] > m_max)
+                            {
+                                m_max = x[b + j];
+                                m_argmax = token_id(first + b + j);
+                            }
+                        });
+                    }
+                    b += len;
                 }
             });
         }
