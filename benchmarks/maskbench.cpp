@@ -49,7 +49,13 @@
 //             step, times advance() by the token just drawn and mask() (the
 //             step cost is their sum), and keep_in() of the mask on the row
 //             apart; the model, the other stages and the draw are outside
-//             the timed spans. Every eos-ended output goes to --out (JSONL)
+//             the timed spans. Then each step is replayed on its row: the
+//             whole chain's call with the step's mask first and without it,
+//             twice each, interleaved, least times: what applying the mask
+//             adds to the chain (it may be negative: a mask that keeps few
+//             tokens leaves the filters little to do), and with the mask and
+//             advance the constraint's whole cost per step. Every eos-ended
+//             output goes to --out (JSONL)
 //             for scripts/maskbench to validate with jsonschema; a GBNF
 //             output is checked here (a fresh matcher reads all its bytes and
 //             is complete). A budget-aware run that does not end with eos is
@@ -115,6 +121,13 @@ namespace
     double micros(clock_type::time_point a, clock_type::time_point b)
     {
         return std::chrono::duration<double, std::micro>(b - a).count();
+    }
+
+    /// Keeps a result the optimiser might otherwise drop.
+    void benchmark_sink(token_id id)
+    {
+        static volatile token_id sink;
+        sink = id;
     }
 
     double thread_cpu_us()
@@ -340,6 +353,8 @@ namespace
         step_timings gen_plain;   // generation without a budget: advance + mask per step
         step_timings gen_budget;  // budget-aware generation
         timings keep_in[2];       // applying the mask to the row (keep_in), per chain: temperature 1, top-k chain
+        timings applied[2];       // what the mask adds to the chain's call (with it − without, the step's row)
+        timings step_applied[2];  // mask + advance + what applying the mask adds: the constraint's whole cost
         timings budget_setup;     // shortest_completion() + set_budget() on a fresh constraint
         timings create;           // a constraint (its matcher) made on the compiled grammar, warm
         timings create_bytes;     // the bytes that creation allocates
@@ -469,8 +484,20 @@ namespace
     /// Where a generation's constraint time goes, step by step.
     struct generation_times
     {
-        std::vector<double> mask, advance, keep_in;
+        std::vector<double> mask, advance, keep_in, applied;
         std::vector<std::size_t> allowed;  // the mask's size
+        std::vector<xsampler::token_set> masks;
+    };
+
+    /// A step's mask, replayed on the chain (the set the pointer names).
+    struct replayed_mask
+    {
+        const xsampler::token_set* const* mask;
+        template <class T>
+        void apply(xsampler::candidates<T>& cand, const xsampler::token_history&) const
+        {
+            cand.keep_in(**mask, "mask");
+        }
     };
 
     /// The constraint as the chain's first stage, with its calls timed: at
@@ -509,6 +536,7 @@ namespace
             times->mask.push_back(masked);
             times->keep_in.push_back(kept);
             times->allowed.push_back(m.size());
+            times->masks.push_back(m);
         }
     };
 
@@ -997,6 +1025,40 @@ namespace
             ++m_generation_seed;
         }
 
+        /// Each step of g again on its row, the chain's call with the step's
+        /// mask (`with`, reading `mask`) and without it: the least of two
+        /// each, interleaved; their difference to times.applied.
+        template <class With, class Without>
+        void replay(With& with, Without& without, const xsampler::token_set*& mask, generation_times& times,
+                    const xsampler::generation& g, std::uint64_t seed)
+        {
+            rotating_model model(vocab().size(), seed);
+            const std::size_t steps = std::min(times.masks.size(), g.tokens.size());
+            std::vector<token_id> prefix;
+            for (std::size_t k = 0; k < steps; ++k)
+            {
+                mask = &times.masks[k];
+                const auto& row = model(prefix);
+                double a = 0, b = 0;
+                for (int r = 0; r < 2; ++r)
+                {
+                    xsampler::philox4x32 r1(seed, 100 + k), r2(seed, 100 + k);
+                    span_timer t;
+                    t.start();
+                    benchmark_sink(with.sample(row, xsampler::token_history{}, r1).id);
+                    const double x = t.stop();
+                    t.start();
+                    benchmark_sink(without.sample(row, xsampler::token_history{}, r2).id);
+                    const double y = t.stop();
+                    a = r == 0 ? x : std::min(a, x);
+                    b = r == 0 ? y : std::min(b, y);
+                }
+                times.applied.push_back(a - b);
+                prefix.push_back(g.tokens[k]);
+            }
+            times.masks.clear();
+        }
+
         template <class Chain>
         xsampler::generation run_chain(Chain& ch, std::uint64_t seed)
         {
@@ -1039,20 +1101,32 @@ namespace
                     st.budget_setup.add(timer.stop(), [&] { return where; });
                 }
                 const auto t0 = clock_type::now();
+                const xsampler::token_set* mask = nullptr;
                 if (chain_kind == 0)
                 {
                     xsampler::chain ch{timed_constraint{std::move(c), &times}, xsampler::temperature{1.0}};
                     g = run_chain(ch, seed);
+                    if (!g.tokens.empty())
+                    {
+                        st.gen_total.add(micros(t0, clock_type::now()) / double(g.tokens.size()));
+                    }
+                    xsampler::chain with{replayed_mask{&mask}, xsampler::temperature{1.0}};
+                    xsampler::chain without{xsampler::temperature{1.0}};
+                    replay(with, without, mask, times, g, seed);
                 }
                 else
                 {
                     xsampler::chain ch{timed_constraint{std::move(c), &times}, xsampler::top_k{40}, xsampler::top_p{0.95},
                                        xsampler::temperature{0.8}};
                     g = run_chain(ch, seed);
-                }
-                if (!g.tokens.empty())
-                {
-                    st.gen_total.add(micros(t0, clock_type::now()) / double(g.tokens.size()));
+                    if (!g.tokens.empty())
+                    {
+                        st.gen_total.add(micros(t0, clock_type::now()) / double(g.tokens.size()));
+                    }
+                    xsampler::chain with{replayed_mask{&mask}, xsampler::top_k{40}, xsampler::top_p{0.95},
+                                         xsampler::temperature{0.8}};
+                    xsampler::chain without{xsampler::top_k{40}, xsampler::top_p{0.95}, xsampler::temperature{0.8}};
+                    replay(with, without, mask, times, g, seed);
                 }
             }
             catch (const std::exception& e)
@@ -1084,6 +1158,11 @@ namespace
                 }
                 s.step.add(times.mask[k] + adv, here);
                 keep.add(times.keep_in[k]);
+                if (k < times.applied.size())
+                {
+                    st.applied[chain_kind].add(times.applied[k], here);
+                    st.step_applied[chain_kind].add(times.mask[k] + adv + times.applied[k], here);
+                }
             }
             const bool eos = g.reason == xsampler::stop_reason::eos;
             if (budgeted)
@@ -1322,6 +1401,10 @@ namespace
             percentile_row("generation: step (mask + advance)", st.gen_plain.step);
             percentile_row("generation: keep_in, temperature 1 chain", st.keep_in[0]);
             percentile_row("generation: keep_in, top_k 40 chain", st.keep_in[1]);
+            percentile_row("replayed: what the mask adds to the call, temperature 1 chain", st.applied[0]);
+            percentile_row("replayed: what the mask adds to the call, top_k 40 chain", st.applied[1]);
+            percentile_row("replayed: step + what the mask adds, temperature 1 chain", st.step_applied[0]);
+            percentile_row("replayed: step + what the mask adds, top_k 40 chain", st.step_applied[1]);
             percentile_row("budget-aware: set-up (shortest_completion + set_budget)", st.budget_setup);
             percentile_row("a request's constraint created on the compiled grammar", st.create);
             percentile_row("the bytes that creation allocates (not µs)", st.create_bytes);
@@ -1347,6 +1430,8 @@ namespace
             worst_list("warm step", st.warm.step);
             worst_list("generation step", st.gen_plain.step);
             worst_list("budget-aware step", st.gen_budget.step);
+            worst_list("step + what the mask adds, temperature 1 chain", st.step_applied[0]);
+            worst_list("step + what the mask adds, top_k 40 chain", st.step_applied[1]);
             worst_list("budget-aware set-up", st.budget_setup);
             worst_list("creation", st.create);
             worst_list("creation's bytes (not µs)", st.create_bytes);
@@ -1461,6 +1546,9 @@ namespace
             j["warm"] = steps(st.warm);
             j["generation"] = steps(st.gen_plain);
             j["keep_in"] = {{"temperature_1", timings_json(st.keep_in[0])}, {"top_k40_top_p0.95_t0.8", timings_json(st.keep_in[1])}};
+            j["applied"] = {{"temperature_1", timings_json(st.applied[0])}, {"top_k40_top_p0.95_t0.8", timings_json(st.applied[1])}};
+            j["step_applied"] = {{"temperature_1", timings_json(st.step_applied[0])},
+                                 {"top_k40_top_p0.95_t0.8", timings_json(st.step_applied[1])}};
             j["budget_aware"] = steps(st.gen_budget);
             j["budget_aware"]["setup"] = timings_json(st.budget_setup);
             j["create"] = timings_json(st.create);

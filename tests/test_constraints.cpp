@@ -521,9 +521,10 @@ TEMPLATE_TEST_CASE("top_p on a long list orders it a chunk at a time and decides
     // ...). The same mask as edits keeps the set dense (its own algorithm):
     // both are exact, so the same tokens and probabilities.
     philox4x32 rng(23);
-    const std::size_t vocab = 120000;
+    const std::size_t vocab = 150000;  // (~8,250 kept: three chunks, the last selected from the rest)
     xt::xtensor<TestType, 1> row = xt::empty<TestType>({vocab});
-    for (const double spread : {0.25, 1.0, 4.0})
+    std::uint64_t listed_tier2 = 0;
+    for (const double spread : {0.0, 0.25, 1.0, 4.0})
     {
         for (auto& x : row)
         {
@@ -539,19 +540,71 @@ TEMPLATE_TEST_CASE("top_p on a long list orders it a chunk at a time and decides
         }
         const token_set allowed(ids, "test");
         REQUIRE(allowed.size() * 16 < vocab);  // (the list path)
-        for (const double q : {0.3, 0.9, 0.999})
+        // (q N a whole number: on the tied row the crossing is exact, the float bounds cannot decide)
+        for (const double q : {0.3, 0.9, 0.999, 0.99999, double(ids.size() / 4) / double(ids.size())})
         {
             for (const std::size_t min_keep : {std::size_t(1), std::size_t(3000)})
             {
                 INFO("spread " << spread << " q " << q << " min_keep " << min_keep);
                 chain listed{keep_set{&allowed}, top_p{q, min_keep}};
                 chain masked{mask_rest{&allowed}, no_op{}, top_p{q, min_keep}};
+                const std::uint64_t before = detail::counters().tier2;
                 const auto a = listed.final_distribution(row);
+                listed_tier2 += detail::counters().tier2 - before;
                 const auto b = masked.final_distribution(row);
                 REQUIRE(a.ids.size() >= std::min(min_keep, ids.size()));
                 REQUIRE(a.ids == b.ids);
                 REQUIRE(a.probs == b.probs);
             }
+        }
+    }
+    CHECK(listed_tier2 > 0);  // the exact re-decision ran on a list ordered in part
+}
+
+TEMPLATE_TEST_CASE("keep_in on a dense set: the max under a pending mask is the masked row's, ties to the lowest id",
+                   "[constraint][candidates]", float, double)
+{
+    // Greedy right after the mask reads the max the mask leaves (settle with
+    // the mask pending): logits of a few values (ties across blocks and
+    // runs), the row's argmax masked, patched blocks before the mask (runs
+    // that begin past 0), rows shorter than a block.
+    philox4x32 rng(31);
+    for (const std::size_t vocab : {std::size_t(5), std::size_t(63), std::size_t(64), std::size_t(65), std::size_t(200),
+                                    std::size_t(3001)})
+    {
+        for (std::uint64_t seed = 0; seed < 40; ++seed)
+        {
+            xt::xtensor<TestType, 1> row = xt::empty<TestType>({vocab});
+            for (auto& x : row)
+            {
+                x = TestType(std::floor(uniform01(rng) * 5.0));
+            }
+            const std::size_t top = std::size_t(seed * 131 % vocab);
+            row(top) = TestType(9);
+            std::vector<token_id> ids;
+            for (token_id i = 0; i < token_id(vocab); ++i)
+            {
+                if (i != token_id(top) && uniform01(rng) < (seed % 2 == 0 ? 0.5 : 0.95))
+                {
+                    ids.push_back(i);
+                }
+            }
+            if (ids.empty())
+            {
+                ids.push_back(token_id((top + 1) % vocab));
+            }
+            const token_set allowed(ids, "test");
+            const logit_bias pre({{token_id(seed * 7 % vocab), -1.0}, {token_id(seed * 29 % vocab), 0.0}});
+            INFO("vocab " << vocab << " seed " << seed);
+            chain lazy{pre, keep_set{&allowed}, temperature{0.0}};
+            chain plain{pre, mask_rest{&allowed}, no_op{}, temperature{0.0}};
+            const auto a = lazy.final_distribution(row);
+            const auto b = plain.final_distribution(row);
+            REQUIRE(a.ids == b.ids);
+            REQUIRE(allowed.contains(a.ids[0]));
+            chain lazy2{keep_set{&allowed}, temperature{0.0}};  // (no patch: one run)
+            chain plain2{mask_rest{&allowed}, no_op{}, temperature{0.0}};
+            REQUIRE(lazy2.final_distribution(row).ids == plain2.final_distribution(row).ids);
         }
     }
 }
@@ -1372,7 +1425,8 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"type":)", "the schema is not JSON");
     fails(R"({"enum":[1],"minimum":3})", "unsupported keyword 'minimum' at /");
     fails(R"({"enum":["abcd"],"maxLength":3})", "the schema validates nothing at /");
-    fails(R"({"type":"string","format":"date-time"})", "unsupported format 'date-time' at /");
+    fails(R"({"type":"string","format":"hostname"})", "unsupported format 'hostname' at /");
+    fails(R"({"properties":{"a":{"format":"ipv6"}}})", "unsupported format 'ipv6' at /properties/a");
     fails(R"({"$ref":"#/definitions/missing"})", "$ref '#/definitions/missing' at /: the schema has nothing at that pointer");
     fails(R"({"$ref":"other.json#/a"})", "$ref 'other.json#/a' at / is not inside this schema");
     fails(R"({"$defs":{"a":[{"type":"string"}]},"$ref":"#/$defs/a/99999999999999999999999"})",
@@ -1411,6 +1465,61 @@ namespace
         return out;
     }
     using bools = std::vector<bool>;
+}
+
+TEST_CASE("json_schema: formats as regular expressions over the string's content", "[constraint]")
+{
+    const auto of = [](const std::string& format) { return R"({"type":"string","format":")" + format + R"("})"; };
+    // a real day of the Gregorian calendar: leap years by 4, 100 and 400; year 0 refused
+    CHECK(accepted(of("date"), {R"("2024-02-29")", R"("2023-02-29")", R"("2000-02-29")", R"("1900-02-29")",
+                                R"("0400-02-29")", R"("0000-01-01")", R"("0001-01-01")", R"("9999-12-31")",
+                                R"("2023-04-31")", R"("2023-05-31")", R"("2023-13-01")", R"("2023-00-10")",
+                                R"("2023-01-00")", R"("2023-1-01")", R"("2023-01-01 ")"}) ==
+          bools{true, false, true, false, true, false, true, true, false, true, false, false, false, false, false});
+    // RFC 3339: 't' and 'z' in either case, a fraction, an offset; no leap second
+    CHECK(accepted(of("date-time"), {R"("2024-01-01T00:00:00Z")", R"("2024-01-01t23:59:59.123z")",
+                                     R"("2024-01-01T12:30:00+05:30")", R"("2024-01-01T12:30:00-23:59")",
+                                     R"("2024-01-01T24:00:00Z")", R"("2024-01-01T23:59:60Z")",
+                                     R"("2024-01-01T12:30:00")", R"("2024-01-01 12:30:00Z")",
+                                     R"("2024-01-01T12:30:00+0530")", R"("2024-01-01T12:30:00.Z")",
+                                     R"("2023-02-29T00:00:00Z")"}) ==
+          bools{true, true, true, true, false, false, false, false, false, false, false});
+    CHECK(accepted(of("time"), {R"("08:30:00Z")", R"("08:30:00.5+01:00")", R"("08:30Z")", R"("8:30:00Z")"}) ==
+          bools{true, true, false, false});
+    CHECK(accepted(of("uuid"), {R"("123e4567-e89b-12d3-a456-426614174000")", R"("123E4567-E89B-12D3-A456-426614174000")",
+                                R"("123e4567e89b12d3a456426614174000")", R"("123e4567-e89b-12d3-a456-42661417400g")"}) ==
+          bools{true, true, false, false});
+    CHECK(accepted(of("ipv4"), {R"("192.168.0.1")", R"("255.255.255.255")", R"("0.0.0.0")", R"("256.1.1.1")",
+                                R"("01.1.1.1")", R"("1.1.1")", R"("1.1.1.1.1")"}) ==
+          bools{true, true, true, false, false, false, false});
+    // email and URIs: subsets of their RFCs (a dot-atom at a host name; no bracketed IP literal)
+    CHECK(accepted(of("email"), {R"("first.last@example.com")", R"("x+y@ex-ample.org")", R"("a@b")",
+                                 R"("a..b@c")", R"(".a@b")", R"("a@-b.c")", R"("a@b-.c")", R"("@c")", R"("a@")"}) ==
+          bools{true, true, true, false, false, false, false, false, false});
+    CHECK(accepted(of("uri"), {R"("https://u:p@example.com:8080/a/b?q=1&r=%20#frag")", R"("mailto:a@b.c")",
+                               R"("urn:isbn:0451450523")", R"("file:///etc/passwd")", R"("http://a:b/")",
+                               R"("http://a b")", R"("http://a%2")", R"("//example.com")", R"("1a:b")",
+                               R"("http://h/p#f#g")", R"("http://[::1]/")"}) ==
+          bools{true, true, true, true, false, false, false, false, false, false, false});
+    CHECK(accepted(of("uri-reference"), {R"("//example.com/a")", R"("/path?q")", R"("rel/path")", R"("#f")",
+                                         R"("")", R"("http://x")", R"("a b")", R"("re:l")"}) ==
+          bools{true, true, true, true, true, true, false, true});
+    // with a length bound and a pattern (intersected); as an enum's filter; a format on another type is ignored
+    CHECK(accepted(R"({"type":"string","format":"date","pattern":"^2024"})", {R"("2024-03-01")", R"("2023-03-01")"}) ==
+          bools{true, false});
+    CHECK(accepted(R"({"type":"string","format":"ipv4","maxLength":8})", {R"("1.2.3.4")", R"("10.20.30.40")"}) ==
+          bools{true, false});
+    CHECK(accepted(R"({"enum":["2024-02-30","2024-02-28",3],"format":"date"})",
+                   {R"("2024-02-30")", R"("2024-02-28")", "3"}) == bools{false, true, true});
+    CHECK(accepted(R"({"type":"integer","format":"date"})", {"7"}) == bools{true});
+    // unknown formats stay annotations
+    CHECK(accepted(R"({"type":"string","format":"int32"})", {R"("x")"}) == bools{true});
+    // brute force: every allowed token's text completes into the grammar's language (budgets in odd runs)
+    const std::string both = R"({"type":"object","properties":{"t":{"type":"string","format":"date-time"},
+        "u":{"type":"string","format":"uri"}},"required":["t","u"]})";
+    std::mt19937 pick(41);
+    brute_force_walks(std::make_shared<const compiled_grammar>(small_index(), json_schema_grammar(both), "formats"), 6, 40,
+                      30, pick, [](int run) { return run % 2 == 1 ? std::size_t(90) : std::size_t(0); });
 }
 
 TEST_CASE("json_schema: $ref to definitions, $defs, anchors and $id, recursion, siblings by draft", "[constraint]")

@@ -45,8 +45,13 @@
 //                 DFAs, lengths up to 1000 then)
 //   enum, const   the value is one of these that every other keyword beside
 //                 them accepts
-//   format        the formats JSON Schema does not define (int32, byte, ...)
-//                 are annotations, ignored as validators ignore them
+//   format        date, time, date-time, uuid, ipv4, email, uri and
+//                 uri-reference asserted, each a regex over the string's
+//                 content met with its pattern and lengths (email and the URIs
+//                 as subsets of their RFCs: docs/semantics.md); the other
+//                 formats JSON Schema defines are errors; those it does not
+//                 define (int32, byte, ...) annotations, ignored as
+//                 validators ignore them
 // Annotations (title, description, default, examples, $comment, readOnly,
 // deprecated, ...) and keywords no draft defines (x-*, misspellings) are
 // ignored; with options.strict an unknown keyword is an error. A keyword a
@@ -541,22 +546,27 @@ namespace xsampler
                 return m_g.choice(std::move(options));
             }
 
-            /// A format JSON Schema defines is an assertion (not enforced yet: an
-            /// error); any other is an annotation.
-            void check_format(const json* s) const
+            /// A format JSON Schema defines is an assertion: the regular
+            /// expression of format_regex over the string's content, or an
+            /// error where none is; any other format is an annotation
+            /// (nullptr).
+            const char* format_of(const json* s) const
             {
-                if (s->contains("format") && (*s)["format"].is_string())
+                if (!s->contains("format") || !(*s)["format"].is_string())
                 {
-                    static const std::set<std::string> defined = {
-                        "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
-                        "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
-                        "uri-template", "json-pointer", "relative-json-pointer", "regex"};
-                    const std::string f = (*s)["format"].get<std::string>();
-                    if (defined.count(f) != 0)
-                    {
-                        fail("unsupported format '" + f + "'", s);
-                    }
+                    return nullptr;
                 }
+                static const std::set<std::string> defined = {
+                    "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
+                    "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
+                    "uri-template", "json-pointer", "relative-json-pointer", "regex"};
+                const std::string f = (*s)["format"].get<std::string>();
+                const char* re = format_regex(f);
+                if (re == nullptr && defined.count(f) != 0)
+                {
+                    fail("unsupported format '" + f + "'", s);
+                }
+                return re;
             }
 
             std::optional<expr_id> string(const conj& own)
@@ -572,7 +582,6 @@ namespace xsampler
                     }
                     min = std::max(min, lo);
                     max = std::min(max, hi);
-                    check_format(s);
                     if (s->contains("pattern"))
                     {
                         if (!(*s)["pattern"].is_string())
@@ -580,6 +589,10 @@ namespace xsampler
                             fail("pattern must be a string", s);
                         }
                         patterns.push_back(s);
+                    }
+                    else if (format_of(s) != nullptr)
+                    {
+                        patterns.push_back(s);  // (its format below)
                     }
                 }
                 if (min > max)
@@ -598,13 +611,27 @@ namespace xsampler
                 };
                 for (const json* s : patterns)
                 {
-                    try
+                    if (s->contains("pattern"))
                     {
-                        meet(compile_regex((*s)["pattern"].get<std::string>(), content_options(true)));
+                        try
+                        {
+                            meet(compile_regex((*s)["pattern"].get<std::string>(), content_options(true)));
+                        }
+                        catch (const invalid_parameter& e)
+                        {
+                            fail(std::string("pattern: ") + e.what(), s);
+                        }
                     }
-                    catch (const invalid_parameter& e)
+                    if (const char* f = format_of(s))
                     {
-                        fail(std::string("pattern: ") + e.what(), s);
+                        try
+                        {
+                            meet(compile_regex(f, content_options(false)));
+                        }
+                        catch (const invalid_parameter& e)
+                        {
+                            fail("format '" + (*s)["format"].get<std::string>() + "' together with the string's other bounds: " + e.what(), s);
+                        }
                     }
                 }
                 if (min > 0 || max != grammar::unbounded)
@@ -629,6 +656,30 @@ namespace xsampler
                     return std::nullopt;
                 }
                 return m_b.pattern_string(std::move(*content));
+            }
+
+            /// The formats enforced, each a regular expression over the string's
+            /// content (docs/semantics.md): date, time and date-time as RFC 3339
+            /// writes them (a real day of the Gregorian calendar, year 0001 to 9999;
+            /// seconds 00-59, a leap second refused), uuid as 8-4-4-4-12 hex
+            /// digits, ipv4 as four decimal octets without leading zeros; email,
+            /// uri and uri-reference as subsets of their RFCs (an email's
+            /// dot-atom local part at a host name; a URI without a bracketed IP
+            /// literal host). nullptr for another format.
+            static const char* format_regex(const std::string& f)
+            {
+                static const std::map<std::string, const char*> regexes = {
+                    {"date", R"re((([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[469]|11)-(0[1-9]|[12][0-9]|30)|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-02-(0[1-9]|1[0-9]|2[0-8])|([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29))re"},
+                    {"time", R"re(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))re"},
+                    {"date-time", R"re((([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[469]|11)-(0[1-9]|[12][0-9]|30)|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-02-(0[1-9]|1[0-9]|2[0-8])|([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))re"},
+                    {"uuid", R"re([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})re"},
+                    {"ipv4", R"re((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})re"},
+                    {"email", R"re([A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)*)re"},
+                    {"uri", R"re([A-Za-z][A-Za-z0-9+.\-]*:(//(([A-Za-z0-9._~\-!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9._~\-!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?(\?(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?(#(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?)re"},
+                    {"uri-reference", R"re(([A-Za-z][A-Za-z0-9+.\-]*:(//(([A-Za-z0-9._~\-!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9._~\-!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|(//(([A-Za-z0-9._~\-!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9._~\-!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9._~\-!$&'()*+,;=@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?)(\?(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?(#(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?)re"},
+                };
+                const auto it = regexes.find(f);
+                return it == regexes.end() ? nullptr : it->second;
             }
 
             /// A string's unescaped content: valid UTF-8 without '"', '\\' and the control bytes.
@@ -1126,8 +1177,8 @@ namespace xsampler
                     }
                     if (k == "format")
                     {
-                        check_format(s);
-                        return true;
+                        const char* f = format_of(s);
+                        return f == nullptr || compile_regex(f, content_options(false)).matches(v.get<std::string>());
                     }
                 }
                 else if (v.is_array())
