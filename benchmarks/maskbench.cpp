@@ -1101,32 +1101,26 @@ namespace
                     st.budget_setup.add(timer.stop(), [&] { return where; });
                 }
                 const auto t0 = clock_type::now();
-                const xsampler::token_set* mask = nullptr;
-                if (chain_kind == 0)
-                {
-                    xsampler::chain ch{timed_constraint{std::move(c), &times}, xsampler::temperature{1.0}};
+                // the chain's stages after the constraint: generated, then replayed with and without the masks
+                const auto run = [&](auto... stages) {
+                    xsampler::chain ch{timed_constraint{std::move(c), &times}, stages...};
                     g = run_chain(ch, seed);
                     if (!g.tokens.empty())
                     {
                         st.gen_total.add(micros(t0, clock_type::now()) / double(g.tokens.size()));
                     }
-                    xsampler::chain with{replayed_mask{&mask}, xsampler::temperature{1.0}};
-                    xsampler::chain without{xsampler::temperature{1.0}};
+                    const xsampler::token_set* mask = nullptr;
+                    xsampler::chain with{replayed_mask{&mask}, stages...};
+                    xsampler::chain without{stages...};
                     replay(with, without, mask, times, g, seed);
+                };
+                if (chain_kind == 0)
+                {
+                    run(xsampler::temperature{1.0});
                 }
                 else
                 {
-                    xsampler::chain ch{timed_constraint{std::move(c), &times}, xsampler::top_k{40}, xsampler::top_p{0.95},
-                                       xsampler::temperature{0.8}};
-                    g = run_chain(ch, seed);
-                    if (!g.tokens.empty())
-                    {
-                        st.gen_total.add(micros(t0, clock_type::now()) / double(g.tokens.size()));
-                    }
-                    xsampler::chain with{replayed_mask{&mask}, xsampler::top_k{40}, xsampler::top_p{0.95},
-                                         xsampler::temperature{0.8}};
-                    xsampler::chain without{xsampler::top_k{40}, xsampler::top_p{0.95}, xsampler::temperature{0.8}};
-                    replay(with, without, mask, times, g, seed);
+                    run(xsampler::top_k{40}, xsampler::top_p{0.95}, xsampler::temperature{0.8});
                 }
             }
             catch (const std::exception& e)

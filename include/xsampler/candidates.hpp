@@ -1608,7 +1608,7 @@ namespace xsampler
                 {
                     const std::size_t len = std::min(detail::block_size, n - b);
                     const std::uint64_t bits = m_outside_words[(first + b) / 64];
-                    if (whole(b))
+                    if (bits == ~std::uint64_t(0))
                     {
                         std::size_t end = b + len;  // (a run of whole blocks in one pass)
                         while (end < n && whole(end))

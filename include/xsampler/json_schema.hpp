@@ -550,7 +550,7 @@ namespace xsampler
             /// expression of format_regex over the string's content, or an
             /// error where none is; any other format is an annotation
             /// (nullptr).
-            const char* format_of(const json* s) const
+            const std::string* format_of(const json* s) const
             {
                 if (!s->contains("format") || !(*s)["format"].is_string())
                 {
@@ -561,7 +561,7 @@ namespace xsampler
                     "idn-hostname", "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid",
                     "uri-template", "json-pointer", "relative-json-pointer", "regex"};
                 const std::string f = (*s)["format"].get<std::string>();
-                const char* re = format_regex(f);
+                const std::string* re = format_regex(f);
                 if (re == nullptr && defined.count(f) != 0)
                 {
                     fail("unsupported format '" + f + "'", s);
@@ -572,7 +572,7 @@ namespace xsampler
             std::optional<expr_id> string(const conj& own)
             {
                 std::size_t min = 0, max = grammar::unbounded;
-                std::vector<const json*> patterns;
+                std::vector<const json*> patterns;  // (the schemas with a pattern or a format)
                 for (const json* s : own)
                 {
                     const std::size_t lo = count(s, "minLength", 0), hi = count(s, "maxLength", grammar::unbounded);
@@ -622,11 +622,11 @@ namespace xsampler
                             fail(std::string("pattern: ") + e.what(), s);
                         }
                     }
-                    if (const char* f = format_of(s))
+                    if (const std::string* f = format_of(s))
                     {
                         try
                         {
-                            meet(compile_regex(f, content_options(false)));
+                            meet(format_dfa(f));
                         }
                         catch (const invalid_parameter& e)
                         {
@@ -636,9 +636,13 @@ namespace xsampler
                 }
                 if (min > 0 || max != grammar::unbounded)
                 {
+                    const json* first = patterns.front();
+                    const std::string what = first->contains("pattern")
+                                                 ? std::string("pattern")
+                                                 : "format '" + (*first)["format"].get<std::string>() + "'";
                     if (min > 1000 || (max != grammar::unbounded && max > 1000))
                     {
-                        fail("pattern together with a length bound above 1000 is not supported", patterns.front());
+                        fail(what + " together with a length bound above 1000 is not supported", first);
                     }
                     try
                     {
@@ -648,7 +652,7 @@ namespace xsampler
                     }
                     catch (const invalid_parameter& e)
                     {
-                        fail(std::string("pattern together with minLength/maxLength: ") + e.what(), patterns.front());
+                        fail(what + " together with minLength/maxLength: " + e.what(), first);
                     }
                 }
                 if (content->size() == 0)
@@ -666,20 +670,57 @@ namespace xsampler
             /// uri and uri-reference as subsets of their RFCs (an email's
             /// dot-atom local part at a host name; a URI without a bracketed IP
             /// literal host). nullptr for another format.
-            static const char* format_regex(const std::string& f)
+            static const std::string* format_regex(const std::string& f)
             {
-                static const std::map<std::string, const char*> regexes = {
-                    {"date", R"re((([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[469]|11)-(0[1-9]|[12][0-9]|30)|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-02-(0[1-9]|1[0-9]|2[0-8])|([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29))re"},
-                    {"time", R"re(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))re"},
-                    {"date-time", R"re((([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-(0[469]|11)-(0[1-9]|[12][0-9]|30)|([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})-02-(0[1-9]|1[0-9]|2[0-8])|([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)-02-29)[Tt]([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))re"},
-                    {"uuid", R"re([0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12})re"},
-                    {"ipv4", R"re((25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(\.(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})re"},
-                    {"email", R"re([A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~\-]+)*@[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)*)re"},
-                    {"uri", R"re([A-Za-z][A-Za-z0-9+.\-]*:(//(([A-Za-z0-9._~\-!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9._~\-!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?(\?(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?(#(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?)re"},
-                    {"uri-reference", R"re(([A-Za-z][A-Za-z0-9+.\-]*:(//(([A-Za-z0-9._~\-!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9._~\-!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|(//(([A-Za-z0-9._~\-!$&'()*+,;=:]|%[0-9A-Fa-f]{2})*@)?([A-Za-z0-9._~\-!$&'()*+,;=]|%[0-9A-Fa-f]{2})*(:[0-9]*)?(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*|/(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?|([A-Za-z0-9._~\-!$&'()*+,;=@]|%[0-9A-Fa-f]{2})+(/([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})*)*)?)(\?(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?(#(([A-Za-z0-9._~\-!$&'()*+,;=:@]|%[0-9A-Fa-f]{2})|[/?])*)?)re"},
-                };
+                static const std::map<std::string, std::string> regexes = [] {
+                    const std::string year = "([0-9]{3}[1-9]|[0-9]{2}[1-9][0-9]|[0-9][1-9][0-9]{2}|[1-9][0-9]{3})";
+                    const std::string leap = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26])00)";
+                    const std::string date = "(" + year + "-(0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|" + year +
+                                             "-(0[469]|11)-(0[1-9]|[12][0-9]|30)|" + year +
+                                             "-02-(0[1-9]|1[0-9]|2[0-8])|" + leap + "-02-29)";
+                    const std::string time =
+                        R"re(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]+)?([Zz]|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))re";
+                    // RFC 3986's parts (unreserved, sub-delims, pct-encoded)
+                    const std::string unreserved = R"re(A-Za-z0-9._~\-)re", sub_delims = "!$&'()*+,;=";
+                    const std::string pct = "%[0-9A-Fa-f]{2}";
+                    const std::string pchar = "([" + unreserved + sub_delims + ":@]|" + pct + ")";
+                    const std::string segment = pchar + "*", segment_nz = pchar + "+";
+                    const std::string authority = "(([" + unreserved + sub_delims + ":]|" + pct + ")*@)?([" + unreserved +
+                                                  sub_delims + "]|" + pct + ")*(:[0-9]*)?";
+                    const std::string path_abempty = "(/" + segment + ")*";
+                    const std::string rooted = "//" + authority + path_abempty + "|/(" + segment_nz + "(/" + segment + ")*)?|";
+                    const std::string hier_part = "(" + rooted + segment_nz + "(/" + segment + ")*)?";
+                    const std::string relative_part =
+                        "(" + rooted + "([" + unreserved + sub_delims + "@]|" + pct + ")+(/" + segment + ")*)?";
+                    const std::string query_fragment = "(\\?(" + pchar + "|[/?])*)?(#(" + pchar + "|[/?])*)?";
+                    const std::string scheme = R"re([A-Za-z][A-Za-z0-9+.\-]*)re";
+                    const std::string atext = R"re([A-Za-z0-9!#$%&'*+/=?^_`{|}~\-])re";
+                    const std::string label = R"re([A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)re";
+                    const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
+                    const std::string hex = "[0-9A-Fa-f]";
+                    return std::map<std::string, std::string>{
+                        {"date", date},
+                        {"time", time},
+                        {"date-time", date + "[Tt]" + time},
+                        {"uuid", hex + "{8}-" + hex + "{4}-" + hex + "{4}-" + hex + "{4}-" + hex + "{12}"},
+                        {"ipv4", octet + "(\\." + octet + "){3}"},
+                        {"email", atext + "+(\\." + atext + "+)*@" + label + "(\\." + label + ")*"},
+                        {"uri", scheme + ":" + hier_part + query_fragment},
+                        {"uri-reference", "(" + scheme + ":" + hier_part + "|" + relative_part + ")" + query_fragment}};
+                }();
                 const auto it = regexes.find(f);
-                return it == regexes.end() ? nullptr : it->second;
+                return it == regexes.end() ? nullptr : &it->second;
+            }
+
+            /// The DFA of a format's regex (format_regex), compiled once per schema.
+            const byte_dfa& format_dfa(const std::string* re)
+            {
+                auto it = m_formats.find(re);
+                if (it == m_formats.end())
+                {
+                    it = m_formats.emplace(re, compile_regex(*re, content_options(false))).first;
+                }
+                return it->second;
             }
 
             /// A string's unescaped content: valid UTF-8 without '"', '\\' and the control bytes.
@@ -1177,8 +1218,8 @@ namespace xsampler
                     }
                     if (k == "format")
                     {
-                        const char* f = format_of(s);
-                        return f == nullptr || compile_regex(f, content_options(false)).matches(v.get<std::string>());
+                        const std::string* f = format_of(s);
+                        return f == nullptr || format_dfa(f).matches(v.get<std::string>());
                     }
                 }
                 else if (v.is_array())
@@ -1265,6 +1306,7 @@ namespace xsampler
             std::map<std::vector<std::size_t>, std::pair<rule_id, int>> m_rules;  // 0 compiling, 1 done, 2 nothing
             std::map<const json*, std::vector<const json*>> m_lists;
             std::set<const json*> m_disjoint;  // oneOfs proven disjoint
+            std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
         };
     }
 
