@@ -163,6 +163,28 @@ namespace
                 }
             }
         }
+        if (v.is_number())
+        {
+            // in double, as python3-jsonschema decides (a test of json_numbers.hpp's 15 digits too)
+            const double x = v.get<double>();
+            const auto bound = [&](const char* k) { return s.contains(k) && s[k].is_number(); };
+            if ((bound("minimum") && x < s["minimum"].get<double>()) || (bound("maximum") && x > s["maximum"].get<double>()) ||
+                (bound("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) ||
+                (bound("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()))
+            {
+                return false;
+            }
+            if (bound("multipleOf"))
+            {
+                const double q = x / s["multipleOf"].get<double>();
+                if (v.is_number_integer() && s["multipleOf"].is_number_integer()
+                        ? v.get<std::int64_t>() % s["multipleOf"].get<std::int64_t>() != 0
+                        : q != std::floor(q))
+                {
+                    return false;
+                }
+            }
+        }
         if (v.is_string())
         {
             if (s.contains("pattern") && !std::regex_search(v.get<std::string>(), std::regex(s["pattern"].get<std::string>())))
@@ -1414,7 +1436,13 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     };
     fails(R"({"type":"object","not":{"type":"null"}})", "unsupported keyword 'not' at /");
     fails(R"({"type":"object","oneOf":[]})", "oneOf must be a non-empty list of schemas at /");
-    fails(R"({"properties":{"a":{"type":"number","minimum":3}}})", "unsupported keyword 'minimum' at /properties/a");
+    fails(R"({"properties":{"a":{"type":"number","multipleOf":0.01}}})",
+          "multipleOf 0.01 is not supported (only integers and fractions exact in binary");
+    fails(R"({"properties":{"a":{"minimum":"3"}}})", "minimum must be a number, got \"3\" at /properties/a");
+    fails(R"({"type":"integer","exclusiveMinimum":true,"minimum":1})", "exclusiveMinimum must be a number (a boolean is draft 4's");
+    fails(R"({"$schema":"http://json-schema.org/draft-04/schema#","exclusiveMaximum":3})", "exclusiveMaximum must be a boolean in draft 4");
+    fails(R"({"type":"integer","multipleOf":0})", "multipleOf must be above 0, got 0");
+    fails(R"({"type":"integer","minimum":1,"maximum":0})", "the schema validates nothing at /");
     fails(R"({"type":"array","items":[{"type":"string"}]})", "items as a list");
     fails(R"({"type":"array","minItems":3,"maxItems":2})", "minItems 3 > maxItems 2");
     fails(R"({"type":"string","maxLength":-1})", "maxLength must be a non-negative integer");
@@ -1423,7 +1451,7 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"type":"object","required":["a"],"additionalProperties":false})", "required 'a' is not in properties");
     fails(R"(false)", "the schema validates nothing at /");
     fails(R"({"type":)", "the schema is not JSON");
-    fails(R"({"enum":[1],"minimum":3})", "unsupported keyword 'minimum' at /");
+    fails(R"({"enum":[1],"minimum":3})", "the schema validates nothing at /");
     fails(R"({"enum":["abcd"],"maxLength":3})", "the schema validates nothing at /");
     fails(R"({"type":"string","format":"hostname"})", "unsupported format 'hostname' at /");
     fails(R"({"properties":{"a":{"format":"ipv6"}}})", "unsupported format 'ipv6' at /properties/a");
@@ -1524,6 +1552,148 @@ TEST_CASE("json_schema: formats as regular expressions over the string's content
                       30, pick, [](int run) { return run % 2 == 1 ? std::size_t(90) : std::size_t(0); });
 }
 
+TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validators comparing in double decide",
+          "[constraint]")
+{
+    using detail::decimal;
+    using detail::number_bounds;
+    // decimals: exact values from any JSON number text
+    CHECK(decimal::parse("1.2500e2")->text() == "125");
+    CHECK(decimal::parse("-0.0")->text() == "0");
+    CHECK(decimal::parse("12e-5")->text() == "0.00012");
+    CHECK(!decimal::parse("01"));
+    CHECK(!decimal::parse("1e999"));
+    CHECK(detail::compare(*decimal::parse("-1.5"), *decimal::parse("-1.25")) == -1);
+    CHECK(detail::compare(*decimal::parse("0.3"), *decimal::parse("0.25")) == 1);
+    CHECK(detail::multiple_of(*decimal::parse("7.5"), *decimal::parse("2.5")) == true);
+    CHECK(detail::multiple_of(*decimal::parse("7"), *decimal::parse("2.5")) == false);
+    // number_dfa against exact arithmetic on every text of up to 4 bytes and random longer ones; every
+    // text it accepts is also decided the same way in double (15 digits at most)
+    struct bounds_case
+    {
+        const char *lower, *upper;
+        bool lower_exclusive, upper_exclusive, integer;
+        std::uint64_t divisor;
+    };
+    const bounds_case cases[] = {{"0", nullptr, false, false, true, 1},      {"0.1", nullptr, true, false, false, 1},
+                                 {"-3", "2.5", false, true, false, 1},       {"1.25", "1.3", false, false, false, 1},
+                                 {nullptr, "-0.5", false, false, false, 1},  {"-10", "10", true, true, true, 7},
+                                 {"0.001", "0.01", false, true, false, 1},   {"-0", "0", false, false, false, 1},
+                                 {"99", nullptr, false, false, true, 11},    {nullptr, nullptr, false, false, true, 3}};
+    std::mt19937 rng(7);
+    std::vector<std::string> texts, level = {""};
+    for (int n = 1; n <= 4; ++n)
+    {
+        std::vector<std::string> longer;
+        for (const auto& t : level)
+        {
+            for (const char c : std::string("-.0123456789"))
+            {
+                longer.push_back(t + c);
+            }
+        }
+        texts.insert(texts.end(), longer.begin(), longer.end());
+        level = std::move(longer);
+    }
+    for (const char* t : {"0.001", "0.005", "0.0099", "0.01", "0.00999999999999", "-1.5", "110", "-0.0", "2.4999999"})
+    {
+        texts.push_back(t);
+    }
+    for (int r = 0; r < 4000; ++r)
+    {
+        std::string t = rng() % 3 == 0 ? "-" : "";
+        for (int k = int(rng() % 17); k >= 0; --k)
+        {
+            t += rng() % 7 == 0 ? '.' : char('0' + rng() % 10);
+        }
+        texts.push_back(t);
+    }
+    for (const auto& k : cases)
+    {
+        number_bounds b;
+        if (k.lower)
+        {
+            b.at_least(*decimal::parse(k.lower), k.lower_exclusive);
+        }
+        if (k.upper)
+        {
+            b.at_most(*decimal::parse(k.upper), k.upper_exclusive);
+        }
+        b.integer = k.integer;
+        b.divisor = k.divisor;
+        const byte_dfa d = detail::number_dfa(b);
+        std::size_t accepted_texts = 0;
+        for (const auto& t : texts)
+        {
+            INFO(t << " within " << b.key());
+            const auto x = decimal::parse(t);
+            const std::size_t digits = std::size_t(std::count_if(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; }));
+            const bool expected = x && t.find_first_of("eE") == std::string::npos && digits <= 15 &&
+                                  (!k.integer || t.find('.') == std::string::npos) && b.within(*x) &&
+                                  (k.divisor == 1 || *detail::multiple_of(*x, *decimal::parse(std::to_string(k.divisor))));
+            REQUIRE(d.matches(t) == expected);
+            if (expected)
+            {
+                ++accepted_texts;
+                const double v = std::strtod(t.c_str(), nullptr);
+                CHECK((!k.lower || (k.lower_exclusive ? v > std::strtod(k.lower, nullptr) : v >= std::strtod(k.lower, nullptr))));
+                CHECK((!k.upper || (k.upper_exclusive ? v < std::strtod(k.upper, nullptr) : v <= std::strtod(k.upper, nullptr))));
+            }
+        }
+        CHECK(accepted_texts > 0);
+    }
+    // near a bound in double: 0.1 is not above 0.1; 15 digits above it are, and more are not written
+    const std::string above = R"({"type":"number","exclusiveMinimum":0.1})";
+    CHECK(accepted(above, {"0.1", "0.10000000000001", "0.100000000000001", "1e5", "0.2"}) ==
+          bools{false, true, false, false, true});
+    // integers: inclusive and exclusive bounds, negative ones, -0; draft 4's booleans
+    CHECK(accepted(R"({"type":"integer","minimum":1,"maximum":12})", {"0", "1", "12", "13", "-1", "1.0", "-0"}) ==
+          bools{false, true, true, false, false, false, false});
+    CHECK(accepted(R"({"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":0})", {"-3", "-2", "-1", "-0", "0"}) ==
+          bools{false, true, true, false, false});
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"number","minimum":0,
+                     "exclusiveMinimum":true,"maximum":1,"exclusiveMaximum":false})",
+                   {"0", "-0", "0.5", "1", "1.5"}) == bools{false, false, true, true, false});
+    // a bound's fraction against an integer; an integer type with a fractional bound
+    CHECK(accepted(R"({"type":"integer","minimum":1.5})", {"1", "2"}) == bools{false, true});
+    CHECK(accepted(R"({"type":"number","minimum":-1.25,"maximum":1e2})", {"-1.25", "-1.3", "100", "100.01", "99.99"}) ==
+          bools{true, false, true, false, true});
+    // multipleOf: integers, an exact binary fraction, several at once; numbers then integers
+    CHECK(accepted(R"({"type":"integer","multipleOf":7})", {"0", "14", "-21", "15"}) == bools{true, true, true, false});
+    CHECK(accepted(R"({"type":"number","multipleOf":2.5,"exclusiveMinimum":0})", {"5", "10", "2.5", "-5", "0", "7"}) ==
+          bools{true, true, false, false, false, false});
+    CHECK(accepted(R"({"allOf":[{"multipleOf":2},{"multipleOf":3}],"type":"integer"})", {"6", "4", "9", "12"}) ==
+          bools{true, false, false, true});
+    // enum and const values checked exactly, beside bounds and multiples
+    CHECK(accepted(R"({"enum":[1,2.5,3,7.5,-1],"multipleOf":2.5,"minimum":0})", {"1", "2.5", "7.5", "3", "-1"}) ==
+          bools{false, true, true, false, false});
+    // without bounds a number is the plain grammar (an exponent allowed)
+    CHECK(accepted(R"({"type":"number"})", {"1e5", "1.5"}) == bools{true, true});
+    // every token the mask allows leads to a completion that validates in double, and no other does
+    const std::string text = R"({"type":"object","properties":{"a":{"type":"number","exclusiveMinimum":0.1,"maximum":12.5},
+        "b":{"type":"integer","multipleOf":3,"minimum":-7},"c":{"type":"array","items":{"type":"integer","exclusiveMaximum":-2}}},
+        "required":["a","b","c"],"additionalProperties":false})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    std::size_t checked = 0;
+    for (int run = 0; run < 6; ++run)
+    {
+        c.reset();
+        for (int step = 0; step < 24 && !c.ended(); ++step)
+        {
+            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                const std::string full = after.text() + after.completion();
+                INFO(full);
+                REQUIRE(valid(json::parse(full), schema, schema));
+                ++checked;
+            });
+            REQUIRE(!allowed.empty());
+            c.advance(onward(c, allowed, rng, step > 16));
+        }
+    }
+    CHECK(checked > 100);
+}
+
 TEST_CASE("json_schema: $ref to definitions, $defs, anchors and $id, recursion, siblings by draft", "[constraint]")
 {
     const std::string list = R"({"$defs":{"cell":{"type":"object","properties":{"v":{"type":"integer"},
@@ -1599,13 +1769,19 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
 {
     // with json_options::additional_properties, beside the properties (in their order) other keys
     // anywhere, never a listed one with another value; by default only the properties
-    json_options others;
+    json_options others, closed;
     others.additional_properties = true;
     const std::string open = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"}},"required":["b"]})";
     CHECK(accepted(open, {R"({"b":true})", R"({"x":[1],"a":1,"é":{},"b":false,"z":null})", R"({"a":"1","b":true})",
                           R"({"b":true,"a":1})", R"({"ab":1,"b":true})", R"({"x":1})", R"({"a\u0062":1,"b":true})"},
                    others) == bools{true, true, false, false, true, false, false});
-    CHECK(accepted(open, {R"({"b":true})", R"({"x":1,"b":true})"}) == bools{true, false});
+    CHECK(accepted(open, {R"({"b":true})", R"({"x":1,"b":true})"}, closed) == bools{true, false});
+    CHECK(accepted(R"({"additionalProperties":{"type":"null"}})", {R"({"x":null})", R"({"x":1})"}, closed) ==
+          bools{true, false});
+    // a name that is a prefix of another, the empty name: each keeps its own schema
+    CHECK(accepted(R"({"properties":{"a":{"type":"integer"},"ab":{"type":"null"},"":{"type":"boolean"}}})",
+                   {R"({"a":1,"ab":null,"":true})", R"({"ab":1})", R"({"abc":1,"a":2})", R"({"":1})", R"({"b":"x","":false})"},
+                   others) == bools{true, false, true, false, true});
     // additionalProperties as a schema; false
     CHECK(accepted(R"({"properties":{"a":{}},"additionalProperties":{"type":"null"}})",
                    {R"({"a":1,"b":null})", R"({"b":1})", "{}"}, others) == bools{true, false, true});

@@ -205,7 +205,10 @@ namespace xsampler
                 }
                 if (other_key != grammar::none)
                 {
-                    return object_with_others(members, text, g.sequence({other_key, ws(), g.bytes(":"), ws(), other_value, ws()}));
+                    // one rule, read from every gap: not a copy of the key's automaton in each
+                    const rule_id other = g.fresh_rule("other-member");
+                    g.define(other, g.sequence({other_key, ws(), g.bytes(":"), ws(), other_value, ws()}));
+                    return object_with_others(members, text, g.ref(other));
                 }
                 if (members.empty())
                 {

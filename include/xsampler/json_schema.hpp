@@ -25,17 +25,25 @@
 //                 type is unused)
 //   properties    the keys an object may have, in the schema's order (as
 //                 XGrammar, LLGuidance and llama.cpp generate them), each
-//                 optional unless required; only these are generated
-//                 (additionalProperties other than false is then unused:
-//                 the texts are valid, a subset of the valid texts; with
-//                 options.additional_properties other unescaped keys too,
-//                 anywhere among them); a property whose schema validates
-//                 nothing (false) is left out
+//                 optional unless required; a property whose schema
+//                 validates nothing (false) is left out
 //   required      keys that must appear (a required key not in properties
 //                 gets additionalProperties' value, or any value, after the
 //                 listed ones)
 //   additionalProperties  false: no key but the properties; a schema or
-//                 true: without properties, any keys with such values
+//                 true: without properties, any keys with such values; with
+//                 properties only those are generated (a subset of the valid
+//                 texts, as XGrammar's strict mode), unless
+//                 options.additional_properties: then other keys too
+//                 (unescaped, none of the listed names) anywhere among them
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4: booleans
+//                 beside minimum and maximum), multipleOf  exactly, as digit
+//                 automata (detail/json_numbers.hpp): a bounded number is
+//                 written without an exponent, in at most 15 digits, so that
+//                 validators comparing in double decide as exact arithmetic
+//                 does; multipleOf makes the values integers (a multipleOf
+//                 that is not an integer nor a fraction exact in binary, such
+//                 as 0.01, is an error: validators divide in floating point)
 //   items         one schema for every item (not the list form); items that
 //                 validate nothing leave the empty array
 //   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
@@ -67,6 +75,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <map>
 #include <memory>
 #include <optional>
@@ -78,6 +87,7 @@
 #include <nlohmann/json.hpp>
 
 #include "constraint.hpp"
+#include "detail/json_numbers.hpp"
 #include "detail/schema_document.hpp"
 #include "json_grammar.hpp"
 
@@ -473,17 +483,10 @@ namespace xsampler
                 }
                 if (types & (t_integer | t_fraction))
                 {
-                    for (const json* s : own)
+                    if (const auto e = number(own, (types & t_fraction) == 0))
                     {
-                        for (const char* k : {"multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum"})
-                        {
-                            if (s->contains(k))
-                            {
-                                unsupported(k, s);
-                            }
-                        }
+                        options.push_back(*e);
                     }
-                    options.push_back(types & t_fraction ? m_b.number() : m_b.integer());
                 }
                 if (types & t_boolean)
                 {
@@ -499,6 +502,131 @@ namespace xsampler
                     return std::nullopt;
                 }
                 return m_g.choice(std::move(options));
+            }
+
+            /// Integers (or any numbers) under own's numeric keywords: the
+            /// builder's integer or number where there are none, else a lexeme
+            /// of number_dfa (no exponent; detail/json_numbers.hpp), one per
+            /// distinct set of bounds.
+            std::optional<expr_id> number(const conj& own, bool integer)
+            {
+                number_bounds b;
+                b.integer = integer;
+                const json* at = nullptr;
+                for (const json* s : own)
+                {
+                    if (numeric_bounds(s, b))
+                    {
+                        at = s;
+                    }
+                }
+                if (at == nullptr)
+                {
+                    return integer ? m_b.integer() : m_b.number();
+                }
+                auto it = m_numbers.find(b.key());
+                if (it == m_numbers.end())
+                {
+                    byte_dfa d;
+                    try
+                    {
+                        d = number_dfa(b);
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail("multipleOf " + std::to_string(b.divisor) + " within these bounds: " + e.what(), at);
+                    }
+                    it = m_numbers.emplace(b.key(), d.size() == 0 ? grammar::none : m_g.lexeme(std::move(d))).first;
+                }
+                if (it->second == grammar::none)
+                {
+                    return std::nullopt;
+                }
+                return it->second;
+            }
+
+            /// Adds s's minimum, maximum, exclusiveMinimum, exclusiveMaximum
+            /// (draft 4: booleans beside minimum and maximum) and multipleOf
+            /// to b; whether it has any. A multipleOf makes b integers: an
+            /// integer divisor, or a fraction exact in binary (2.5: multiples
+            /// of 5); another fraction (0.01) is an error, since validators
+            /// divide in binary floating point and decide it otherwise.
+            bool numeric_bounds(const json* s, number_bounds& b) const
+            {
+                const auto value = [&](const char* k) {
+                    const auto& v = (*s)[k];
+                    const std::optional<decimal> d = v.is_number() ? decimal::parse(v.dump()) : std::nullopt;
+                    if (!d)
+                    {
+                        fail(std::string(k) + " must be a number, got " + v.dump(), s);
+                    }
+                    return *d;
+                };
+                const bool draft4 = m_doc.draft() <= schema_document::draft4;
+                bool any = false;
+                for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+                {
+                    if (!s->contains(k))
+                    {
+                        continue;
+                    }
+                    const std::string key = k;
+                    const bool lower = key == "minimum" || key == "exclusiveMinimum";
+                    const bool flag = key[0] == 'e';  // exclusive*
+                    if (flag && draft4 != (*s)[k].is_boolean())
+                    {
+                        fail(std::string(k) + (draft4 ? " must be a boolean in draft 4" :
+                                                        " must be a number (a boolean is draft 4's form: its \"$schema\" says which)"),
+                             s);
+                    }
+                    if (flag && draft4)
+                    {
+                        continue;  // read with its minimum or maximum
+                    }
+                    const char* modifier = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+                    const bool exclusive = flag || (draft4 && s->contains(modifier) && (*s)[modifier] == true);
+                    if (lower)
+                    {
+                        b.at_least(value(k), exclusive);
+                    }
+                    else
+                    {
+                        b.at_most(value(k), exclusive);
+                    }
+                    any = true;
+                }
+                if (s->contains("multipleOf"))
+                {
+                    const decimal m = value("multipleOf");
+                    const std::string text = (*s)["multipleOf"].dump();
+                    if (m.negative || m.is_zero())
+                    {
+                        fail("multipleOf must be above 0, got " + text, s);
+                    }
+                    // m = n / 10^q; exact in binary when 5^q divides n; then the integers x with n / gcd(n, 10^q) | x
+                    const std::string digits = (m.whole == "0" ? "" : m.whole) + m.fraction;
+                    std::uint64_t n = digits.size() <= 18 ? std::stoull(digits) : 0, ten = 1, five = 1;
+                    for (std::size_t i = 0; i < m.fraction.size() && n != 0; ++i)
+                    {
+                        ten *= 10;
+                        five *= 5;
+                    }
+                    if (n == 0 || n % five != 0)
+                    {
+                        fail("multipleOf " + text + " is not supported (only integers and fractions exact in binary, "
+                             "such as 0.5 or 2.5: validators divide in floating point)", s);
+                    }
+                    const std::uint64_t divisor = n / std::gcd(n, ten);
+                    const std::uint64_t lcm = b.divisor / std::gcd(b.divisor, divisor);
+                    if (lcm > (std::uint64_t(1) << 40) / divisor)
+                    {
+                        fail("multipleOf " + text + " together with the others beside it is too large", s);
+                    }
+                    b.divisor = lcm * divisor;
+                    b.integer = true;
+                    any = true;
+                }
+                return any;
             }
 
             /// enum and const: the values every schema of the disjunct accepts.
@@ -913,9 +1041,77 @@ namespace xsampler
                 {
                     return m_b.free_object(m_b.string(0, grammar::unbounded), *other);
                 }
-                // a key none of the names (unescaped: a name's other spellings are refused)
-                byte_dfa key = dfa_difference(compile_regex("[^]*", content_options(false)), dfa_of_texts(names));
-                return m_b.object(members, m_b.pattern_string(std::move(key)), *other);
+                return m_b.object(members, other_key(names), *other);
+            }
+
+            /// A key, quotes included, that is none of the names (its content
+            /// unescaped: another spelling of a name is refused too); one
+            /// lexeme per set of names, built from their trie beside the
+            /// content's automaton.
+            expr_id other_key(std::vector<std::string> names)
+            {
+                std::sort(names.begin(), names.end());
+                auto found = m_other_keys.find(names);
+                if (found != m_other_keys.end())
+                {
+                    return found->second;
+                }
+                if (m_content.size() == 0)
+                {
+                    m_content = compile_regex("[^]*", content_options(false));
+                }
+                std::map<std::pair<std::int64_t, unsigned char>, std::int64_t> child;
+                std::vector<bool> is_name(1, false);
+                for (const auto& n : names)
+                {
+                    std::int64_t at = 0;
+                    for (const char c : n)
+                    {
+                        auto it = child.emplace(std::make_pair(at, static_cast<unsigned char>(c)), std::int64_t(is_name.size())).first;
+                        if (it->second == std::int64_t(is_name.size()))
+                        {
+                            is_name.push_back(false);
+                        }
+                        at = it->second;
+                    }
+                    is_name[std::size_t(at)] = true;
+                }
+                // a state: (trie node, or -1 once off the trie) * 2^32 + the content's state; start and end apart
+                constexpr std::int64_t start = -1, end = -2;
+                const auto step = [&](std::int64_t k, char ch) -> std::optional<std::int64_t> {
+                    const auto b = static_cast<unsigned char>(ch);
+                    if (k == start)
+                    {
+                        return b == '"' ? std::optional<std::int64_t>(std::int64_t(1) << 32 | m_content.start()) : std::nullopt;
+                    }
+                    if (k == end)
+                    {
+                        return std::nullopt;
+                    }
+                    const std::int64_t node = (k >> 32) - 1;  // -1: off the trie
+                    const auto state = std::int32_t(k & 0xffffffff);
+                    if (b == '"')
+                    {
+                        return m_content.accepting(state) && (node < 0 || !is_name[std::size_t(node)])
+                                   ? std::optional<std::int64_t>(end)
+                                   : std::nullopt;
+                    }
+                    const std::int32_t next = m_content.next(state, b);
+                    if (next == byte_dfa::dead)
+                    {
+                        return std::nullopt;
+                    }
+                    const auto it = node < 0 ? child.end() : child.find({node, b});
+                    return (it == child.end() ? 0 : (it->second + 1) << 32) | next;
+                };
+                std::string bytes;
+                for (int b = 0; b < 256; ++b)
+                {
+                    bytes.push_back(static_cast<char>(b));
+                }
+                byte_dfa key = automaton_of(start, bytes, step, [&](std::int64_t k) { return k == end; },
+                                            std::size_t(1) << 20);
+                return m_other_keys.emplace(std::move(names), m_g.lexeme(std::move(key))).first->second;
             }
 
             // ---- oneOf: branches that no value satisfies twice ----
@@ -1285,13 +1481,32 @@ namespace xsampler
                         return true;
                     }
                 }
-                else
+                else if (v.is_number())
                 {
-                    const unsigned numeric = t_integer | t_fraction;
-                    if ((keyword_class(k) & numeric) == 0)
+                    if (keyword_class(k) != t_integer)
                     {
                         return true;
                     }
+                    number_bounds b;
+                    numeric_bounds(s, b);
+                    const auto d = decimal::parse(v.dump());
+                    if (!d)
+                    {
+                        fail("enum/const value " + v.dump() + " is out of range", s);
+                    }
+                    if (k != "multipleOf")
+                    {
+                        return b.within(*d);
+                    }
+                    if (const auto m = multiple_of(*d, decimal::parse(x.dump()).value()))
+                    {
+                        return *m;
+                    }
+                    fail("enum/const value " + v.dump() + " against multipleOf " + x.dump() + ": too many digits", s);
+                }
+                else
+                {
+                    return true;
                 }
                 unsupported(k, s);
             }
@@ -1307,6 +1522,9 @@ namespace xsampler
             std::map<const json*, std::vector<const json*>> m_lists;
             std::set<const json*> m_disjoint;  // oneOfs proven disjoint
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
+            std::map<std::vector<std::string>, expr_id> m_other_keys;  // other_key()'s
+            byte_dfa m_content;  // a string's content, unescaped ([^]*)
+            std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
         };
     }
 

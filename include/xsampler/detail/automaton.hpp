@@ -908,35 +908,20 @@ namespace xsampler
                 }
                 case op::lexeme:
                 {
-                    const byte_dfa& d = m_g.lexeme_dfa(x.index);
+                    const std::vector<lexeme_arc>& arcs = arcs_of(x.index);
+                    const std::size_t states = m_g.lexeme_dfa(x.index).size();
                     const std::uint32_t base = std::uint32_t(n.out.size());
-                    for (std::size_t s = 0; s < d.size(); ++s)
+                    for (std::size_t s = 0; s < states; ++s)
                     {
                         add_state(n, source);
                     }
                     const std::uint32_t end = add_state(n, source);
-                    n.out[in].push_back({base + std::uint32_t(d.start()), -1, -1});
-                    for (std::size_t s = 0; s < d.size(); ++s)
+                    n.out[in].push_back({base + std::uint32_t(m_g.lexeme_dfa(x.index).start()), -1, -1});
+                    for (const lexeme_arc& a : arcs)
                     {
-                        std::map<std::int32_t, xsampler::byte_set> by_target;
-                        for (unsigned b = 0; b < 256; ++b)
-                        {
-                            const std::int32_t t = d.next(std::int32_t(s), static_cast<unsigned char>(b));
-                            if (t != byte_dfa::dead)
-                            {
-                                by_target[t].insert(static_cast<unsigned char>(b));
-                            }
-                        }
-                        for (const auto& [t, set] : by_target)
-                        {
-                            n.out[base + s].push_back({base + std::uint32_t(t), set_index(set), -1});
-                        }
-                        if (d.accepting(std::int32_t(s)))
-                        {
-                            n.out[base + s].push_back({end, -1, -1});
-                        }
+                        n.out[base + a.from].push_back({a.set < 0 ? end : base + a.to, a.set, -1});
                     }
-                    work(d.size() * 256);
+                    work(states + arcs.size());
                     return end;
                 }
                 case op::rule:
@@ -1020,6 +1005,47 @@ namespace xsampler
                 }
                 return in;
             }
+            /// A lexeme's DFA as arcs by byte set (set < 0: an accepting state's
+            /// arc to the fragment's end), worked out once per lexeme however
+            /// often rules read it.
+            struct lexeme_arc
+            {
+                std::uint32_t from, to;
+                std::int32_t set;
+            };
+            const std::vector<lexeme_arc>& arcs_of(std::uint32_t lexeme)
+            {
+                auto it = m_lexeme_arcs.find(lexeme);
+                if (it != m_lexeme_arcs.end())
+                {
+                    return it->second;
+                }
+                const byte_dfa& d = m_g.lexeme_dfa(lexeme);
+                std::vector<lexeme_arc> arcs;
+                for (std::size_t s = 0; s < d.size(); ++s)
+                {
+                    std::map<std::int32_t, xsampler::byte_set> by_target;
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        const std::int32_t t = d.next(std::int32_t(s), static_cast<unsigned char>(b));
+                        if (t != byte_dfa::dead)
+                        {
+                            by_target[t].insert(static_cast<unsigned char>(b));
+                        }
+                    }
+                    for (const auto& [t, set] : by_target)
+                    {
+                        arcs.push_back({std::uint32_t(s), std::uint32_t(t), set_index(set)});
+                    }
+                    if (d.accepting(std::int32_t(s)))
+                    {
+                        arcs.push_back({std::uint32_t(s), 0, -1});
+                    }
+                }
+                work(d.size() * 256);
+                return m_lexeme_arcs.emplace(lexeme, std::move(arcs)).first->second;
+            }
+
             std::uint32_t star(nfa& n, expr_id item, std::uint32_t in, rule_id source, std::vector<rule_id>& inlining)
             {
                 const std::uint32_t loop = add_state(n, source);
@@ -1715,6 +1741,7 @@ namespace xsampler
             std::vector<xsampler::byte_set> m_sets;
             std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> m_set_by_hash;
             std::vector<std::vector<std::uint16_t>> m_set_classes;
+            std::unordered_map<std::uint32_t, std::vector<lexeme_arc>> m_lexeme_arcs;  // arcs_of's
         };
 
         inline std::shared_ptr<const automaton> build_automaton(const grammar& g, const grammar_limits& limits = {})
