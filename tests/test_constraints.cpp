@@ -92,6 +92,10 @@ namespace
                 return false;
             }
         }
+        if (s.contains("not") && valid(v, s["not"], root))
+        {
+            return false;
+        }
         if (s.contains("const") && v != s["const"])
         {
             return false;
@@ -1434,7 +1438,9 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
         INFO(schema);
         CHECK_THROWS_WITH(make(schema), Contains(message));
     };
-    fails(R"({"type":"object","not":{"type":"null"}})", "unsupported keyword 'not' at /");
+    fails(R"({"type":"array","not":{"uniqueItems":true}})", "unsupported keyword 'uniqueItems' under not at /");
+    fails(R"({"not":{"enum":[{"a":1}]}})", "unsupported keyword 'enum' under not (an object or array value)");
+    fails(R"({"not":{}})", "the schema validates nothing at /");
     fails(R"({"type":"object","oneOf":[]})", "oneOf must be a non-empty list of schemas at /");
     fails(R"({"properties":{"a":{"type":"number","multipleOf":0.01}}})",
           "multipleOf 0.01 is not supported (only integers and fractions exact in binary");
@@ -1689,6 +1695,68 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
             });
             REQUIRE(!allowed.empty());
             c.advance(onward(c, allowed, rng, step > 16));
+        }
+    }
+    CHECK(checked > 100);
+}
+
+TEST_CASE("json_schema: not, as the schema of the values that break one of its keywords", "[constraint]")
+{
+    json_options others;
+    others.additional_properties = true;
+    CHECK(accepted(R"({"not":{"type":"string"}})", {"1", "null", "{}", "\"a\"", "[\"a\"]"}) == bools{true, true, true, false, true});
+    // values: strings, integers (and a fraction's trailing zeros), booleans, null
+    CHECK(accepted(R"({"type":["string","integer","boolean","null"],"not":{"enum":["a",1,true,null]}})",
+                   {"\"a\"", "\"b\"", "1", "2", "true", "false", "null"}) ==
+          bools{false, true, false, true, false, true, false});
+    CHECK(accepted(R"({"type":"number","minimum":0,"not":{"const":1.5}})", {"1.5", "1.50", "1.25", "15"}) ==
+          bools{false, false, true, true});
+    CHECK(accepted(R"({"enum":[1,2,3],"not":{"const":2}})", {"1", "2", "3"}) == bools{true, false, true});
+    // object keywords: a required key absent; a property's value that breaks its schema
+    CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {"{}", R"({"a":1})", R"({"b":1})"}) ==
+          bools{true, false, false});
+    CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {R"({"b":1})"}, others) == bools{true});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{}},"not":{"properties":{"a":{"type":"string"}}}})",
+                   {R"({"a":1})", R"({"a":"x"})", "{}"}) == bools{true, false, false});
+    // numbers and strings: bounds, multiples, lengths, patterns, formats
+    CHECK(accepted(R"({"type":"integer","not":{"minimum":3}})", {"2", "3", "-5"}) == bools{true, false, true});
+    CHECK(accepted(R"({"type":"integer","not":{"exclusiveMaximum":3}})", {"2", "3", "4"}) == bools{false, true, true});
+    CHECK(accepted(R"({"type":"integer","not":{"multipleOf":3}})", {"3", "4", "0", "-7"}) == bools{false, true, false, true});
+    CHECK(accepted(R"({"type":"string","not":{"minLength":2}})", {"\"a\"", "\"ab\"", "\"\""}) == bools{true, false, true});
+    CHECK(accepted(R"({"type":"string","not":{"pattern":"^a"}})", {"\"abc\"", "\"bac\""}) == bools{false, true});
+    CHECK(accepted(R"({"type":"string","not":{"format":"date"}})", {"\"2024-01-01\"", "\"x\""}) == bools{false, true});
+    CHECK(accepted(R"({"type":"array","not":{"maxItems":1}})", {"[]", "[1]", "[1,2]"}) == bools{false, false, true});
+    // combinators by De Morgan; not not; through $ref
+    CHECK(accepted(R"({"not":{"not":{"type":"integer"}}})", {"1", "\"a\""}) == bools{true, false});
+    CHECK(accepted(R"({"not":{"anyOf":[{"type":"string"},{"type":"null"}]}})", {"\"a\"", "null", "1"}) ==
+          bools{false, false, true});
+    CHECK(accepted(R"({"not":{"allOf":[{"type":"integer"},{"minimum":3}]}})", {"5", "2", "\"x\""}) == bools{false, true, true});
+    CHECK(accepted(R"({"not":{"oneOf":[{"type":"integer"},{"type":"string"}]}})", {"5", "\"x\"", "null"}) ==
+          bools{false, false, true});
+    CHECK(accepted(R"({"$defs":{"s":{"type":"string"}},"not":{"$ref":"#/$defs/s"}})", {"\"x\"", "1"}) == bools{false, true});
+    // annotations and unknown keywords hold for every value: their negation is nothing
+    CHECK(accepted(R"({"anyOf":[{"type":"null"},{"not":{"title":"t","x-y":1}}]})", {"null", "1"}) == bools{true, false});
+    // every token the mask allows leads to a completion that validates, and no other does
+    const std::string text = R"({"type":"object","properties":{"a":{"type":"string","not":{"enum":["ab","x"]}},
+        "b":{"not":{"anyOf":[{"type":"string"},{"type":"object"},{"type":"array"},{"minimum":2}]}},
+        "c":{"type":"integer","not":{"multipleOf":2}}},"required":["a","b","c"],"not":{"required":["d"]}})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    std::mt19937 pick(9);
+    std::size_t checked = 0;
+    for (int run = 0; run < 6; ++run)
+    {
+        c.reset();
+        for (int step = 0; step < 24 && !c.ended(); ++step)
+        {
+            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                const std::string full = after.text() + after.completion();
+                INFO(full);
+                REQUIRE(valid(json::parse(full), schema, schema));
+                ++checked;
+            });
+            REQUIRE(!allowed.empty());
+            c.advance(onward(c, allowed, pick, step > 16));
         }
     }
     CHECK(checked > 100);

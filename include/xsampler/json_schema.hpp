@@ -20,6 +20,14 @@
 //                 that do not overlap; a required property whose values
 //                 differ, by const or enum; a property one requires and the
 //                 other forbids; values of enum or const); else an error
+//   not           the values breaking one of its keywords: a schema the
+//                 compiler makes (see negation_of), each keyword's breaking
+//                 a branch (not minimum 3: a number below 3; not required
+//                 [a]: an object without a; not enum: strings and numbers by
+//                 their automata), allOf/anyOf by De Morgan, not not as
+//                 itself; a keyword whose breaking cannot be enforced
+//                 exactly (uniqueItems, items, patternProperties, ...) is an
+//                 error naming it
 //   type          a name or a list of names; without type, every type, each
 //                 with the keywords that apply to it (a keyword of another
 //                 type is unused)
@@ -75,6 +83,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <numeric>
 #include <map>
 #include <memory>
@@ -388,6 +397,18 @@ namespace xsampler
                         {
                             todo.push_back({nullptr, list_of(s, "allOf")});
                         }
+                        if (s->contains("not"))
+                        {
+                            todo.push_back({nullptr, {negation_of(&(*s)["not"])}});
+                        }
+                        if (made(s) && s->contains("$xs:not"))
+                        {
+                            todo.push_back({nullptr, {negation_of(m_refs.at((*s)["$xs:not"].get<std::size_t>()))}});
+                        }
+                        if (made(s) && s->contains("$xs:is"))
+                        {
+                            todo.push_back({nullptr, {m_refs.at((*s)["$xs:is"].get<std::size_t>())}});
+                        }
                         for (const char* k : {"anyOf", "oneOf"})
                         {
                             if (s->contains(k))
@@ -416,7 +437,7 @@ namespace xsampler
                 {
                     const std::string& k = kv.key();
                     const int c = keyword_class(k);
-                    if (c == -2 && m_o.strict)
+                    if (c == -2 && m_o.strict && !made(s))
                     {
                         fail("unknown keyword '" + k + "' (strict)", s);
                     }
@@ -424,11 +445,269 @@ namespace xsampler
                     {
                         continue;
                     }
-                    if (k == "not" || k == "if" || k == "$dynamicRef" || k == "$recursiveRef")
+                    if (k == "if" || k == "$dynamicRef" || k == "$recursiveRef")
                     {
                         unsupported(k, s);
                     }
                 }
+            }
+
+            // ---- not: the negation as a schema of the compiler's own ----
+            //
+            // not S is made a schema (kept in m_made, never in the document)
+            // that says what a value failing S is: anyOf one branch per
+            // keyword of S, each a value of the keyword's type that breaks
+            // it (not {minimum: 3}: {type: number, "$xs:lt": 3}), combinators
+            // by De Morgan (not anyOf: allOf of the nots; a oneOf proven
+            // disjoint as an anyOf), not not S as S. The "$xs:" keywords mean
+            // something in made schemas alone (a document's are unknown
+            // keywords): "$xs:not" i / "$xs:is" i the negation of / the
+            // schema m_refs[i]; "$xs:notIn" values; "$xs:lt", "$xs:le",
+            // "$xs:gt", "$xs:ge" bounds; "$xs:notMultipleOf",
+            // "$xs:notPattern", "$xs:notFormat". A keyword whose breaking
+            // cannot be enforced exactly (uniqueItems, patternProperties,
+            // additionalProperties false, items, ...) is an error naming it.
+
+            bool made(const json* s) const { return m_made_nodes.count(s) != 0; }
+
+            /// A schema of the compiler's own, its nodes marked and placed (for messages) at `owner`.
+            const json* make(json j, const json* owner)
+            {
+                m_made.push_back(std::move(j));
+                std::vector<const json*> todo{&m_made.back()};
+                while (!todo.empty())
+                {
+                    const json* n = todo.back();
+                    todo.pop_back();
+                    m_made_nodes.insert(n);
+                    m_doc.adopt(n, owner);
+                    if (n->is_object() || n->is_array())
+                    {
+                        for (const auto& x : *n)
+                        {
+                            todo.push_back(&x);
+                        }
+                    }
+                }
+                return &m_made.back();
+            }
+
+            /// {"$xs:not": i} or {"$xs:is": i} for the schema s.
+            json refer(const json* s, bool negated)
+            {
+                m_refs.push_back(s);
+                return json{{negated ? "$xs:not" : "$xs:is", m_refs.size() - 1}};
+            }
+
+            /// The schema of the values s does not accept (see above), made once per s.
+            const json* negation_of(const json* s)
+            {
+                const auto found = m_negations.find(s);
+                if (found != m_negations.end())
+                {
+                    return found->second;
+                }
+                json out;
+                if (s->is_boolean())
+                {
+                    out = !s->get<bool>();
+                }
+                else if (!s->is_object())
+                {
+                    fail("a schema must be an object or a boolean, got " + std::string(s->type_name()), s);
+                }
+                else if (ref_only(s))
+                {
+                    if (!(*s)["$ref"].is_string())
+                    {
+                        fail("$ref must be a string", s);
+                    }
+                    out = json{{"anyOf", json::array({refer(m_doc.resolve(s, (*s)["$ref"].get<std::string>()), true)})}};
+                }
+                else
+                {
+                    out = json{{"anyOf", negated_keywords(s)}};
+                }
+                if (out.is_object() && out["anyOf"].empty())
+                {
+                    out = false;  // every keyword holds for every value: nothing breaks S
+                }
+                const json* n = make(std::move(out), s);
+                m_negations.emplace(s, n);
+                return n;
+            }
+
+            /// One branch per way of breaking one of s's keywords.
+            json negated_keywords(const json* s)
+            {
+                json out = json::array();
+                const auto typed = [](const char* type, json rest) {
+                    rest["type"] = type;
+                    return rest;
+                };
+                const bool draft4 = m_doc.draft() <= schema_document::draft4;
+                for (const auto& kv : s->items())
+                {
+                    const std::string& k = kv.key();
+                    const json& x = kv.value();
+                    const int c = keyword_class(k);
+                    if (c < 0 || k == "then" || k == "else" || (k == "additionalItems" && !(s->contains("items") && (*s)["items"].is_array())) ||
+                        (k == "uniqueItems" && x == false) || (k == "additionalProperties" && (x == true || x == json::object())))
+                    {
+                        continue;  // an annotation, an unknown keyword, or one that holds for every value
+                    }
+                    if (k == "type")
+                    {
+                        const unsigned other = t_all & ~type_bits(s);
+                        json names = json::array();
+                        for (const auto& [bit, name] : {std::pair<unsigned, const char*>{t_null, "null"}, {t_boolean, "boolean"},
+                                                        {t_object, "object"}, {t_array, "array"}, {t_string, "string"}})
+                        {
+                            if (other & bit)
+                            {
+                                names.push_back(name);
+                            }
+                        }
+                        if ((other & (t_integer | t_fraction)) == (t_integer | t_fraction))
+                        {
+                            names.push_back("number");  // (a number that is not an integer has no name: left out)
+                        }
+                        if (!names.empty())
+                        {
+                            out.push_back(json{{"type", names}});
+                        }
+                    }
+                    else if (k == "enum" || k == "const")
+                    {
+                        if (k == "enum" && !x.is_array())
+                        {
+                            fail("enum must be a list", s);
+                        }
+                        out.push_back(json{{"$xs:notIn", k == "enum" ? x : json::array({x})}});
+                    }
+                    else if (k == "$ref")
+                    {
+                        if (!x.is_string())
+                        {
+                            fail("$ref must be a string", s);
+                        }
+                        out.push_back(refer(m_doc.resolve(s, x.get<std::string>()), true));
+                    }
+                    else if (k == "allOf")
+                    {
+                        for (const json* b : list_of(s, "allOf"))
+                        {
+                            out.push_back(refer(b, true));
+                        }
+                    }
+                    else if (k == "anyOf" || k == "oneOf")
+                    {
+                        const auto& branches = list_of(s, k.c_str());
+                        if (k == "oneOf" && m_disjoint.insert(s).second)
+                        {
+                            check_disjoint(s, branches);
+                        }
+                        json all = json::array();
+                        for (const json* b : branches)
+                        {
+                            all.push_back(refer(b, true));
+                        }
+                        out.push_back(json{{"allOf", all}});
+                    }
+                    else if (k == "not")
+                    {
+                        out.push_back(refer(&x, false));
+                    }
+                    else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum")
+                    {
+                        if (draft4 && k[0] == 'e')
+                        {
+                            continue;  // read with its minimum or maximum
+                        }
+                        const bool lower = k == "minimum" || k == "exclusiveMinimum";
+                        const char* modifier = lower ? "exclusiveMinimum" : "exclusiveMaximum";
+                        const bool exclusive = k[0] == 'e' || (draft4 && s->contains(modifier) && (*s)[modifier] == true);
+                        // below an inclusive lower bound, at or below an exclusive one, ...
+                        out.push_back(typed("number", json{{lower ? (exclusive ? "$xs:le" : "$xs:lt") : (exclusive ? "$xs:ge" : "$xs:gt"), x}}));
+                    }
+                    else if (k == "multipleOf")
+                    {
+                        out.push_back(typed("number", json{{"$xs:notMultipleOf", x}}));
+                    }
+                    else if (k == "minLength" || k == "minItems")
+                    {
+                        const std::size_t n = count(s, k.c_str(), 0);
+                        if (n > 0)
+                        {
+                            out.push_back(typed(k == "minLength" ? "string" : "array", json{{k == "minLength" ? "maxLength" : "maxItems", n - 1}}));
+                        }
+                    }
+                    else if (k == "maxLength" || k == "maxItems")
+                    {
+                        const std::size_t n = count(s, k.c_str(), 0);
+                        out.push_back(typed(k == "maxLength" ? "string" : "array", json{{k == "maxLength" ? "minLength" : "minItems", n + 1}}));
+                    }
+                    else if (k == "pattern")
+                    {
+                        out.push_back(typed("string", json{{"$xs:notPattern", x}}));
+                    }
+                    else if (k == "format")
+                    {
+                        if (format_of(s) != nullptr)
+                        {
+                            out.push_back(typed("string", json{{"$xs:notFormat", x}}));
+                        }
+                    }
+                    else if (k == "required")
+                    {
+                        if (!x.is_array())
+                        {
+                            fail("required must be a list of names", s);
+                        }
+                        for (const auto& name : x)
+                        {
+                            if (!name.is_string())
+                            {
+                                fail("required must be a list of names", s);
+                            }
+                            out.push_back(typed("object", json{{"properties", json{{name.get<std::string>(), false}}}}));
+                        }
+                    }
+                    else if (k == "properties")
+                    {
+                        if (!x.is_object())
+                        {
+                            fail("properties must be an object", s);
+                        }
+                        for (const auto& p : x.items())
+                        {
+                            out.push_back(typed("object", json{{"required", json::array({p.key()})},
+                                                               {"properties", json{{p.key(), refer(&p.value(), true)}}}}));
+                        }
+                    }
+                    else
+                    {
+                        fail("unsupported keyword '" + k + "' under not", s);
+                    }
+                }
+                return out;
+            }
+
+            /// The values the made schemas of own exclude ("$xs:notIn").
+            std::vector<const json*> excluded(const conj& own) const
+            {
+                std::vector<const json*> out;
+                for (const json* s : own)
+                {
+                    if (made(s) && s->contains("$xs:notIn"))
+                    {
+                        for (const auto& v : (*s)["$xs:notIn"])
+                        {
+                            out.push_back(&v);
+                        }
+                    }
+                }
+                return out;
             }
 
             // ---- one disjunct: schemas without combinators ----
@@ -488,12 +767,28 @@ namespace xsampler
                         options.push_back(*e);
                     }
                 }
+                const auto out = excluded(own);
+                const auto is_out = [&](const json& v) {
+                    return std::any_of(out.begin(), out.end(), [&](const json* x) { return loosely_same(*x, v); });
+                };
+                for (const json* v : out)
+                {
+                    if ((v->is_object() && (types & t_object)) || (v->is_array() && (types & t_array)))
+                    {
+                        fail("unsupported keyword 'enum' under not (an object or array value)", own.front());
+                    }
+                }
                 if (types & t_boolean)
                 {
-                    options.push_back(m_b.literal("true"));
-                    options.push_back(m_b.literal("false"));
+                    for (const bool b : {true, false})
+                    {
+                        if (!is_out(json(b)))
+                        {
+                            options.push_back(m_b.literal(b ? "true" : "false"));
+                        }
+                    }
                 }
-                if (types & t_null)
+                if ((types & t_null) && !is_out(json(nullptr)))
                 {
                     options.push_back(m_b.literal("null"));
                 }
@@ -520,23 +815,45 @@ namespace xsampler
                         at = s;
                     }
                 }
+                // values a not excludes: the texts of each (the trailing zeros a fraction may have)
+                std::string key = b.key(), equal;
+                for (const json* v : excluded(own))
+                {
+                    // (true and false exclude 1 and 0 too: loosely_same)
+                    const std::string number = v->is_boolean() ? (v->get<bool>() ? "1" : "0") : v->is_number() ? v->dump() : "";
+                    if (const auto d = number.empty() ? std::nullopt : decimal::parse(number))
+                    {
+                        std::string t = d->text();
+                        for (std::size_t dot = t.find('.'); dot != std::string::npos; dot = std::string::npos)
+                        {
+                            t.replace(dot, 1, "\\.");
+                        }
+                        equal += (equal.empty() ? "" : "|") + (d->is_zero() ? std::string("-?0(\\.0+)?") : t + (d->is_integer() ? "(\\.0+)?" : "0*"));
+                        at = own.front();
+                    }
+                }
+                key += " not " + equal;
                 if (at == nullptr)
                 {
                     return integer ? m_b.integer() : m_b.number();
                 }
-                auto it = m_numbers.find(b.key());
+                auto it = m_numbers.find(key);
                 if (it == m_numbers.end())
                 {
                     byte_dfa d;
                     try
                     {
                         d = number_dfa(b);
+                        if (!equal.empty() && d.size() != 0)
+                        {
+                            d = dfa_difference(d, compile_regex(equal));
+                        }
                     }
                     catch (const invalid_parameter& e)
                     {
                         fail("multipleOf " + std::to_string(b.divisor) + " within these bounds: " + e.what(), at);
                     }
-                    it = m_numbers.emplace(b.key(), d.size() == 0 ? grammar::none : m_g.lexeme(std::move(d))).first;
+                    it = m_numbers.emplace(key, d.size() == 0 ? grammar::none : m_g.lexeme(std::move(d))).first;
                 }
                 if (it->second == grammar::none)
                 {
@@ -564,6 +881,31 @@ namespace xsampler
                 };
                 const bool draft4 = m_doc.draft() <= schema_document::draft4;
                 bool any = false;
+                if (made(s))
+                {
+                    for (const char* k : {"$xs:lt", "$xs:le", "$xs:gt", "$xs:ge"})
+                    {
+                        if (s->contains(k))
+                        {
+                            const std::string key = k;
+                            if (key[4] == 'l')
+                            {
+                                b.at_most(value(k), key[5] == 't');
+                            }
+                            else
+                            {
+                                b.at_least(value(k), key[5] == 't');
+                            }
+                            any = true;
+                        }
+                    }
+                    if (s->contains("$xs:notMultipleOf"))
+                    {
+                        b.not_divisors.push_back(divisor_of(value("$xs:notMultipleOf"), s));
+                        b.integer = true;
+                        any = true;
+                    }
+                }
                 for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
                 {
                     if (!s->contains(k))
@@ -597,26 +939,8 @@ namespace xsampler
                 }
                 if (s->contains("multipleOf"))
                 {
-                    const decimal m = value("multipleOf");
+                    const std::uint64_t divisor = divisor_of(value("multipleOf"), s);
                     const std::string text = (*s)["multipleOf"].dump();
-                    if (m.negative || m.is_zero())
-                    {
-                        fail("multipleOf must be above 0, got " + text, s);
-                    }
-                    // m = n / 10^q; exact in binary when 5^q divides n; then the integers x with n / gcd(n, 10^q) | x
-                    const std::string digits = (m.whole == "0" ? "" : m.whole) + m.fraction;
-                    std::uint64_t n = digits.size() <= 18 ? std::stoull(digits) : 0, ten = 1, five = 1;
-                    for (std::size_t i = 0; i < m.fraction.size() && n != 0; ++i)
-                    {
-                        ten *= 10;
-                        five *= 5;
-                    }
-                    if (n == 0 || n % five != 0)
-                    {
-                        fail("multipleOf " + text + " is not supported (only integers and fractions exact in binary, "
-                             "such as 0.5 or 2.5: validators divide in floating point)", s);
-                    }
-                    const std::uint64_t divisor = n / std::gcd(n, ten);
                     const std::uint64_t lcm = b.divisor / std::gcd(b.divisor, divisor);
                     if (lcm > (std::uint64_t(1) << 40) / divisor)
                     {
@@ -627,6 +951,31 @@ namespace xsampler
                     any = true;
                 }
                 return any;
+            }
+
+            /// The integers that are multiples of m are those of the returned
+            /// divisor: m = n / 10^q is exact in binary when 5^q divides n,
+            /// and then x is a multiple when n / gcd(n, 10^q) divides it.
+            std::uint64_t divisor_of(const decimal& m, const json* s) const
+            {
+                const std::string text = m.text();
+                if (m.negative || m.is_zero())
+                {
+                    fail("multipleOf must be above 0, got " + text, s);
+                }
+                const std::string digits = (m.whole == "0" ? "" : m.whole) + m.fraction;
+                std::uint64_t n = digits.size() <= 18 ? std::stoull(digits) : 0, ten = 1, five = 1;
+                for (std::size_t i = 0; i < m.fraction.size() && n != 0; ++i)
+                {
+                    ten *= 10;
+                    five *= 5;
+                }
+                if (n == 0 || n % five != 0)
+                {
+                    fail("multipleOf " + text + " is not supported (only integers and fractions exact in binary, "
+                         "such as 0.5 or 2.5: validators divide in floating point)", s);
+                }
+                return n / std::gcd(n, ten);
             }
 
             /// enum and const: the values every schema of the disjunct accepts.
@@ -718,10 +1067,22 @@ namespace xsampler
                         }
                         patterns.push_back(s);
                     }
-                    else if (format_of(s) != nullptr)
+                    else if (format_of(s) != nullptr || (made(s) && (s->contains("$xs:notPattern") || s->contains("$xs:notFormat"))))
                     {
-                        patterns.push_back(s);  // (its format below)
+                        patterns.push_back(s);  // (its format, or what it excludes, below)
                     }
+                }
+                std::vector<std::string> out;  // values a not excludes (their content)
+                for (const json* v : excluded(own))
+                {
+                    if (v->is_string())
+                    {
+                        out.push_back(v->get<std::string>());
+                    }
+                }
+                if (!out.empty() && patterns.empty())
+                {
+                    patterns.push_back(own.front());  // (the exclusions below)
                 }
                 if (min > max)
                 {
@@ -761,11 +1122,31 @@ namespace xsampler
                             fail("format '" + (*s)["format"].get<std::string>() + "' together with the string's other bounds: " + e.what(), s);
                         }
                     }
+                    if (made(s) && (s->contains("$xs:notPattern") || s->contains("$xs:notFormat")))
+                    {
+                        try
+                        {
+                            const bool pattern = s->contains("$xs:notPattern");
+                            const json& x = (*s)[pattern ? "$xs:notPattern" : "$xs:notFormat"];
+                            json probe{{"format", x}};
+                            const byte_dfa broken = pattern ? compile_regex(x.get<std::string>(), content_options(true))
+                                                            : format_dfa(format_of(&probe));
+                            meet(dfa_difference(content_dfa(), broken, max_product));
+                        }
+                        catch (const invalid_parameter& e)
+                        {
+                            fail(std::string("pattern or format under not: ") + e.what(), s);
+                        }
+                    }
+                }
+                if (!out.empty())
+                {
+                    meet(dfa_difference(content ? *content : content_dfa(), dfa_of_texts(out), max_product));
                 }
                 if (min > 0 || max != grammar::unbounded)
                 {
                     const json* first = patterns.front();
-                    const std::string what = first->contains("pattern")
+                    const std::string what = first->contains("pattern") || !first->contains("format")
                                                  ? std::string("pattern")
                                                  : "format '" + (*first)["format"].get<std::string>() + "'";
                     if (min > 1000 || (max != grammar::unbounded && max > 1000))
@@ -849,6 +1230,16 @@ namespace xsampler
                     it = m_formats.emplace(re, compile_regex(*re, content_options(false))).first;
                 }
                 return it->second;
+            }
+
+            /// Every string content ([^]*), compiled once.
+            const byte_dfa& content_dfa()
+            {
+                if (m_content.size() == 0)
+                {
+                    m_content = compile_regex("[^]*", content_options(false));
+                }
+                return m_content;
             }
 
             /// A string's unescaped content: valid UTF-8 without '"', '\\' and the control bytes.
@@ -1056,10 +1447,7 @@ namespace xsampler
                 {
                     return found->second;
                 }
-                if (m_content.size() == 0)
-                {
-                    m_content = compile_regex("[^]*", content_options(false));
-                }
+                content_dfa();
                 std::map<std::pair<std::int64_t, unsigned char>, std::int64_t> child;
                 std::vector<bool> is_name(1, false);
                 for (const auto& n : names)
@@ -1227,6 +1615,27 @@ namespace xsampler
 
             /// JSON Schema's equality: objects whatever their keys' order, 1 == 1.0.
             static bool same(const json& a, const json& b) { return nlohmann::json(a) == nlohmann::json(b); }
+            /// Equality that also takes true for 1 and false for 0, anywhere in
+            /// the values (python3-jsonschema's enum inside arrays and objects):
+            /// what a not excludes, so that both readings agree on every output.
+            static bool loosely_same(const json& a, const json& b)
+            {
+                const auto numeric = [](nlohmann::json v, const auto& self) -> nlohmann::json {
+                    if (v.is_boolean())
+                    {
+                        return v.get<bool>() ? 1 : 0;
+                    }
+                    if (v.is_structured())
+                    {
+                        for (auto& x : v)
+                        {
+                            x = self(x, self);
+                        }
+                    }
+                    return v;
+                };
+                return numeric(nlohmann::json(a), numeric) == numeric(nlohmann::json(b), numeric);
+            }
 
             static bool overlap(const std::vector<json>& a, const std::vector<json>& b)
             {
@@ -1354,10 +1763,22 @@ namespace xsampler
                         return false;
                     }
                 }
+                if (made(s) && !validates_made(v, s, depth))
+                {
+                    return false;
+                }
+                if (s->contains("not") && validates(v, &(*s)["not"], depth + 1))
+                {
+                    return false;
+                }
                 for (const auto& kv : s->items())
                 {
                     const std::string& k = kv.key();
                     const int c = keyword_class(k);
+                    if (k == "not")
+                    {
+                        continue;
+                    }
                     if (c == 0 && (k == "allOf" || k == "anyOf" || k == "oneOf"))
                     {
                         std::size_t n = 0;
@@ -1379,6 +1800,64 @@ namespace xsampler
                     else if (c > 0 && (c & (c == t_integer ? t_integer | t_fraction : t)) != 0 && (c != t_integer || (t & (t_integer | t_fraction)) != 0))
                     {
                         if (!validates_typed(v, k, s, depth))
+                        {
+                            return false;
+                        }
+                    }
+                }
+                return true;
+            }
+
+            /// A made schema's "$xs:" keywords (see negation_of) on a value.
+            bool validates_made(const json& v, const json* s, int depth)
+            {
+                if (s->contains("$xs:not") && validates(v, m_refs.at((*s)["$xs:not"].get<std::size_t>()), depth + 1))
+                {
+                    return false;
+                }
+                if (s->contains("$xs:is") && !validates(v, m_refs.at((*s)["$xs:is"].get<std::size_t>()), depth + 1))
+                {
+                    return false;
+                }
+                if (s->contains("$xs:notIn"))
+                {
+                    const auto& e = (*s)["$xs:notIn"];
+                    if (std::any_of(e.begin(), e.end(), [&](const json& x) { return loosely_same(x, v); }))
+                    {
+                        return false;
+                    }
+                }
+                if (v.is_number())
+                {
+                    number_bounds b;
+                    numeric_bounds(s, b);
+                    const auto d = decimal::parse(v.dump());
+                    if (!d)
+                    {
+                        fail("enum/const value " + v.dump() + " is out of range", s);
+                    }
+                    if (!b.within(*d) || std::any_of(b.not_divisors.begin(), b.not_divisors.end(), [&](std::uint64_t n) {
+                            return *multiple_of(*d, *decimal::parse(std::to_string(n)));
+                        }))
+                    {
+                        return false;
+                    }
+                }
+                if (v.is_string())
+                {
+                    if (s->contains("$xs:notPattern"))
+                    {
+                        regex_options o;
+                        o.search = true;
+                        if (compile_regex((*s)["$xs:notPattern"].get<std::string>(), o).matches(v.get<std::string>()))
+                        {
+                            return false;
+                        }
+                    }
+                    if (s->contains("$xs:notFormat"))
+                    {
+                        json probe{{"format", (*s)["$xs:notFormat"]}};
+                        if (format_dfa(format_of(&probe)).matches(v.get<std::string>()))
                         {
                             return false;
                         }
@@ -1523,6 +2002,10 @@ namespace xsampler
             std::set<const json*> m_disjoint;  // oneOfs proven disjoint
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
             std::map<std::vector<std::string>, expr_id> m_other_keys;  // other_key()'s
+            std::deque<json> m_made;                     // the compiler's own schemas (negation_of)
+            std::set<const json*> m_made_nodes;          // every node of them
+            std::vector<const json*> m_refs;             // "$xs:not" and "$xs:is" targets
+            std::map<const json*, const json*> m_negations;  // negation_of's
             byte_dfa m_content;  // a string's content, unescaped ([^]*)
             std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
         };

@@ -350,6 +350,12 @@ def constraint_seeds():
         '{"type":"object","additionalProperties":{"type":"string","minLength":2,"maxLength":3}}', seed=7))
     write("fuzz_constraint", "pattern", constraint_case('{"type":"string","pattern":"^[a-c]+@x\\.(com|org)$"}'))
     write("fuzz_constraint", "unsupported", constraint_case('{"type":"object","oneOf":[]}'))
+    write("fuzz_constraint", "numbers", constraint_case(
+        '{"type":"array","items":{"anyOf":[{"type":"integer","minimum":-3,"exclusiveMaximum":40,"multipleOf":3},'
+        '{"type":"number","exclusiveMinimum":0.5,"maximum":12.25}]}}', budget=2, seed=3))
+    write("fuzz_constraint", "not", constraint_case(
+        '{"type":"object","properties":{"a":{"not":{"anyOf":[{"type":"string"},{"minimum":2}]}},'
+        '"b":{"type":"string","not":{"enum":["ab","abc"]}}},"not":{"required":["c"]}}', seed=4))
     write("fuzz_constraint", "regex_date", constraint_case(r"\d{4}-\d{2}-\d{2}", regex=True, budget=2))
     write("fuzz_constraint", "regex_words", constraint_case(r"(ab|abc| )+\.", regex=True, seed=9))
 

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -156,6 +157,7 @@ namespace xsampler
             bool lower_exclusive = false, upper_exclusive = false;
             bool integer = false;
             std::uint64_t divisor = 1;  ///< integers: a multiple of it
+            std::vector<std::uint64_t> not_divisors;  ///< integers: a multiple of none of these
 
             /// Tightens the lower bound to `d` (exclusive or not) where it is higher.
             void at_least(const decimal& d, bool exclusive)
@@ -187,7 +189,14 @@ namespace xsampler
             {
                 return (lower ? (lower_exclusive ? "(" : "[") + lower->text() : std::string("-")) + "," +
                        (upper ? upper->text() + (upper_exclusive ? ")" : "]") : std::string("-")) +
-                       (integer ? "i" : "n") + std::to_string(divisor);
+                       (integer ? "i" : "n") + std::to_string(divisor) + [this] {
+                           std::string s;
+                           for (const auto n : not_divisors)
+                           {
+                               s += "!" + std::to_string(n);
+                           }
+                           return s;
+                       }();
             }
         };
 
@@ -289,7 +298,16 @@ namespace xsampler
             const decimal none;
             const decimal& lo = b.lower ? *b.lower : none;
             const decimal& hi = b.upper ? *b.upper : none;
-            const std::uint64_t m = b.divisor == 0 ? 1 : b.divisor;
+            // the remainder modulo every divisor's and not-divisor's multiple
+            std::uint64_t m = b.divisor == 0 ? 1 : b.divisor;
+            for (const std::uint64_t n : b.not_divisors)
+            {
+                if (n == 0 || m / std::gcd(m, n) > (std::uint64_t(1) << 40) / n)
+                {
+                    throw invalid_parameter("multipleOf: the divisors' common multiple is too large");
+                }
+                m = m / std::gcd(m, n) * n;
+            }
             const bool integer = b.integer || m > 1;  // (a divisor is for integers)
             // a missing bound's comparison stays 1 (equal): fewer states
             const auto both = [&](parts& p, auto&& f) {
@@ -391,7 +409,10 @@ namespace xsampler
                     p.upper = 0;
                 }
                 const int l = signed_compare(p.negative != 0, p.lower, lo), h = signed_compare(p.negative != 0, p.upper, hi);
-                return p.remainder == 0 && (!b.lower || l > 0 || (l == 0 && !b.lower_exclusive)) &&
+                const bool multiple = p.remainder % (b.divisor == 0 ? 1 : b.divisor) == 0 &&
+                                      std::none_of(b.not_divisors.begin(), b.not_divisors.end(),
+                                                   [&](std::uint64_t n) { return p.remainder % n == 0; });
+                return multiple && (!b.lower || l > 0 || (l == 0 && !b.lower_exclusive)) &&
                        (!b.upper || h < 0 || (h == 0 && !b.upper_exclusive));
             };
             // both comparisons start equal (1); without a bound they are never read

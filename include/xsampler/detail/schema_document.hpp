@@ -263,6 +263,17 @@ namespace xsampler
                 return register_node(s, "", uri_ref{}).order;
             }
 
+            /// Places a schema made outside the document (a compiler's own) where `owner` is:
+            /// its messages name owner's pointer, its $refs resolve from owner's base.
+            void adopt(const json* s, const json* owner)
+            {
+                if (m_nodes.count(s) == 0)
+                {
+                    const auto it = m_nodes.find(owner);
+                    register_node(s, it == m_nodes.end() ? "" : it->second.pointer, it == m_nodes.end() ? uri_ref{} : it->second.base);
+                }
+            }
+
             /// The target of `ref` written in the subschema `from` (see the top of this file).
             const json* resolve(const json* from, const std::string& ref)
             {
