@@ -355,6 +355,35 @@ namespace
         }
         return allowed;
     }
+
+    /// Random walks through c, reset for each of `runs` (steps tokens each,
+    /// the completion's way after `late`), brute-forced at every step: each
+    /// allowed token's text, completed, validates against the schema under
+    /// the test's own validator. after_run(c) sees each walk's end. Returns
+    /// how many completions were checked.
+    template <class AfterRun>
+    std::size_t validating_walks(constraint& c, const json& schema, std::mt19937& pick, int runs, int steps, int late,
+                                 AfterRun&& after_run)
+    {
+        std::size_t checked = 0;
+        for (int run = 0; run < runs; ++run)
+        {
+            c.reset();
+            for (int step = 0; step < steps && !c.ended(); ++step)
+            {
+                const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
+                    const std::string full = after.text() + after.completion();
+                    INFO(full);
+                    REQUIRE(valid(json::parse(full), schema, schema));
+                    ++checked;
+                });
+                REQUIRE(!allowed.empty());
+                c.advance(onward(c, allowed, pick, step > late));
+            }
+            after_run(c);
+        }
+        return checked;
+    }
 }
 
 namespace
@@ -1681,23 +1710,7 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
         "required":["a","b","c"],"additionalProperties":false})";
     const json schema = json::parse(text);
     constraint c = json_schema_constraint(small_index(), text);
-    std::size_t checked = 0;
-    for (int run = 0; run < 6; ++run)
-    {
-        c.reset();
-        for (int step = 0; step < 24 && !c.ended(); ++step)
-        {
-            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
-                const std::string full = after.text() + after.completion();
-                INFO(full);
-                REQUIRE(valid(json::parse(full), schema, schema));
-                ++checked;
-            });
-            REQUIRE(!allowed.empty());
-            c.advance(onward(c, allowed, rng, step > 16));
-        }
-    }
-    CHECK(checked > 100);
+    CHECK(validating_walks(c, schema, rng, 6, 24, 16, [](const constraint&) {}) > 100);
 }
 
 TEST_CASE("json_schema: not, as the schema of the values that break one of its keywords", "[constraint]")
@@ -1743,23 +1756,7 @@ TEST_CASE("json_schema: not, as the schema of the values that break one of its k
     const json schema = json::parse(text);
     constraint c = json_schema_constraint(small_index(), text);
     std::mt19937 pick(9);
-    std::size_t checked = 0;
-    for (int run = 0; run < 6; ++run)
-    {
-        c.reset();
-        for (int step = 0; step < 24 && !c.ended(); ++step)
-        {
-            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
-                const std::string full = after.text() + after.completion();
-                INFO(full);
-                REQUIRE(valid(json::parse(full), schema, schema));
-                ++checked;
-            });
-            REQUIRE(!allowed.empty());
-            c.advance(onward(c, allowed, pick, step > 16));
-        }
-    }
-    CHECK(checked > 100);
+    CHECK(validating_walks(c, schema, pick, 6, 24, 16, [](const constraint&) {}) > 100);
 }
 
 TEST_CASE("json_schema: $ref to definitions, $defs, anchors and $id, recursion, siblings by draft", "[constraint]")
@@ -1865,21 +1862,8 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
     constraint c = json_schema_constraint(small_index(), text, others);
     std::mt19937 pick(3);
     std::size_t others_read = 0;
-    for (int run = 0; run < 8; ++run)
-    {
-        c.reset();
-        for (int step = 0; step < 30 && !c.ended(); ++step)
-        {
-            const auto allowed = allowed_by_brute_force(c, [&](token_id, const constraint& after) {
-                const std::string full = after.text() + after.completion();
-                INFO(full);
-                REQUIRE(valid(json::parse(full), schema, schema));
-            });
-            REQUIRE(!allowed.empty());
-            c.advance(onward(c, allowed, pick, step > 20));
-        }
-        others_read += json::parse(c.text() + c.completion()).size() - 1;
-    }
+    validating_walks(c, schema, pick, 8, 30, 20,
+                     [&](const constraint& end) { others_read += json::parse(end.text() + end.completion()).size() - 1; });
     CHECK(others_read > 0);
     // a pattern with lengths (in code points), and two patterns, intersected
     const std::string code = R"({"type":"string","pattern":"^[a-zé]+$","minLength":2,"maxLength":3})";

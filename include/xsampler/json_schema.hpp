@@ -824,7 +824,7 @@ namespace xsampler
                     if (const auto d = number.empty() ? std::nullopt : decimal::parse(number))
                     {
                         std::string t = d->text();
-                        for (std::size_t dot = t.find('.'); dot != std::string::npos; dot = std::string::npos)
+                        if (const std::size_t dot = t.find('.'); dot != std::string::npos)
                         {
                             t.replace(dot, 1, "\\.");
                         }
@@ -1808,6 +1808,39 @@ namespace xsampler
                 return true;
             }
 
+            /// Whether the string value v has a match of the pattern (searched, as
+            /// JSON Schema does), its DFA compiled once per schema.
+            bool matches_pattern(const json& v, const json& pattern, const json* s)
+            {
+                const std::string p = pattern.get<std::string>();
+                auto it = m_searches.find(p);
+                if (it == m_searches.end())
+                {
+                    regex_options o;
+                    o.search = true;
+                    try
+                    {
+                        it = m_searches.emplace(p, compile_regex(p, o)).first;
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail(std::string("pattern: ") + e.what(), s);
+                    }
+                }
+                return it->second.matches(v.get<std::string>());
+            }
+
+            /// An enum or const number's exact value.
+            decimal value_of_number(const json& v, const json* s) const
+            {
+                const auto d = decimal::parse(v.dump());
+                if (!d)
+                {
+                    fail("enum/const value " + v.dump() + " is out of range", s);
+                }
+                return *d;
+            }
+
             /// A made schema's "$xs:" keywords (see negation_of) on a value.
             bool validates_made(const json& v, const json* s, int depth)
             {
@@ -1831,13 +1864,9 @@ namespace xsampler
                 {
                     number_bounds b;
                     numeric_bounds(s, b);
-                    const auto d = decimal::parse(v.dump());
-                    if (!d)
-                    {
-                        fail("enum/const value " + v.dump() + " is out of range", s);
-                    }
-                    if (!b.within(*d) || std::any_of(b.not_divisors.begin(), b.not_divisors.end(), [&](std::uint64_t n) {
-                            return *multiple_of(*d, *decimal::parse(std::to_string(n)));
+                    const decimal d = value_of_number(v, s);
+                    if (!b.within(d) || std::any_of(b.not_divisors.begin(), b.not_divisors.end(), [&](std::uint64_t n) {
+                            return *multiple_of(d, *decimal::parse(std::to_string(n)));
                         }))
                     {
                         return false;
@@ -1845,14 +1874,9 @@ namespace xsampler
                 }
                 if (v.is_string())
                 {
-                    if (s->contains("$xs:notPattern"))
+                    if (s->contains("$xs:notPattern") && matches_pattern(v, (*s)["$xs:notPattern"], s))
                     {
-                        regex_options o;
-                        o.search = true;
-                        if (compile_regex((*s)["$xs:notPattern"].get<std::string>(), o).matches(v.get<std::string>()))
-                        {
-                            return false;
-                        }
+                        return false;
                     }
                     if (s->contains("$xs:notFormat"))
                     {
@@ -1880,16 +1904,7 @@ namespace xsampler
                     if (k == "maxLength") return chars <= count(s, "maxLength", 0);
                     if (k == "pattern")
                     {
-                        regex_options o;
-                        o.search = true;
-                        try
-                        {
-                            return compile_regex(x.get<std::string>(), o).matches(v.get<std::string>());
-                        }
-                        catch (const invalid_parameter& e)
-                        {
-                            fail(std::string("pattern: ") + e.what(), s);
-                        }
+                        return matches_pattern(v, x, s);
                     }
                     if (k == "format")
                     {
@@ -1968,16 +1983,12 @@ namespace xsampler
                     }
                     number_bounds b;
                     numeric_bounds(s, b);
-                    const auto d = decimal::parse(v.dump());
-                    if (!d)
-                    {
-                        fail("enum/const value " + v.dump() + " is out of range", s);
-                    }
+                    const decimal d = value_of_number(v, s);
                     if (k != "multipleOf")
                     {
-                        return b.within(*d);
+                        return b.within(d);
                     }
-                    if (const auto m = multiple_of(*d, decimal::parse(x.dump()).value()))
+                    if (const auto m = multiple_of(d, decimal::parse(x.dump()).value()))
                     {
                         return *m;
                     }
@@ -2001,6 +2012,7 @@ namespace xsampler
             std::map<const json*, std::vector<const json*>> m_lists;
             std::set<const json*> m_disjoint;  // oneOfs proven disjoint
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
+            std::map<std::string, byte_dfa> m_searches;        // matches_pattern's
             std::map<std::vector<std::string>, expr_id> m_other_keys;  // other_key()'s
             std::deque<json> m_made;                     // the compiler's own schemas (negation_of)
             std::set<const json*> m_made_nodes;          // every node of them
