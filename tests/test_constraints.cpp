@@ -1715,6 +1715,10 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
 
 TEST_CASE("json_schema: not, as the schema of the values that break one of its keywords", "[constraint]")
 {
+    const auto fails_with = [](const std::string& schema, const std::string& message) {
+        INFO(schema);
+        CHECK_THROWS_WITH(json_schema_grammar(schema), Contains(message));
+    };
     json_options others;
     others.additional_properties = true;
     CHECK(accepted(R"({"not":{"type":"string"}})", {"1", "null", "{}", "\"a\"", "[\"a\"]"}) == bools{true, true, true, false, true});
@@ -1747,6 +1751,15 @@ TEST_CASE("json_schema: not, as the schema of the values that break one of its k
     CHECK(accepted(R"({"not":{"oneOf":[{"type":"integer"},{"type":"string"}]}})", {"5", "\"x\"", "null"}) ==
           bools{false, false, true});
     CHECK(accepted(R"({"$defs":{"s":{"type":"string"}},"not":{"$ref":"#/$defs/s"}})", {"\"x\"", "1"}) == bools{false, true});
+    // S and not S together validate nothing, a root that is its own negation too; not of the root below it is
+    // well-founded (an object whose "a" is not such an object); no string is longer than the largest maxLength
+    fails_with(R"({"allOf":[{"$ref":"#/$defs/p"},{"not":{"$ref":"#/$defs/p"}}],"$defs":{"p":{"type":"integer"}}})",
+               "the schema validates nothing at /");
+    fails_with(R"({"not":{"$ref":"#"}})", "the schema validates nothing at /");
+    CHECK(accepted(R"({"type":"object","properties":{"a":{"not":{"$ref":"#"}}}})",
+                   {"{}", R"({"a":1})", R"({"a":{}})", R"({"a":{"a":1}})", R"({"a":{"a":{}}})"}) ==
+          bools{true, true, false, false, true});
+    fails_with(R"({"type":"string","not":{"maxLength":18446744073709551615}})", "the schema validates nothing at /");
     // annotations and unknown keywords hold for every value: their negation is nothing
     CHECK(accepted(R"({"anyOf":[{"type":"null"},{"not":{"title":"t","x-y":1}}]})", {"null", "1"}) == bools{true, false});
     // every token the mask allows leads to a completion that validates, and no other does

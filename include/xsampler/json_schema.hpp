@@ -379,6 +379,10 @@ namespace xsampler
                         {
                             continue;
                         }
+                        if (contradicts(parts, s))
+                        {
+                            return;  // S and not S: this way validates nothing ({"not": {"$ref": "#"}} at the root)
+                        }
                         parts.push_back(s);
                         check_keywords(s);
                         if (s->contains("$ref"))
@@ -492,6 +496,16 @@ namespace xsampler
                 return &m_made.back();
             }
 
+            /// Whether s beside the schemas of `parts` (all applying) is S and not S.
+            bool contradicts(const conj& parts, const json* s) const
+            {
+                const auto in = [&](const json* x) { return std::find(parts.begin(), parts.end(), x) != parts.end(); };
+                const auto negation = m_negations.find(s);
+                const auto negated = m_negated.find(s);
+                return (negation != m_negations.end() && in(negation->second)) ||
+                       (negated != m_negated.end() && in(negated->second));
+            }
+
             /// {"$xs:not": i} or {"$xs:is": i} for the schema s.
             json refer(const json* s, bool negated)
             {
@@ -534,6 +548,7 @@ namespace xsampler
                 }
                 const json* n = make(std::move(out), s);
                 m_negations.emplace(s, n);
+                m_negated.emplace(n, s);
                 return n;
             }
 
@@ -645,6 +660,10 @@ namespace xsampler
                     else if (k == "maxLength" || k == "maxItems")
                     {
                         const std::size_t n = count(s, k.c_str(), 0);
+                        if (n == grammar::unbounded)
+                        {
+                            continue;  // no value is longer: it holds for every value
+                        }
                         out.push_back(typed(k == "maxLength" ? "string" : "array", json{{k == "maxLength" ? "minLength" : "minItems", n + 1}}));
                     }
                     else if (k == "pattern")
@@ -2018,6 +2037,7 @@ namespace xsampler
             std::set<const json*> m_made_nodes;          // every node of them
             std::vector<const json*> m_refs;             // "$xs:not" and "$xs:is" targets
             std::map<const json*, const json*> m_negations;  // negation_of's
+            std::map<const json*, const json*> m_negated;    // and back: the schema a negation is of
             byte_dfa m_content;  // a string's content, unescaped ([^]*)
             std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
         };
