@@ -83,6 +83,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <numeric>
 #include <map>
@@ -226,7 +227,8 @@ namespace xsampler
                 fail("type: a type name or a non-empty list of them expected", s);
             }
 
-            static unsigned type_of(const json& v)
+            /// A value's type; 1.0 is an integer from draft 6 on, not in draft 4 (as its validators decide).
+            unsigned type_of(const json& v) const
             {
                 if (v.is_null()) return t_null;
                 if (v.is_boolean()) return t_boolean;
@@ -235,7 +237,14 @@ namespace xsampler
                 if (v.is_string()) return t_string;
                 if (v.is_number_integer() || v.is_number_unsigned()) return t_integer;
                 const double d = v.get<double>();
-                return d == std::floor(d) && std::isfinite(d) ? t_integer : t_fraction;
+                return d == std::floor(d) && std::isfinite(d) && m_doc.draft() > schema_document::draft4 ? t_integer
+                                                                                                         : t_fraction;
+            }
+
+            /// const, a keyword from draft 6 on (draft 4's validators ignore it).
+            bool has_const(const json* s) const
+            {
+                return m_doc.draft() > schema_document::draft4 && s->contains("const");
             }
 
             /// A non-negative integer keyword (3.0 is 3), or `otherwise`.
@@ -468,7 +477,7 @@ namespace xsampler
             // keywords): "$xs:not" i / "$xs:is" i the negation of / the
             // schema m_refs[i]; "$xs:notIn" values; "$xs:lt", "$xs:le",
             // "$xs:gt", "$xs:ge" bounds; "$xs:notMultipleOf",
-            // "$xs:notPattern", "$xs:notFormat". A keyword whose breaking
+            // "$xs:notPattern". A keyword whose breaking
             // cannot be enforced exactly (uniqueItems, patternProperties,
             // additionalProperties false, items, ...) is an error naming it.
 
@@ -592,6 +601,10 @@ namespace xsampler
                             out.push_back(json{{"type", names}});
                         }
                     }
+                    else if (k == "const" && !has_const(s))
+                    {
+                        continue;  // draft 4 has no const: it holds for every value
+                    }
                     else if (k == "enum" || k == "const")
                     {
                         if (k == "enum" && !x.is_array())
@@ -647,6 +660,11 @@ namespace xsampler
                     }
                     else if (k == "multipleOf")
                     {
+                        // (a fraction's quotients round to integers in validators' doubles past 2^53)
+                        if (!x.is_number_integer() && !x.is_number_unsigned())
+                        {
+                            fail("unsupported keyword 'multipleOf' under not (" + x.dump() + ": only an integer)", s);
+                        }
                         out.push_back(typed("number", json{{"$xs:notMultipleOf", x}}));
                     }
                     else if (k == "minLength" || k == "minItems")
@@ -668,13 +686,26 @@ namespace xsampler
                     }
                     else if (k == "pattern")
                     {
+                        // \d \w \s and . are ASCII (or stop at U+2028) in ECMA-262, Unicode in Python's re:
+                        // their complement would hold strings in which validators find a match
+                        const std::string p = x.is_string() ? x.get<std::string>() : std::string();
+                        for (std::size_t i = 0; i < p.size(); ++i)
+                        {
+                            if (p[i] == '.' || (p[i] == '\\' && i + 1 < p.size() && std::string("dDwWsSbB").find(p[i + 1]) != std::string::npos))
+                            {
+                                fail("unsupported keyword 'pattern' under not (a class escape or '.': validators' "
+                                     "Unicode classes differ)", s);
+                            }
+                            i += p[i] == '\\' ? 1 : 0;
+                        }
                         out.push_back(typed("string", json{{"$xs:notPattern", x}}));
                     }
                     else if (k == "format")
                     {
                         if (format_of(s) != nullptr)
                         {
-                            out.push_back(typed("string", json{{"$xs:notFormat", x}}));
+                            // our formats are subsets of the validators' checkers: their complements are not
+                            fail("unsupported keyword 'format' under not", s);
                         }
                     }
                     else if (k == "required")
@@ -744,7 +775,7 @@ namespace xsampler
                     }
                     own.push_back(s);
                     types &= type_bits(s);
-                    if (values_at == nullptr && (s->contains("enum") || s->contains("const")))
+                    if (values_at == nullptr && (s->contains("enum") || has_const(s)))
                     {
                         values_at = s;
                     }
@@ -886,12 +917,17 @@ namespace xsampler
             /// to b; whether it has any. A multipleOf makes b integers: an
             /// integer divisor, or a fraction exact in binary (2.5: multiples
             /// of 5); another fraction (0.01) is an error, since validators
-            /// divide in binary floating point and decide it otherwise.
-            bool numeric_bounds(const json* s, number_bounds& b) const
+            /// divide in binary floating point and decide it otherwise. With
+            /// `exact` the bounds are their values as validators compare them
+            /// (exact_value: an enum or const value's check), else their
+            /// shortest decimals (the automata: detail/json_numbers.hpp).
+            bool numeric_bounds(const json* s, number_bounds& b, bool exact = false) const
             {
                 const auto value = [&](const char* k) {
                     const auto& v = (*s)[k];
-                    const std::optional<decimal> d = v.is_number() ? decimal::parse(v.dump()) : std::nullopt;
+                    const bool bound = std::string(k) != "multipleOf" && std::string(k) != "$xs:notMultipleOf";
+                    const std::optional<decimal> d =
+                        !v.is_number() ? std::nullopt : exact && bound ? exact_value(v) : decimal::parse(v.dump());
                     if (!d)
                     {
                         fail(std::string(k) + " must be a number, got " + v.dump(), s);
@@ -1001,7 +1037,7 @@ namespace xsampler
             std::optional<expr_id> values(const json* at, const conj& own, unsigned types)
             {
                 std::vector<const json*> candidates;
-                if (at->contains("const"))
+                if (has_const(at))
                 {
                     candidates.push_back(&(*at)["const"]);
                 }
@@ -1086,7 +1122,7 @@ namespace xsampler
                         }
                         patterns.push_back(s);
                     }
-                    else if (format_of(s) != nullptr || (made(s) && (s->contains("$xs:notPattern") || s->contains("$xs:notFormat"))))
+                    else if (format_of(s) != nullptr || (made(s) && s->contains("$xs:notPattern")))
                     {
                         patterns.push_back(s);  // (its format, or what it excludes, below)
                     }
@@ -1141,20 +1177,16 @@ namespace xsampler
                             fail("format '" + (*s)["format"].get<std::string>() + "' together with the string's other bounds: " + e.what(), s);
                         }
                     }
-                    if (made(s) && (s->contains("$xs:notPattern") || s->contains("$xs:notFormat")))
+                    if (made(s) && s->contains("$xs:notPattern"))
                     {
                         try
                         {
-                            const bool pattern = s->contains("$xs:notPattern");
-                            const json& x = (*s)[pattern ? "$xs:notPattern" : "$xs:notFormat"];
-                            json probe{{"format", x}};
-                            const byte_dfa broken = pattern ? compile_regex(x.get<std::string>(), content_options(true))
-                                                            : format_dfa(format_of(&probe));
+                            const byte_dfa broken = compile_regex((*s)["$xs:notPattern"].get<std::string>(), content_options(true));
                             meet(dfa_difference(content_dfa(), broken, max_product));
                         }
                         catch (const invalid_parameter& e)
                         {
-                            fail(std::string("pattern or format under not: ") + e.what(), s);
+                            fail(std::string("pattern under not: ") + e.what(), s);
                         }
                     }
                 }
@@ -1549,10 +1581,10 @@ namespace xsampler
                             continue;
                         }
                         sm.types &= type_bits(s);
-                        if (s->contains("const") || s->contains("enum"))
+                        if (has_const(s) || s->contains("enum"))
                         {
                             std::vector<json> vs;
-                            if (s->contains("const"))
+                            if (has_const(s))
                             {
                                 vs.push_back((*s)["const"]);
                             }
@@ -1615,7 +1647,7 @@ namespace xsampler
             {
                 for (int hops = 0; hops < 32 && s->is_object(); ++hops)
                 {
-                    if (s->contains("const"))
+                    if (has_const(s))
                     {
                         return std::vector<json>{(*s)["const"]};
                     }
@@ -1673,7 +1705,7 @@ namespace xsampler
                 {
                     return true;
                 }
-                const auto of_type = [](const std::vector<json>& vs, unsigned types) {
+                const auto of_type = [this](const std::vector<json>& vs, unsigned types) {
                     return std::all_of(vs.begin(), vs.end(), [&](const json& v) { return (type_of(v) & types) == 0; });
                 };
                 if ((a.values && of_type(*a.values, b.types)) || (b.values && of_type(*b.values, a.types)))
@@ -1770,7 +1802,7 @@ namespace xsampler
                 {
                     return false;
                 }
-                if (s->contains("const") && !same((*s)["const"], v))
+                if (has_const(s) && !same((*s)["const"], v))
                 {
                     return false;
                 }
@@ -1849,10 +1881,29 @@ namespace xsampler
                 return it->second.matches(v.get<std::string>());
             }
 
-            /// An enum or const number's exact value.
+            /// A number as validators compare it: an integer as written, a
+            /// double (nlohmann's float) as its exact binary value (Python
+            /// compares an int with a float exactly, two floats as doubles).
+            static std::optional<decimal> exact_value(const json& v)
+            {
+                if (!v.is_number_float())
+                {
+                    return decimal::parse(v.dump());
+                }
+                const double d = v.get<double>();
+                if (!std::isfinite(d))
+                {
+                    return std::nullopt;
+                }
+                char text[1600];  // (1e308's 309 digits and 1,100 after the point: every double's expansion)
+                std::snprintf(text, sizeof text, "%.1100f", d);
+                return decimal::parse(text);
+            }
+
+            /// An enum or const number's exact value (exact_value).
             decimal value_of_number(const json& v, const json* s) const
             {
-                const auto d = decimal::parse(v.dump());
+                const auto d = exact_value(v);
                 if (!d)
                 {
                     fail("enum/const value " + v.dump() + " is out of range", s);
@@ -1882,7 +1933,7 @@ namespace xsampler
                 if (v.is_number())
                 {
                     number_bounds b;
-                    numeric_bounds(s, b);
+                    numeric_bounds(s, b, true);
                     const decimal d = value_of_number(v, s);
                     if (!b.within(d) || std::any_of(b.not_divisors.begin(), b.not_divisors.end(), [&](std::uint64_t n) {
                             return *multiple_of(d, *decimal::parse(std::to_string(n)));
@@ -1891,22 +1942,7 @@ namespace xsampler
                         return false;
                     }
                 }
-                if (v.is_string())
-                {
-                    if (s->contains("$xs:notPattern") && matches_pattern(v, (*s)["$xs:notPattern"], s))
-                    {
-                        return false;
-                    }
-                    if (s->contains("$xs:notFormat"))
-                    {
-                        json probe{{"format", (*s)["$xs:notFormat"]}};
-                        if (format_dfa(format_of(&probe)).matches(v.get<std::string>()))
-                        {
-                            return false;
-                        }
-                    }
-                }
-                return true;
+                return !(v.is_string() && s->contains("$xs:notPattern") && matches_pattern(v, (*s)["$xs:notPattern"], s));
             }
 
             bool validates_typed(const json& v, const std::string& k, const json* s, int depth)
@@ -2001,7 +2037,7 @@ namespace xsampler
                         return true;
                     }
                     number_bounds b;
-                    numeric_bounds(s, b);
+                    numeric_bounds(s, b, true);
                     const decimal d = value_of_number(v, s);
                     if (k != "multipleOf")
                     {
@@ -2061,6 +2097,41 @@ namespace xsampler
         return json_schema_grammar(nlohmann::ordered_json(schema), options);
     }
 
+    namespace detail
+    {
+        /// The first integer of a JSON text past 64 bits (nlohmann reads it as a double, which is
+        /// another number): what the text says, for an error.
+        class wide_integers : public nlohmann::json_sax<nlohmann::ordered_json>
+        {
+        public:
+            std::string found;
+
+            bool null() override { return true; }
+            bool boolean(bool) override { return true; }
+            bool number_integer(number_integer_t) override { return true; }
+            bool number_unsigned(number_unsigned_t) override { return true; }
+            bool number_float(number_float_t, const string_t& text) override
+            {
+                if (found.empty() && text.find_first_of(".eE") == string_t::npos)
+                {
+                    found = text;
+                }
+                return true;
+            }
+            bool string(string_t&) override { return true; }
+            bool binary(binary_t&) override { return true; }
+            bool start_object(std::size_t) override { return true; }
+            bool key(string_t&) override { return true; }
+            bool end_object() override { return true; }
+            bool start_array(std::size_t) override { return true; }
+            bool end_array() override { return true; }
+            bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+        };
+    }
+
+    /// The schema's text: an integer past 64 bits is an error (nlohmann would
+    /// read it as a double, another number: a const or enum of it would be
+    /// generated as that double, which the schema refuses).
     inline grammar json_schema_grammar(const std::string& schema_text, const json_options& options = {})
     {
         nlohmann::ordered_json schema;
@@ -2071,6 +2142,13 @@ namespace xsampler
         catch (const nlohmann::ordered_json::exception& e)
         {
             throw invalid_parameter(std::string("json_schema: the schema is not JSON: ") + e.what());
+        }
+        detail::wide_integers wide;
+        nlohmann::ordered_json::sax_parse(schema_text, &wide);
+        if (!wide.found.empty())
+        {
+            throw invalid_parameter("json_schema: the integer " + wide.found.substr(0, 40) +
+                                    " is past 64 bits (it would be read as a double, another number)");
         }
         return json_schema_grammar(schema, options);
     }
