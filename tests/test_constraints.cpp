@@ -140,14 +140,24 @@ namespace
             }
             for (const auto& kv : v.items())
             {
-                if (s.contains("properties") && s["properties"].contains(kv.key()))
+                bool listed = s.contains("properties") && s["properties"].contains(kv.key());
+                if (listed && !valid(kv.value(), s["properties"][kv.key()], root))
                 {
-                    if (!valid(kv.value(), s["properties"][kv.key()], root))
+                    return false;
+                }
+                const json patterns = s.value("patternProperties", json::object());
+                for (const auto& p : patterns.items())
+                {
+                    if (std::regex_search(kv.key(), std::regex(p.key())))
                     {
-                        return false;
+                        listed = true;
+                        if (!valid(kv.value(), p.value(), root))
+                        {
+                            return false;
+                        }
                     }
                 }
-                else if (s.contains("additionalProperties") && !valid(kv.value(), s["additionalProperties"], root))
+                if (!listed && s.contains("additionalProperties") && !valid(kv.value(), s["additionalProperties"], root))
                 {
                     return false;
                 }
@@ -1494,9 +1504,8 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"$ref":"other.json#/a"})", "$ref 'other.json#/a' at / is not inside this schema");
     fails(R"({"$defs":{"a":[{"type":"string"}]},"$ref":"#/$defs/a/99999999999999999999999"})",
           "the schema has nothing at that pointer");  // (an index past any number: no std::out_of_range)
-    fails(R"({"properties":{"a":{"oneOf":[{"type":"object","required":["x"]},{"type":"object","required":["y"]}]}}})",
-          "oneOf: branches 0 and 1 may both match a value (only provably disjoint branches are enforced) at /properties/a");
-    fails(R"({"oneOf":[{"type":"number"},{"type":"integer"}]})", "oneOf: branches 0 and 1 may both match");
+    fails(R"({"oneOf":[{"type":"array","items":{"type":"null"}},{"type":"array","maxItems":2}]})",
+          "unsupported keyword 'items' under not at /oneOf/0");
     fails(R"({"type":"string","minLength":1000000})", "the shortest value is longer than 65536 bytes");
     fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
     CHECK_THROWS_WITH(json_constraint(small_index(), json_options{300, 32}), Contains("whitespace must be <= 255"));
@@ -1826,7 +1835,7 @@ TEST_CASE("json_schema: $ref to definitions, $defs, anchors and $id, recursion, 
           bools{true});
 }
 
-TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf only where its branches are disjoint", "[constraint]")
+TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two branches match", "[constraint]")
 {
     // allOf: properties from both, required from both, a property's schemas together
     const std::string all = R"({"allOf":[{"type":"object","properties":{"a":{"type":"string"}},"required":["a"]},
@@ -1859,6 +1868,38 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf only where its branch
                    {R"({"x":1})", R"({"y":1})", "{}"}) == bools{true, true, true});
     CHECK(accepted(R"({"oneOf":[{"enum":[1,2]},{"enum":["1",3]}]})", {"1", "\"1\"", "3", "4"}) ==
           bools{true, true, true, false});
+    // branches that may both match: each branch and not the others, within the types both accept
+    CHECK(accepted(R"({"properties":{"a":{"oneOf":[{"type":"object","required":["x"]},{"type":"object","required":["y"]}]}}})",
+                   {R"({"a":{"x":1}})", R"({"a":{"y":1}})", R"({"a":{"x":1,"y":2}})", R"({"a":{}})", R"({"a":1})"}) ==
+          bools{true, true, false, false, false});
+    // numbers: an integer is both (1.0 too, from draft 6 on); one that is not is written without trailing zeros
+    CHECK(accepted(R"({"oneOf":[{"type":"number"},{"type":"integer"},{"type":"null"}]})",
+                   {"1.5", "-0.25", "1", "1.0", "0", "1.50", "null"}) == bools{true, true, false, false, false, false, true});
+    // untyped object branches: a non-object matches both, so only objects; these are told apart by "k"
+    const std::string untyped = R"({"oneOf":[{"properties":{"k":{"const":"a"}},"required":["k"],"additionalProperties":false},
+        {"properties":{"k":{"const":"b"},"n":{}},"required":["k","n"]}]})";
+    CHECK(accepted(untyped, {R"({"k":"a"})", R"({"k":"b","n":1})", "1", "null", R"({"k":"b"})"}) ==
+          bools{true, true, false, false, false});
+    // required sets: both present is neither
+    const std::string shapes = R"({"type":"object","properties":{"r":{"type":"number"},"l":{"type":"number"},"w":{"type":"number"}},
+        "oneOf":[{"required":["r"]},{"required":["l","w"]}]})";
+    CHECK(accepted(shapes, {R"({"r":1})", R"({"l":1,"w":2})", R"({"r":1,"l":1,"w":1})", R"({"r":1,"l":1})", "{}"}) ==
+          bools{true, true, false, true, false});
+    // its negation: no branch, or two
+    CHECK(accepted(R"({"type":"integer","not":{"oneOf":[{"minimum":3},{"maximum":5}]}})", {"2", "3", "5", "6"}) ==
+          bools{false, true, true, false});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{}},"required":["a"],
+        "oneOf":[{"required":["a"]},{"properties":{"a":{"type":"string"}}}]})", {R"({"a":1})", R"({"a":"s"})"}) ==
+          bools{true, false});
+    {
+        const std::string text = R"({"type":"object","properties":{"a":{"oneOf":[{"type":"integer","maximum":20},
+            {"type":"number","minimum":3},{"enum":["x",4]}]},"b":{"type":"boolean"}},"required":["a"],
+            "oneOf":[{"required":["b"]},{"properties":{"a":{"minimum":10}}}]})";
+        const json schema = json::parse(text);
+        constraint c = json_schema_constraint(small_index(), text);
+        std::mt19937 pick(4);
+        CHECK(validating_walks(c, schema, pick, 6, 20, 12, [](const constraint&) {}) > 100);
+    }
     // enum and const keep the values every other keyword accepts
     CHECK(accepted(R"({"enum":["a","bb",1,null],"maxLength":1,"allOf":[{"not_a_keyword":0}]})",
                    {"\"a\"", "\"bb\"", "1", "null"}) == bools{true, false, true, true});
@@ -1914,6 +1955,53 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":60})")),
                       Contains("pattern together with minLength/maxLength: regex: the product of two automata has more "
                                "than 1000 states at /"));
+}
+
+TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[constraint]")
+{
+    // a key takes the schemas of every pattern it matches (searched, as JSON Schema does) and of its property;
+    // additionalProperties only where no pattern matches; keys a pattern matches are written without the option
+    const std::string text = R"({"type":"object","properties":{"a":{"type":"string"},"x-a":{"maximum":5}},
+        "patternProperties":{"^x-":{"type":"integer"},"y$":{"type":"number","minimum":2}},"additionalProperties":false})";
+    CHECK(accepted(text, {R"({"x-b":1})", R"({"x-b":"s"})", R"({"a":"s","x-q":3})", R"({"zz":1})", R"({"x-y":3})",
+                          R"({"x-y":1})", R"({"ay":2.5})", R"({"x-a":6})", R"({"x-a":4})", R"({"x-a":4.5})", R"({"x-y":2.5})"}) ==
+          bools{true, false, true, false, true, false, true, false, true, false, false});
+    // keys no pattern matches: by additionalProperties where json_options::additional_properties asks for them
+    json_options others;
+    others.additional_properties = true;
+    const std::string map = R"({"type":"object","patternProperties":{"^[a-z]+$":{"type":"string"}},
+        "additionalProperties":{"type":"null"}})";
+    CHECK(accepted(map, {R"({"abc":"x","d":"y"})", R"({"ABC":null})", R"({"abc":1})"}) == bools{true, false, false});
+    CHECK(accepted(map, {R"({"abc":"x","D":null})", R"({"ABC":"x"})", R"({"abc":null})"}, others) == bools{true, false, false});
+    // in allOf each branch's own: a key its branch's patterns miss takes that branch's additionalProperties
+    CHECK(accepted(R"({"allOf":[{"patternProperties":{"^a":{"type":"integer"}},"additionalProperties":false},
+                     {"patternProperties":{"b":{"minimum":3}}}]})", {R"({"ab":3})", R"({"ab":2})", R"({"a":"x"})", R"({"b":3})"}) ==
+          bools{true, false, false, false});
+    // enum and const values are checked by the same rules
+    CHECK(accepted(R"({"enum":[{"x-a":1},{"x-a":"s"},{"b":"s"}],"patternProperties":{"^x":{"type":"integer"}},
+                     "additionalProperties":{"type":"integer"}})", {R"({"x-a":1})", R"({"x-a":"s"})", R"({"b":"s"})"}) ==
+          bools{true, false, false});
+    // a required key the patterns serve; one additionalProperties false forbids
+    CHECK(accepted(R"({"required":["x-1"],"patternProperties":{"^x-":{"type":"boolean"}},"additionalProperties":false})",
+                   {R"({"x-1":true})", "{}", R"({"x-1":1})"}) == bools{true, false, false});
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"required":["y"],"patternProperties":{"^x-":{}},"additionalProperties":false})")),
+                      Contains("required 'y' is not in properties and additionalProperties is false at /"));
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"patternProperties":{"(":{}}})")), Contains("pattern '(': regex:"));
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"not":{"patternProperties":{"a":{}}}})")),
+                      Contains("unsupported keyword 'patternProperties' under not"));
+    // brute force: every token the mask allows leads to a completion that validates, and no other does
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    std::mt19937 pick(8);
+    std::size_t patterned = 0;
+    CHECK(validating_walks(c, schema, pick, 8, 24, 14, [&](const constraint& end) {
+              const json value = json::parse(end.text() + end.completion());
+              for (const auto& kv : value.items())
+              {
+                  patterned += kv.key() != "a" && kv.key() != "x-a" ? 1 : 0;
+              }
+          }) > 100);
+    CHECK(patterned > 0);
 }
 
 TEST_CASE("json_schema: annotations and unknown keywords are ignored; strict refuses unknown ones", "[constraint]")

@@ -191,10 +191,9 @@ namespace xsampler
             }
 
             /// '{' the members in this order, each optional unless required '}';
-            /// with other_key, any number of other members (that key, then
-            /// other_value) before, between and after them.
-            expr_id object(const std::vector<member>& members, expr_id other_key = grammar::none,
-                           expr_id other_value = grammar::none)
+            /// with `others` (pairs of a key's expression and its value's), any
+            /// number of other members before, between and after them.
+            expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {})
             {
                 grammar& g = m_g;
                 const std::size_t n = members.size();
@@ -203,11 +202,16 @@ namespace xsampler
                 {
                     text[i] = g.sequence({g.bytes(members[i].key), ws(), g.bytes(":"), ws(), members[i].value, ws()});
                 }
-                if (other_key != grammar::none)
+                if (!others.empty())
                 {
-                    // one rule, read from every gap: not a copy of the key's automaton in each
+                    // one rule, read from every gap: not a copy of the keys' automata in each
+                    std::vector<expr_id> any;
+                    for (const auto& [key, value] : others)
+                    {
+                        any.push_back(g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()}));
+                    }
                     const rule_id other = g.fresh_rule("other-member");
-                    g.define(other, g.sequence({other_key, ws(), g.bytes(":"), ws(), other_value, ws()}));
+                    g.define(other, g.choice(std::move(any)));
                     return object_with_others(members, text, g.ref(other));
                 }
                 if (members.empty())

@@ -19,7 +19,9 @@
 //   oneOf         as anyOf where the branches are provably disjoint (types
 //                 that do not overlap; a required property whose values
 //                 differ, by const or enum; a property one requires and the
-//                 other forbids; values of enum or const); else an error
+//                 other forbids; values of enum or const); else each branch
+//                 with the not of each other one it may share a value with
+//                 (within the types both may accept: exclusive_branches)
 //   not           the values breaking one of its keywords: a schema the
 //                 compiler makes (see negation_of), each keyword's breaking
 //                 a branch (not minimum 3: a number below 3; not required
@@ -27,7 +29,7 @@
 //                 their automata), allOf/anyOf by De Morgan, not not as
 //                 itself; a keyword whose breaking cannot be enforced
 //                 exactly (uniqueItems, items, patternProperties, ...) is an
-//                 error naming it
+//                 error naming it; not oneOf: none, or two that may overlap
 //   type          a name or a list of names; without type, every type, each
 //                 with the keywords that apply to it (a keyword of another
 //                 type is unused)
@@ -44,6 +46,11 @@
 //                 texts, as XGrammar's strict mode), unless
 //                 options.additional_properties: then other keys too
 //                 (unescaped, none of the listed names) anywhere among them
+//   patternProperties  a key takes the schemas of every pattern matching it
+//                 (and of its property); additionalProperties only where no
+//                 pattern matches. Other keys by the patterns they match and
+//                 miss (key_classes), each class a key lexeme; those some
+//                 pattern matches are generated without the option
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4: booleans
 //                 beside minimum and maximum), multipleOf  exactly, as digit
 //                 automata (detail/json_numbers.hpp): a bounded number is
@@ -183,6 +190,9 @@ namespace xsampler
                 return it == classes.end() ? -2 : it->second;
             }
 
+            /// The types a keyword of class c > 0 (keyword_class) applies to.
+            static unsigned applies_to(int c) { return c == t_integer ? t_integer | t_fraction : unsigned(c); }
+
             /// Drafts 4 to 7: a $ref's siblings are ignored.
             bool ref_only(const json* s) const
             {
@@ -191,6 +201,10 @@ namespace xsampler
 
             unsigned type_bits(const json* s) const
             {
+                if (made(s) && s->contains("$xs:types"))
+                {
+                    return (*s)["$xs:types"].get<unsigned>();  // (any set of bits: a number that is not an integer too)
+                }
                 if (!s->contains("type"))
                 {
                     return t_all;
@@ -416,22 +430,18 @@ namespace xsampler
                         }
                         if (made(s) && s->contains("$xs:not"))
                         {
-                            todo.push_back({nullptr, {negation_of(m_refs.at((*s)["$xs:not"].get<std::size_t>()))}});
+                            const auto& [target, types] = m_refs.at((*s)["$xs:not"].get<std::size_t>());
+                            todo.push_back({nullptr, {negation_of(target, types)}});
                         }
                         if (made(s) && s->contains("$xs:is"))
                         {
-                            todo.push_back({nullptr, {m_refs.at((*s)["$xs:is"].get<std::size_t>())}});
+                            todo.push_back({nullptr, {m_refs.at((*s)["$xs:is"].get<std::size_t>()).first}});
                         }
                         for (const char* k : {"anyOf", "oneOf"})
                         {
                             if (s->contains(k))
                             {
-                                const auto& branches = list_of(s, k);
-                                if (k[0] == 'o' && m_disjoint.insert(s).second)
-                                {
-                                    check_disjoint(s, branches);
-                                }
-                                todo.push_back({&(*s)[k], {}});
+                                todo.push_back({k[0] == 'o' ? exclusive_branches(s) : &(*s)[k], {}});
                             }
                         }
                     }
@@ -515,16 +525,57 @@ namespace xsampler
                        (negated != m_negated.end() && in(negated->second));
             }
 
-            /// {"$xs:not": i} or {"$xs:is": i} for the schema s.
-            json refer(const json* s, bool negated)
+            /// {"$xs:not": i} or {"$xs:is": i} for the schema s; a negation
+            /// restricted to `types` (negation_of) where negated.
+            json refer(const json* s, bool negated, unsigned types = t_all)
             {
-                m_refs.push_back(s);
+                m_refs.push_back({s, negated ? types : t_all});
                 return json{{negated ? "$xs:not" : "$xs:is", m_refs.size() - 1}};
             }
 
-            /// The schema of the values s does not accept (see above), made once per s.
-            const json* negation_of(const json* s)
+            /// The schema of the values s does not accept (see above), made
+            /// once per s; restricted to `types`, of the values that are of
+            /// another type or that s does not accept (its keywords for the
+            /// other types left out: one that cannot be enforced there is no
+            /// error).
+            const json* negation_of(const json* s, unsigned types = t_all)
             {
+                if (types != t_all)
+                {
+                    const auto found = m_restricted.find({s, types});
+                    if (found != m_restricted.end())
+                    {
+                        return found->second;
+                    }
+                    json branches = json::array({json{{"$xs:types", t_all & ~types}}});
+                    json broken;
+                    if (s->is_boolean())
+                    {
+                        broken = json::array({!s->get<bool>()});
+                    }
+                    else if (!s->is_object())
+                    {
+                        fail("a schema must be an object or a boolean, got " + std::string(s->type_name()), s);
+                    }
+                    else if (ref_only(s))
+                    {
+                        if (!(*s)["$ref"].is_string())
+                        {
+                            fail("$ref must be a string", s);
+                        }
+                        broken = json::array({refer(m_doc.resolve(s, (*s)["$ref"].get<std::string>()), true, types)});
+                    }
+                    else
+                    {
+                        broken = negated_keywords(s, types);
+                    }
+                    if (!broken.empty())
+                    {
+                        branches.push_back(json{{"$xs:types", types}, {"anyOf", std::move(broken)}});
+                    }
+                    const json* n = make(json{{"anyOf", std::move(branches)}}, s);
+                    return m_restricted.emplace(std::make_pair(s, types), n).first->second;
+                }
                 const auto found = m_negations.find(s);
                 if (found != m_negations.end())
                 {
@@ -561,8 +612,8 @@ namespace xsampler
                 return n;
             }
 
-            /// One branch per way of breaking one of s's keywords.
-            json negated_keywords(const json* s)
+            /// One branch per way of breaking one of s's keywords that apply to `types`.
+            json negated_keywords(const json* s, unsigned types = t_all)
             {
                 json out = json::array();
                 const auto typed = [](const char* type, json rest) {
@@ -575,30 +626,17 @@ namespace xsampler
                     const std::string& k = kv.key();
                     const json& x = kv.value();
                     const int c = keyword_class(k);
-                    if (c < 0 || k == "then" || k == "else" || (k == "additionalItems" && !(s->contains("items") && (*s)["items"].is_array())) ||
+                    if (c < 0 || (c > 0 && (applies_to(c) & types) == 0) || k == "then" || k == "else" ||
+                        (k == "additionalItems" && !(s->contains("items") && (*s)["items"].is_array())) ||
                         (k == "uniqueItems" && x == false) || (k == "additionalProperties" && (x == true || x == json::object())))
                     {
                         continue;  // an annotation, an unknown keyword, or one that holds for every value
                     }
                     if (k == "type")
                     {
-                        const unsigned other = t_all & ~type_bits(s);
-                        json names = json::array();
-                        for (const auto& [bit, name] : {std::pair<unsigned, const char*>{t_null, "null"}, {t_boolean, "boolean"},
-                                                        {t_object, "object"}, {t_array, "array"}, {t_string, "string"}})
+                        if (const unsigned other = types & ~type_bits(s))
                         {
-                            if (other & bit)
-                            {
-                                names.push_back(name);
-                            }
-                        }
-                        if ((other & (t_integer | t_fraction)) == (t_integer | t_fraction))
-                        {
-                            names.push_back("number");  // (a number that is not an integer has no name: left out)
-                        }
-                        if (!names.empty())
-                        {
-                            out.push_back(json{{"type", names}});
+                            out.push_back(json{{"$xs:types", other}});  // (a number not an integer among them)
                         }
                     }
                     else if (k == "const" && !has_const(s))
@@ -619,28 +657,39 @@ namespace xsampler
                         {
                             fail("$ref must be a string", s);
                         }
-                        out.push_back(refer(m_doc.resolve(s, x.get<std::string>()), true));
+                        out.push_back(refer(m_doc.resolve(s, x.get<std::string>()), true, types));
                     }
                     else if (k == "allOf")
                     {
                         for (const json* b : list_of(s, "allOf"))
                         {
-                            out.push_back(refer(b, true));
+                            out.push_back(refer(b, true, types));
                         }
                     }
                     else if (k == "anyOf" || k == "oneOf")
                     {
+                        // none of the branches, or (oneOf) two that may both match
                         const auto& branches = list_of(s, k.c_str());
-                        if (k == "oneOf" && m_disjoint.insert(s).second)
-                        {
-                            check_disjoint(s, branches);
-                        }
                         json all = json::array();
                         for (const json* b : branches)
                         {
-                            all.push_back(refer(b, true));
+                            all.push_back(refer(b, true, types));
                         }
                         out.push_back(json{{"allOf", all}});
+                        if (k == "oneOf")
+                        {
+                            const auto& shared = overlaps(s);
+                            for (std::size_t i = 0; i < branches.size(); ++i)
+                            {
+                                for (std::size_t j = i + 1; j < branches.size(); ++j)
+                                {
+                                    if (shared[i][j] != 0)
+                                    {
+                                        out.push_back(json{{"allOf", json::array({refer(branches[i], false), refer(branches[j], false)})}});
+                                    }
+                                }
+                            }
+                        }
                     }
                     else if (k == "not")
                     {
@@ -812,7 +861,7 @@ namespace xsampler
                 }
                 if (types & (t_integer | t_fraction))
                 {
-                    if (const auto e = number(own, (types & t_fraction) == 0))
+                    if (const auto e = number(own, types & (t_integer | t_fraction)))
                     {
                         options.push_back(*e);
                     }
@@ -849,14 +898,17 @@ namespace xsampler
                 return m_g.choice(std::move(options));
             }
 
-            /// Integers (or any numbers) under own's numeric keywords: the
-            /// builder's integer or number where there are none, else a lexeme
-            /// of number_dfa (no exponent; detail/json_numbers.hpp), one per
-            /// distinct set of bounds.
-            std::optional<expr_id> number(const conj& own, bool integer)
+            /// The numbers of `types` (integers, numbers that are not, or both)
+            /// under own's numeric keywords: the builder's integer or number
+            /// where there are none, else a lexeme of number_dfa (no exponent;
+            /// detail/json_numbers.hpp), one per distinct set of bounds. A
+            /// number that is not an integer is written with a fraction whose
+            /// last digit is not 0, without an exponent.
+            std::optional<expr_id> number(const conj& own, unsigned types)
             {
                 number_bounds b;
-                b.integer = integer;
+                b.integer = (types & t_fraction) == 0;
+                const bool fraction = (types & t_integer) == 0;
                 const json* at = nullptr;
                 for (const json* s : own)
                 {
@@ -882,10 +934,14 @@ namespace xsampler
                         at = own.front();
                     }
                 }
-                key += " not " + equal;
+                key += " not " + equal + (fraction ? " fraction" : "");
                 if (at == nullptr)
                 {
-                    return integer ? m_b.integer() : m_b.number();
+                    if (!fraction)
+                    {
+                        return b.integer ? m_b.integer() : m_b.number();
+                    }
+                    at = own.front();
                 }
                 auto it = m_numbers.find(key);
                 if (it == m_numbers.end())
@@ -894,6 +950,10 @@ namespace xsampler
                     try
                     {
                         d = number_dfa(b);
+                        if (fraction && d.size() != 0)
+                        {
+                            d = dfa_intersection(d, compile_regex("-?(0|[1-9][0-9]{0,14})\\.[0-9]{0,14}[1-9]"));
+                        }
                         if (!equal.empty() && d.size() != 0)
                         {
                             d = dfa_difference(d, compile_regex(equal));
@@ -1293,6 +1353,24 @@ namespace xsampler
                 return m_content;
             }
 
+            /// The contents (content_options) in which the regex finds a match, compiled once per schema.
+            const byte_dfa& search_dfa(const std::string& regex, const json* s)
+            {
+                auto it = m_key_patterns.find(regex);
+                if (it == m_key_patterns.end())
+                {
+                    try
+                    {
+                        it = m_key_patterns.emplace(regex, compile_regex(regex, content_options(true))).first;
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail("pattern '" + regex + "': " + e.what(), s);
+                    }
+                }
+                return it->second;
+            }
+
             /// A string's unescaped content: valid UTF-8 without '"', '\\' and the control bytes.
             static regex_options content_options(bool search)
             {
@@ -1355,20 +1433,47 @@ namespace xsampler
                 return m_b.array(*item, min, max);
             }
 
+            /// A patternProperties entry: the regex, its schema, and the schema it is in.
+            struct key_pattern
+            {
+                std::string regex;
+                const json* value;
+                const json* in;
+            };
+
+            /// Objects: the listed keys in the schemas' order (properties, then
+            /// required), each with every schema that applies to it (its
+            /// property, the patterns it matches, else additionalProperties);
+            /// beside them keys by the patterns they match and miss (one class
+            /// of keys per combination that some key has), and the keys no
+            /// pattern matches where additionalProperties allows them and
+            /// options.additional_properties asks for them (or nothing else is
+            /// listed).
             std::optional<expr_id> object(const conj& own)
             {
                 std::vector<std::string> names;  // the properties, in order of first appearance
                 std::vector<std::string> required;
+                std::vector<key_pattern> patterns;
                 bool closed = false;
                 for (const json* s : own)
                 {
-                    for (const char* k : {"patternProperties", "propertyNames", "maxProperties", "minProperties",
-                                          "dependentRequired", "dependentSchemas", "dependencies",
-                                          "unevaluatedProperties"})
+                    for (const char* k : {"propertyNames", "maxProperties", "minProperties", "dependentRequired",
+                                          "dependentSchemas", "dependencies", "unevaluatedProperties"})
                     {
                         if (s->contains(k) && !((*s)[k].is_object() && (*s)[k].empty()))
                         {
                             unsupported(k, s);
+                        }
+                    }
+                    if (s->contains("patternProperties"))
+                    {
+                        if (!(*s)["patternProperties"].is_object())
+                        {
+                            fail("patternProperties must be an object", s);
+                        }
+                        for (const auto& kv : (*s)["patternProperties"].items())
+                        {
+                            patterns.push_back({kv.key(), &kv.value(), s});
                         }
                     }
                     if (s->contains("additionalProperties"))
@@ -1407,36 +1512,47 @@ namespace xsampler
                             {
                                 fail("required must be a list of names", s);
                             }
-                            const std::string n = x.get<std::string>();
-                            const bool listed = s->contains("properties") && (*s)["properties"].is_object() &&
-                                                (*s)["properties"].contains(n);
-                            const auto& a = s->contains("additionalProperties") ? (*s)["additionalProperties"] : json(true);
-                            if (!listed && a == false)
+                            if (std::find(required.begin(), required.end(), x.get<std::string>()) == required.end())
                             {
-                                fail("required '" + n + "' is not in properties and additionalProperties is false", s);
-                            }
-                            if (std::find(required.begin(), required.end(), n) == required.end())
-                            {
-                                required.push_back(n);
+                                required.push_back(x.get<std::string>());
                             }
                         }
                     }
                 }
-                // a key's schemas: each schema's property, else its additionalProperties
-                const auto schemas_of = [&](const std::string& name) {
+                // the schemas of a key: in each schema its property and the patterns it matches, else its
+                // additionalProperties (a listed name's patterns by matching it; other keys' by their class)
+                const auto schemas_of = [&](const std::string* name, const std::vector<bool>& matched) {
                     conj c;
                     for (const json* s : own)
                     {
-                        if (s->contains("properties") && (*s)["properties"].contains(name))
+                        bool any = false;
+                        if (name != nullptr && s->contains("properties") && (*s)["properties"].contains(*name))
                         {
-                            c.push_back(&(*s)["properties"][name]);
+                            c.push_back(&(*s)["properties"][*name]);
+                            any = true;
                         }
-                        else if (s->contains("additionalProperties"))
+                        for (std::size_t i = 0; i < patterns.size(); ++i)
+                        {
+                            if (patterns[i].in == s && matched[i])
+                            {
+                                c.push_back(patterns[i].value);
+                                any = true;
+                            }
+                        }
+                        if (!any && s->contains("additionalProperties"))
                         {
                             c.push_back(&(*s)["additionalProperties"]);
                         }
                     }
                     return c;
+                };
+                const auto matches_of = [&](const std::string& name) {
+                    std::vector<bool> matched;
+                    for (const auto& p : patterns)
+                    {
+                        matched.push_back(matches_pattern(json(name), json(p.regex), p.in));
+                    }
+                    return matched;
                 };
                 for (const auto& r : required)
                 {
@@ -1449,7 +1565,23 @@ namespace xsampler
                 for (const auto& name : names)
                 {
                     const bool needed = std::find(required.begin(), required.end(), name) != required.end();
-                    const conj c = schemas_of(name);
+                    const std::vector<bool> matched = matches_of(name);
+                    const conj c = schemas_of(&name, matched);
+                    for (const json* s : own)
+                    {
+                        // (a schema that requires a key its own additionalProperties forbids: a clearer message)
+                        const auto& r = s->contains("required") ? (*s)["required"] : json::array();
+                        bool listed = s->contains("properties") && (*s)["properties"].contains(name);
+                        for (std::size_t i = 0; i < patterns.size(); ++i)
+                        {
+                            listed = listed || (patterns[i].in == s && matched[i]);
+                        }
+                        if (!listed && std::find(r.begin(), r.end(), json(name)) != r.end() &&
+                            s->contains("additionalProperties") && (*s)["additionalProperties"] == false)
+                        {
+                            fail("required '" + name + "' is not in properties and additionalProperties is false", s);
+                        }
+                    }
                     const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
                     if (!v)
                     {
@@ -1461,44 +1593,101 @@ namespace xsampler
                     }
                     members.push_back({json(name).dump(), *v, needed});
                 }
-                // other keys: where every schema's additionalProperties allows them
-                std::optional<expr_id> other;
-                if (!closed && (m_o.additional_properties || names.empty()))
+                // other keys: a class per combination of patterns matched; none matched where every schema's
+                // additionalProperties allows them
+                const bool unmatched = !closed && (m_o.additional_properties || (names.empty() && patterns.empty()));
+                if (patterns.empty())
                 {
-                    conj extra;
-                    for (const json* s : own)
+                    if (!unmatched)
                     {
-                        if (s->contains("additionalProperties"))
+                        return m_b.object(members);
+                    }
+                    const conj extra = schemas_of(nullptr, {});
+                    const auto other = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra);
+                    if (!other)
+                    {
+                        return m_b.object(members);
+                    }
+                    if (names.empty())
+                    {
+                        return m_b.free_object(m_b.string(0, grammar::unbounded), *other);
+                    }
+                    return m_b.object(members, {{other_key(names, content_dfa(), ""), *other}});
+                }
+                std::vector<std::pair<expr_id, expr_id>> others;
+                for (auto& [keys, matched] : key_classes(patterns))
+                {
+                    if (std::find(matched.begin(), matched.end(), true) == matched.end() && !unmatched)
+                    {
+                        continue;
+                    }
+                    const conj c = schemas_of(nullptr, matched);
+                    const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
+                    if (v)
+                    {
+                        std::string tag;
+                        for (std::size_t i = 0; i < patterns.size(); ++i)
                         {
-                            extra.push_back(&(*s)["additionalProperties"]);
+                            tag += (matched[i] ? "+" : "-") + patterns[i].regex + '\0';
+                        }
+                        others.push_back({other_key(names, keys, tag), *v});
+                    }
+                }
+                return m_b.object(members, others);
+            }
+
+            /// The keys' contents split by the patterns they match: each class
+            /// non-empty, with which patterns it matches.
+            std::vector<std::pair<byte_dfa, std::vector<bool>>> key_classes(const std::vector<key_pattern>& patterns)
+            {
+                if (patterns.size() > max_patterns)
+                {
+                    fail("patternProperties: more than " + std::to_string(max_patterns) + " patterns on one object",
+                         patterns.back().in);
+                }
+                std::vector<std::pair<byte_dfa, std::vector<bool>>> classes{{content_dfa(), {}}};
+                for (const auto& p : patterns)
+                {
+                    std::vector<std::pair<byte_dfa, std::vector<bool>>> split;
+                    const byte_dfa& match = search_dfa(p.regex, p.in);
+                    try
+                    {
+                        for (auto& [keys, matched] : classes)
+                        {
+                            for (const bool in : {true, false})
+                            {
+                                byte_dfa part = in ? dfa_intersection(keys, match, max_key_states)
+                                                   : dfa_difference(keys, match, max_key_states);
+                                if (part.size() != 0)
+                                {
+                                    auto m = matched;
+                                    m.push_back(in);
+                                    split.push_back({std::move(part), std::move(m)});
+                                }
+                            }
                         }
                     }
-                    other = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra);
+                    catch (const invalid_parameter& e)
+                    {
+                        fail("patternProperties '" + p.regex + "': " + e.what(), p.in);
+                    }
+                    classes = std::move(split);
                 }
-                if (!other)
-                {
-                    return m_b.object(members);
-                }
-                if (names.empty())
-                {
-                    return m_b.free_object(m_b.string(0, grammar::unbounded), *other);
-                }
-                return m_b.object(members, other_key(names), *other);
+                return classes;
             }
 
             /// A key, quotes included, that is none of the names (its content
             /// unescaped: another spelling of a name is refused too); one
             /// lexeme per set of names, built from their trie beside the
             /// content's automaton.
-            expr_id other_key(std::vector<std::string> names)
+            expr_id other_key(std::vector<std::string> names, const byte_dfa& content, const std::string& tag)
             {
                 std::sort(names.begin(), names.end());
-                auto found = m_other_keys.find(names);
+                auto found = m_other_keys.find({names, tag});
                 if (found != m_other_keys.end())
                 {
                     return found->second;
                 }
-                content_dfa();
                 std::map<std::pair<std::int64_t, unsigned char>, std::int64_t> child;
                 std::vector<bool> is_name(1, false);
                 for (const auto& n : names)
@@ -1521,7 +1710,7 @@ namespace xsampler
                     const auto b = static_cast<unsigned char>(ch);
                     if (k == start)
                     {
-                        return b == '"' ? std::optional<std::int64_t>(std::int64_t(1) << 32 | m_content.start()) : std::nullopt;
+                        return b == '"' ? std::optional<std::int64_t>(std::int64_t(1) << 32 | content.start()) : std::nullopt;
                     }
                     if (k == end)
                     {
@@ -1531,11 +1720,11 @@ namespace xsampler
                     const auto state = std::int32_t(k & 0xffffffff);
                     if (b == '"')
                     {
-                        return m_content.accepting(state) && (node < 0 || !is_name[std::size_t(node)])
+                        return content.accepting(state) && (node < 0 || !is_name[std::size_t(node)])
                                    ? std::optional<std::int64_t>(end)
                                    : std::nullopt;
                     }
-                    const std::int32_t next = m_content.next(state, b);
+                    const std::int32_t next = content.next(state, b);
                     if (next == byte_dfa::dead)
                     {
                         return std::nullopt;
@@ -1550,7 +1739,7 @@ namespace xsampler
                 }
                 byte_dfa key = automaton_of(start, bytes, step, [&](std::int64_t k) { return k == end; },
                                             std::size_t(1) << 20);
-                return m_other_keys.emplace(std::move(names), m_g.lexeme(std::move(key))).first->second;
+                return m_other_keys.emplace(std::make_pair(std::move(names), tag), m_g.lexeme(std::move(key))).first->second;
             }
 
             // ---- oneOf: branches that no value satisfies twice ----
@@ -1695,27 +1884,37 @@ namespace xsampler
                 });
             }
 
-            bool disjoint(const summary& a, const summary& b) const
+            /// The types of the values a and b may both accept (0: none, proven).
+            unsigned shared(const summary& a, const summary& b) const
             {
-                if ((a.types & b.types) == 0)
+                unsigned both = a.types & b.types;
+                for (const summary* x : {&a, &b})
                 {
-                    return true;
+                    if (x->values)
+                    {
+                        unsigned of = 0;
+                        for (const json& v : *x->values)
+                        {
+                            of |= type_of(v);
+                        }
+                        both &= of;
+                    }
                 }
                 if (a.values && b.values && !overlap(*a.values, *b.values))
                 {
-                    return true;
+                    return 0;
                 }
-                const auto of_type = [this](const std::vector<json>& vs, unsigned types) {
-                    return std::all_of(vs.begin(), vs.end(), [&](const json& v) { return (type_of(v) & types) == 0; });
-                };
-                if ((a.values && of_type(*a.values, b.types)) || (b.values && of_type(*b.values, a.types)))
+                if ((both & t_object) != 0 && separated(a, b))
                 {
-                    return true;
+                    both &= ~unsigned(t_object);
                 }
-                if (((a.types | b.types) & ~unsigned(t_object)) != 0 && ((a.types & b.types) & ~unsigned(t_object)) != 0)
-                {
-                    return false;  // both allow a non-object: the object tests below do not separate them
-                }
+                return both;
+            }
+
+            /// Whether no object satisfies both: a required key whose listed
+            /// values differ, or one the other's closed properties lack.
+            static bool separated(const summary& a, const summary& b)
+            {
                 for (const auto& r : a.required)
                 {
                     if (std::find(b.required.begin(), b.required.end(), r) != b.required.end())
@@ -1742,13 +1941,21 @@ namespace xsampler
                 return false;
             }
 
-            void check_disjoint(const json* s, const std::vector<const json*>& branches)
+            /// For a oneOf, per pair of branches the types of the values both may accept.
+            const std::vector<std::vector<unsigned>>& overlaps(const json* s)
             {
+                auto found = m_overlaps.find(s);
+                if (found != m_overlaps.end())
+                {
+                    return found->second;
+                }
+                const auto& branches = list_of(s, "oneOf");
                 std::vector<std::vector<summary>> all;
                 for (const json* b : branches)
                 {
                     all.push_back(summaries(b));
                 }
+                std::vector<std::vector<unsigned>> out(all.size(), std::vector<unsigned>(all.size(), 0));
                 for (std::size_t i = 0; i < all.size(); ++i)
                 {
                     for (std::size_t j = i + 1; j < all.size(); ++j)
@@ -1757,16 +1964,48 @@ namespace xsampler
                         {
                             for (const auto& y : all[j])
                             {
-                                if (!disjoint(x, y))
-                                {
-                                    fail("oneOf: branches " + std::to_string(i) + " and " + std::to_string(j) +
-                                             " may both match a value (only provably disjoint branches are enforced)",
-                                         s);
-                                }
+                                out[i][j] |= shared(x, y);
                             }
                         }
+                        out[j][i] = out[i][j];
                     }
                 }
+                return m_overlaps.emplace(s, std::move(out)).first->second;
+            }
+
+            /// A oneOf's branches as anyOf branches: each branch and not each
+            /// other branch that may match the same value (restricted to the
+            /// types both may accept: negation_of); the oneOf's own list where
+            /// its branches are proven disjoint.
+            const json* exclusive_branches(const json* s)
+            {
+                const auto& shared = overlaps(s);
+                const auto& branches = list_of(s, "oneOf");
+                bool disjoint = true;
+                json out = json::array();
+                for (std::size_t i = 0; i < branches.size(); ++i)
+                {
+                    json all = json::array({refer(branches[i], false)});
+                    for (std::size_t j = 0; j < branches.size(); ++j)
+                    {
+                        if (j != i && shared[i][j] != 0)
+                        {
+                            all.push_back(refer(branches[j], true, shared[i][j]));
+                            disjoint = false;
+                        }
+                    }
+                    out.push_back(json{{"allOf", std::move(all)}});
+                }
+                if (disjoint)
+                {
+                    return &(*s)["oneOf"];
+                }
+                auto found = m_exclusive.find(s);
+                if (found == m_exclusive.end())
+                {
+                    found = m_exclusive.emplace(s, make(std::move(out), s)).first;
+                }
+                return found->second;
             }
 
             // ---- a value against a schema (enum and const candidates) ----
@@ -1848,7 +2087,7 @@ namespace xsampler
                     {
                         unsupported(k, s);
                     }
-                    else if (c > 0 && (c & (c == t_integer ? t_integer | t_fraction : t)) != 0 && (c != t_integer || (t & (t_integer | t_fraction)) != 0))
+                    else if (c > 0 && (applies_to(c) & t) != 0)
                     {
                         if (!validates_typed(v, k, s, depth))
                         {
@@ -1914,11 +2153,15 @@ namespace xsampler
             /// A made schema's "$xs:" keywords (see negation_of) on a value.
             bool validates_made(const json& v, const json* s, int depth)
             {
-                if (s->contains("$xs:not") && validates(v, m_refs.at((*s)["$xs:not"].get<std::size_t>()), depth + 1))
+                if (s->contains("$xs:not"))
                 {
-                    return false;
+                    const auto& [target, types] = m_refs.at((*s)["$xs:not"].get<std::size_t>());
+                    if ((type_of(v) & types) != 0 && validates(v, target, depth + 1))
+                    {
+                        return false;
+                    }
                 }
-                if (s->contains("$xs:is") && !validates(v, m_refs.at((*s)["$xs:is"].get<std::size_t>()), depth + 1))
+                if (s->contains("$xs:is") && !validates(v, m_refs.at((*s)["$xs:is"].get<std::size_t>()).first, depth + 1))
                 {
                     return false;
                 }
@@ -2008,15 +2251,42 @@ namespace xsampler
                         }
                         return true;
                     }
-                    if (k == "additionalProperties")
-                    {
-                        if (s->contains("patternProperties"))
+                    // whether patternProperties has patterns that match the key (none: one's schema said no)
+                    const auto patterned = [&](const std::string& key, auto&& each) {
+                        bool any = false;
+                        if (s->contains("patternProperties") && (*s)["patternProperties"].is_object())
                         {
-                            unsupported("patternProperties", s);
+                            for (const auto& p : (*s)["patternProperties"].items())
+                            {
+                                if (matches_pattern(json(key), json(p.key()), s))
+                                {
+                                    any = true;
+                                    if (!each(p.value()))
+                                    {
+                                        return std::optional<bool>();
+                                    }
+                                }
+                            }
                         }
+                        return std::optional<bool>(any);
+                    };
+                    if (k == "patternProperties")
+                    {
                         for (const auto& kv : v.items())
                         {
-                            const bool listed = s->contains("properties") && (*s)["properties"].contains(kv.key());
+                            if (!patterned(kv.key(), [&](const json& p) { return validates(kv.value(), &p, depth + 1); }))
+                            {
+                                return false;
+                            }
+                        }
+                        return true;
+                    }
+                    if (k == "additionalProperties")
+                    {
+                        for (const auto& kv : v.items())
+                        {
+                            const bool listed = (s->contains("properties") && (*s)["properties"].contains(kv.key())) ||
+                                                *patterned(kv.key(), [](const json&) { return true; });
                             if (!listed && !validates(kv.value(), &x, depth + 1))
                             {
                                 return false;
@@ -2024,8 +2294,7 @@ namespace xsampler
                         }
                         return true;
                     }
-                    if ((k == "patternProperties" || k == "dependencies" || k == "dependentRequired" ||
-                         k == "dependentSchemas") && x.is_object() && x.empty())
+                    if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && x.is_object() && x.empty())
                     {
                         return true;
                     }
@@ -2057,6 +2326,7 @@ namespace xsampler
             }
 
             static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 1000;
+            static constexpr std::size_t max_patterns = 16, max_key_states = 10000;
 
             grammar& m_g;
             schema_document& m_doc;
@@ -2065,15 +2335,18 @@ namespace xsampler
             std::size_t m_depth = 0;
             std::map<std::vector<std::size_t>, std::pair<rule_id, int>> m_rules;  // 0 compiling, 1 done, 2 nothing
             std::map<const json*, std::vector<const json*>> m_lists;
-            std::set<const json*> m_disjoint;  // oneOfs proven disjoint
+            std::map<const json*, std::vector<std::vector<unsigned>>> m_overlaps;  // overlaps()'s
+            std::map<const json*, const json*> m_exclusive;  // exclusive_branches()
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
             std::map<std::string, byte_dfa> m_searches;        // matches_pattern's
-            std::map<std::vector<std::string>, expr_id> m_other_keys;  // other_key()'s
+            std::map<std::pair<std::vector<std::string>, std::string>, expr_id> m_other_keys;  // other_key()'s
+            std::map<std::string, byte_dfa> m_key_patterns;  // search_dfa()'s
             std::deque<json> m_made;                     // the compiler's own schemas (negation_of)
             std::set<const json*> m_made_nodes;          // every node of them
-            std::vector<const json*> m_refs;             // "$xs:not" and "$xs:is" targets
+            std::vector<std::pair<const json*, unsigned>> m_refs;  // "$xs:not" and "$xs:is" targets (a not's types)
             std::map<const json*, const json*> m_negations;  // negation_of's
             std::map<const json*, const json*> m_negated;    // and back: the schema a negation is of
+            std::map<std::pair<const json*, unsigned>, const json*> m_restricted;  // negation_of's within types
             byte_dfa m_content;  // a string's content, unescaped ([^]*)
             std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
         };

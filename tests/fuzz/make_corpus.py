@@ -356,6 +356,12 @@ def constraint_seeds():
     write("fuzz_constraint", "not", constraint_case(
         '{"type":"object","properties":{"a":{"not":{"anyOf":[{"type":"string"},{"minimum":2}]}},'
         '"b":{"type":"string","not":{"enum":["ab","abc"]}}},"not":{"required":["c"]}}', seed=4))
+    write("fuzz_constraint", "oneof", constraint_case(
+        '{"type":"object","properties":{"a":{"oneOf":[{"type":"integer","maximum":20},{"type":"number","minimum":3}]}},'
+        '"oneOf":[{"required":["a"]},{"required":["b"]}]}', budget=1, seed=6))
+    write("fuzz_constraint", "pattern_properties", constraint_case(
+        '{"type":"object","properties":{"a":{"type":"string"}},"patternProperties":{"^x-":{"type":"integer"},'
+        '"y$":{"type":"number","minimum":2}},"additionalProperties":false}', seed=8))
     write("fuzz_constraint", "regex_date", constraint_case(r"\d{4}-\d{2}-\d{2}", regex=True, budget=2))
     write("fuzz_constraint", "regex_words", constraint_case(r"(ab|abc| )+\.", regex=True, seed=9))
 
