@@ -131,6 +131,10 @@ namespace
         }
         if (v.is_object())
         {
+            if (v.size() < s.value("minProperties", std::size_t(0)) || v.size() > s.value("maxProperties", ~std::size_t(0)))
+            {
+                return false;
+            }
             for (const auto& r : s.value("required", json::array()))
             {
                 if (!v.contains(r.get<std::string>()))
@@ -168,6 +172,13 @@ namespace
             if (v.size() < s.value("minItems", std::size_t(0)) || v.size() > s.value("maxItems", ~std::size_t(0)))
             {
                 return false;
+            }
+            for (std::size_t i = 0; s.value("uniqueItems", false) && i < v.size(); ++i)
+            {
+                if (std::find(v.begin() + std::ptrdiff_t(i) + 1, v.end(), v[i]) != v.end())
+                {
+                    return false;
+                }
             }
             for (const auto& item : v)
             {
@@ -260,6 +271,13 @@ namespace
     };
 
     constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }
+
+    /// The schema is refused with a message that contains `message`.
+    void fails_with(const std::string& schema, const std::string& message)
+    {
+        INFO(schema);
+        CHECK_THROWS_WITH(json_schema_grammar(schema), Contains(message));
+    }
 
     /// One generation from a copy of `proto` (its masks shared), first in a
     /// chain with `stages`; with `budgeted`, under the budget max_tokens.
@@ -1739,10 +1757,6 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
 
 TEST_CASE("json_schema: not, as the schema of the values that break one of its keywords", "[constraint]")
 {
-    const auto fails_with = [](const std::string& schema, const std::string& message) {
-        INFO(schema);
-        CHECK_THROWS_WITH(json_schema_grammar(schema), Contains(message));
-    };
     json_options others;
     others.additional_properties = true;
     CHECK(accepted(R"({"not":{"type":"string"}})", {"1", "null", "{}", "\"a\"", "[\"a\"]"}) == bools{true, true, true, false, true});
@@ -2002,6 +2016,52 @@ TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[
               }
           }) > 100);
     CHECK(patterned > 0);
+}
+
+TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProperties", "[constraint]")
+{
+    // each value at most once, in any order; 1, 1.0 and true are one value (as some validators have them)
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"enum":["a","b","c",1,1.0,true]}})",
+                   {"[]", "[\"c\",\"a\",\"b\"]", "[\"a\",\"a\"]", "[1,true]", "[1,\"a\",1.0]", "[true,\"b\"]", "[1.0]"}) ==
+          bools{true, true, false, false, false, true, true});
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"minItems":2,"items":{"type":"boolean"}})",
+                   {"[true,false]", "[false,true]", "[true]", "[true,true]"}) == bools{true, true, false, false});
+    // past 10 values, in the list's order (a subset); an enum value that repeats an item is left out
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}})",
+                   {"[0,1,11]", "[11,0]", "[3,3]"}) == bools{true, false, false});
+    CHECK(accepted(R"({"enum":[[1,2],[1,1],[true,1]],"uniqueItems":true})", {"[1,2]", "[1,1]", "[true,1]"}) ==
+          bools{true, false, false});
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"array","uniqueItems":true,"items":{"type":"string"}})")),
+                      Contains("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null) at /"));
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"maxItems":1})", {"[\"x\"]", "[]"}) == bools{true, true});
+    fails_with(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"enum":[1,2]}})", "the schema validates nothing");
+    // members counted: the listed ones, and others toward a minProperties of 1 (a key written twice is one key)
+    json_options others;
+    others.additional_properties = true;
+    const std::string two = R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":2})";
+    CHECK(accepted(two, {R"({"a":1,"b":2})", R"({"a":1})", R"({"a":1,"b":2,"c":3})", R"({"b":1,"c":2})", "{}"}) ==
+          bools{true, false, false, true, false});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"minProperties":1,"maxProperties":2})",
+                   {"{}", R"({"x":1})", R"({"a":1,"x":1})", R"({"a":1,"b":2,"x":1})"}, others) == bools{false, true, true, false});
+    CHECK(accepted(R"({"type":"object","additionalProperties":{"type":"string"},"minProperties":1})",
+                   {"{}", R"({"a":"x"})", R"({"a":"x","b":"y"})"}) == bools{false, true, true});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"minProperties":2,"maxProperties":3})",
+                   {R"({"a":1,"x":1})", R"({"a":1,"x":1,"b":2})", R"({"a":1,"x":1,"b":2,"y":3})"}, others) ==
+          bools{false, true, false});
+    fails_with(R"({"type":"object","additionalProperties":{"type":"string"},"minProperties":2})",
+               "minProperties 2 beside keys the schema does not list (a key written twice is one key");
+    fails_with(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1})", "validates nothing");
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a"],"not":{"maxProperties":1}})",
+                   {R"({"a":1})", R"({"a":1,"b":2})"}) == bools{false, true});
+    CHECK(accepted(R"({"enum":[{},{"a":1}],"minProperties":1})", {"{}", R"({"a":1})"}) == bools{false, true});
+    // brute force: every token the mask allows leads to a completion that validates, and no other does
+    const std::string text = R"({"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"maxItems":3,
+        "items":{"enum":["red","green",12,null]}},"u":{"type":"boolean"},"v":{"type":"null"},"w":{"type":"integer"}},
+        "minProperties":2,"maxProperties":3})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    std::mt19937 pick(12);
+    CHECK(validating_walks(c, schema, pick, 8, 30, 18, [](const constraint&) {}) > 100);
 }
 
 TEST_CASE("json_schema: annotations and unknown keywords are ignored; strict refuses unknown ones", "[constraint]")

@@ -23,7 +23,11 @@
 #define XSAMPLER_JSON_GRAMMAR_HPP
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -181,6 +185,62 @@ namespace xsampler
                 return g.sequence({g.bytes("["), ws(), min > 0 ? items : g.optional(items), g.bytes("]")});
             }
 
+            /// '[' min..max items, each of another slot ']' (uniqueItems over
+            /// finite values: a slot is the texts of equal values): in any order
+            /// (a rule per set of slots used) for up to max_any_order slots,
+            /// else in the slots' order (a rule per last slot and count).
+            expr_id distinct_array(const std::vector<expr_id>& slots, std::size_t min, std::size_t max)
+            {
+                grammar& g = m_g;
+                const std::size_t m = slots.size();
+                max = std::min(max, m);
+                if (min > max)
+                {
+                    return g.choice({});
+                }
+                const bool any_order = m <= max_any_order;
+                // a state: the slots used (any order), or the last slot and the count (in order)
+                std::map<std::pair<std::uint64_t, std::size_t>, rule_id> rules;
+                const std::function<expr_id(std::uint64_t, std::size_t)> after = [&](std::uint64_t used, std::size_t n) -> expr_id {
+                    const auto key = std::make_pair(used, n);
+                    if (const auto it = rules.find(key); it != rules.end())
+                    {
+                        return g.ref(it->second);
+                    }
+                    const rule_id r = g.fresh_rule("distinct-items");
+                    rules.emplace(key, r);
+                    std::vector<expr_id> next;
+                    if (n < max)
+                    {
+                        for (std::size_t j = any_order ? 0 : std::size_t(used) + 1; j < m; ++j)
+                        {
+                            if (!any_order || (used & (std::uint64_t(1) << j)) == 0)
+                            {
+                                next.push_back(g.sequence({g.bytes(","), ws(), slots[j], ws(),
+                                                           after(any_order ? used | std::uint64_t(1) << j : j, n + 1)}));
+                            }
+                        }
+                    }
+                    if (n >= min)
+                    {
+                        next.push_back(g.empty());
+                    }
+                    g.define(r, g.choice(std::move(next)));
+                    return g.ref(r);
+                };
+                std::vector<expr_id> first;
+                for (std::size_t j = 0; j < m && max > 0; ++j)
+                {
+                    first.push_back(g.sequence({slots[j], ws(), after(any_order ? std::uint64_t(1) << j : j, 1)}));
+                }
+                if (min == 0)
+                {
+                    first.push_back(g.empty());
+                }
+                return g.sequence({g.bytes("["), ws(), g.choice(std::move(first)), g.bytes("]")});
+            }
+            static constexpr std::size_t max_any_order = 10;
+
             /// '{' any keys (key: the key's expression) with values `value` '}'.
             expr_id free_object(expr_id key, expr_id value)
             {
@@ -192,8 +252,11 @@ namespace xsampler
 
             /// '{' the members in this order, each optional unless required '}';
             /// with `others` (pairs of a key's expression and its value's), any
-            /// number of other members before, between and after them.
-            expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {})
+            /// number of other members before, between and after them; with
+            /// min..max members in all (others count toward min only when it
+            /// is 1: a key written twice is one key). No text when none fits.
+            expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {},
+                           std::size_t min = 0, std::size_t max = grammar::unbounded)
             {
                 grammar& g = m_g;
                 const std::size_t n = members.size();
@@ -202,6 +265,7 @@ namespace xsampler
                 {
                     text[i] = g.sequence({g.bytes(members[i].key), ws(), g.bytes(":"), ws(), members[i].value, ws()});
                 }
+                expr_id other = grammar::none;
                 if (!others.empty())
                 {
                     // one rule, read from every gap: not a copy of the keys' automata in each
@@ -210,78 +274,119 @@ namespace xsampler
                     {
                         any.push_back(g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()}));
                     }
-                    const rule_id other = g.fresh_rule("other-member");
-                    g.define(other, g.choice(std::move(any)));
-                    return object_with_others(members, text, g.ref(other));
+                    const rule_id r = g.fresh_rule("other-member");
+                    g.define(r, g.choice(std::move(any)));
+                    other = g.ref(r);
                 }
-                if (members.empty())
+                const bool others_count = min <= 1;
+                const expr_id comma = g.sequence({g.bytes(","), ws()});
+                // the rest after something was written (written) or before the next listed member (next): at
+                // listed member i, `counted` members toward min (at most min), `all` toward max (0 if unbounded)
+                struct state
                 {
-                    return g.sequence({g.bytes("{"), ws(), g.bytes("}")});
-                }
-                // tail[i]: the members from i on, after one member was written
-                std::vector<expr_id> tail(n + 1);
-                tail[n] = g.empty();
-                for (std::size_t i = n; i-- > 1;)
-                {
-                    const expr_id here = g.sequence({g.bytes(","), ws(), text[i], tail[i + 1]});
-                    const expr_id body = members[i].required ? here : g.choice({here, tail[i + 1]});
+                    bool written;
+                    std::size_t i, counted, all;
+                    bool operator<(const state& o) const
+                    {
+                        return std::tie(written, i, counted, all) < std::tie(o.written, o.i, o.counted, o.all);
+                    }
+                };
+                std::map<state, rule_id> rules;
+                const auto add = [&](std::size_t c, std::size_t k, bool counts) {
+                    return std::make_pair(counts ? std::min(c + 1, min) : c, max == grammar::unbounded ? 0 : k + 1);
+                };
+                // the states a state goes to (each with what it writes: other, member or nothing), and whether
+                // an end can follow it (a self-loop adds no way to the end)
+                const auto moves = [&](const state& st) {
+                    std::vector<std::pair<expr_id, state>> out;
+                    const bool room = max == grammar::unbounded || st.all < max;
+                    if (st.written)
+                    {
+                        if (other != grammar::none && room)
+                        {
+                            const auto [c, k] = add(st.counted, st.all, others_count);
+                            out.push_back({other, state{true, st.i, c, k}});
+                        }
+                        out.push_back({grammar::none, state{false, st.i, st.counted, st.all}});
+                    }
+                    else if (st.i < n)
+                    {
+                        const auto [c, k] = add(st.counted, st.all, true);
+                        if (room)
+                        {
+                            out.push_back({text[st.i], state{true, st.i + 1, c, k}});
+                        }
+                        if (!members[st.i].required)
+                        {
+                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all}});
+                        }
+                    }
+                    return out;
+                };
+                std::map<state, bool> ends;
+                const std::function<bool(const state&)> can_end = [&](const state& st) -> bool {
+                    if (const auto it = ends.find(st); it != ends.end())
+                    {
+                        return it->second;
+                    }
+                    bool yes = !st.written && st.i == n && st.counted >= min;
+                    for (const auto& [what, to] : moves(st))
+                    {
+                        yes = yes || (!(to < st) && !(st < to) ? false : can_end(to));
+                    }
+                    return ends[st] = yes;
+                };
+                const std::function<expr_id(state)> rest = [&](state st) -> expr_id {
+                    st.written = st.written && other != grammar::none;  // (without others: the same rule)
+                    if (const auto it = rules.find(st); it != rules.end())
+                    {
+                        return g.ref(it->second);
+                    }
                     const rule_id r = g.fresh_rule("members");
-                    g.define(r, body);
-                    tail[i] = g.ref(r);
-                }
-                // the first member written: any up to the first required one
+                    rules.emplace(st, r);
+                    std::vector<expr_id> go;
+                    for (const auto& [what, to] : moves(st))
+                    {
+                        if (can_end(to))
+                        {
+                            go.push_back(what == grammar::none ? rest(to) : g.sequence({comma, what, rest(to)}));
+                        }
+                    }
+                    if (!st.written && st.i == n && st.counted >= min)
+                    {
+                        go.push_back(g.empty());
+                    }
+                    g.define(r, g.choice(std::move(go)));
+                    return g.ref(r);
+                };
+                // the first member: another, or a listed one up to the first required one
                 std::vector<expr_id> first;
                 bool required = false;
-                for (std::size_t i = 0; i < n && !required; ++i)
+                if (max > 0)
                 {
-                    first.push_back(g.sequence({text[i], tail[i + 1]}));
-                    required = members[i].required;
+                    const auto [c, k] = add(0, 0, others_count);
+                    if (other != grammar::none && can_end({true, 0, c, k}))
+                    {
+                        first.push_back(g.sequence({other, rest({true, 0, c, k})}));
+                    }
+                    for (std::size_t i = 0; i < n && !required; ++i)
+                    {
+                        const auto [c1, k1] = add(0, 0, true);
+                        if (can_end({true, i + 1, c1, k1}))
+                        {
+                            first.push_back(g.sequence({text[i], rest({true, i + 1, c1, k1})}));
+                        }
+                        required = members[i].required;
+                    }
                 }
-                const expr_id body = g.choice(std::move(first));
-                return g.sequence({g.bytes("{"), ws(), required ? body : g.optional(body), g.bytes("}")});
+                if (!required && min == 0)
+                {
+                    first.push_back(g.empty());  // (the empty object)
+                }
+                return g.sequence({g.bytes("{"), ws(), g.choice(std::move(first)), g.bytes("}")});
             }
 
         private:
-            /// The members in order with `other` members anywhere among them:
-            /// written[i] (something written, the listed ones from i on) =
-            /// ',' other written[i] | next[i]; next[i] = ',' member i written[i + 1]
-            /// | next[i + 1] if it is optional | the end (i = n); first[i], before
-            /// anything, the same without the commas.
-            expr_id object_with_others(const std::vector<member>& members, const std::vector<expr_id>& text,
-                                       expr_id other)
-            {
-                grammar& g = m_g;
-                const std::size_t n = members.size();
-                std::vector<rule_id> written(n + 1), next(n + 1), first(n + 1);
-                for (std::size_t i = 0; i <= n; ++i)
-                {
-                    written[i] = g.fresh_rule("members");
-                    next[i] = g.fresh_rule("members");
-                    first[i] = g.fresh_rule("members");
-                }
-                const expr_id comma = g.sequence({g.bytes(","), ws()});
-                g.define(next[n], g.empty());
-                g.define(first[n], g.empty());
-                for (std::size_t i = n; i-- > 0;)
-                {
-                    std::vector<expr_id> go = {g.sequence({comma, text[i], g.ref(written[i + 1])})};
-                    std::vector<expr_id> start = {g.sequence({text[i], g.ref(written[i + 1])})};
-                    if (!members[i].required)
-                    {
-                        go.push_back(g.ref(next[i + 1]));
-                        start.push_back(g.ref(first[i + 1]));
-                    }
-                    g.define(next[i], g.choice(std::move(go)));
-                    g.define(first[i], g.choice(std::move(start)));
-                }
-                for (std::size_t i = 0; i <= n; ++i)
-                {
-                    g.define(written[i], g.choice({g.sequence({comma, other, g.ref(written[i])}), g.ref(next[i])}));
-                }
-                const expr_id body = g.choice({g.sequence({other, g.ref(written[0])}), g.ref(first[0])});
-                return g.sequence({g.bytes("{"), ws(), body, g.bytes("}")});
-            }
-
             static byte_set hex_digits()
             {
                 byte_set s = byte_set::range('0', '9');

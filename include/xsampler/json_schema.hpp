@@ -61,6 +61,11 @@
 //                 as 0.01, is an error: validators divide in floating point)
 //   items         one schema for every item (not the list form); items that
 //                 validate nothing leave the empty array
+//   uniqueItems   over items of finite values (enum, const, booleans,
+//                 null): each at most once (distinct_items); else an error
+//   minProperties, maxProperties  members counted as they are written
+//                 (json_builder::object); other keys count toward a minimum
+//                 of 1 alone (a key written twice is one key)
 //   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
 //                 pattern (a regex.hpp regular expression matched anywhere in
 //                 the string, as JSON Schema does; its characters are then
@@ -716,22 +721,24 @@ namespace xsampler
                         }
                         out.push_back(typed("number", json{{"$xs:notMultipleOf", x}}));
                     }
-                    else if (k == "minLength" || k == "minItems")
+                    else if (k == "minLength" || k == "minItems" || k == "minProperties")
                     {
                         const std::size_t n = count(s, k.c_str(), 0);
                         if (n > 0)
                         {
-                            out.push_back(typed(k == "minLength" ? "string" : "array", json{{k == "minLength" ? "maxLength" : "maxItems", n - 1}}));
+                            out.push_back(typed(k == "minLength" ? "string" : k == "minItems" ? "array" : "object",
+                                                json{{"max" + k.substr(3), n - 1}}));
                         }
                     }
-                    else if (k == "maxLength" || k == "maxItems")
+                    else if (k == "maxLength" || k == "maxItems" || k == "maxProperties")
                     {
                         const std::size_t n = count(s, k.c_str(), 0);
                         if (n == grammar::unbounded)
                         {
                             continue;  // no value is longer: it holds for every value
                         }
-                        out.push_back(typed(k == "maxLength" ? "string" : "array", json{{k == "maxLength" ? "minLength" : "minItems", n + 1}}));
+                        out.push_back(typed(k == "maxLength" ? "string" : k == "maxItems" ? "array" : "object",
+                                            json{{"min" + k.substr(3), n + 1}}));
                     }
                     else if (k == "pattern")
                     {
@@ -1388,6 +1395,7 @@ namespace xsampler
             {
                 std::size_t min = 0, max = grammar::unbounded;
                 conj items;
+                const json* unique = nullptr;
                 for (const json* s : own)
                 {
                     const std::size_t lo = count(s, "minItems", 0), hi = count(s, "maxItems", grammar::unbounded);
@@ -1406,7 +1414,7 @@ namespace xsampler
                     }
                     if (s->contains("uniqueItems") && (*s)["uniqueItems"] == true)
                     {
-                        unsupported("uniqueItems", s);
+                        unique = s;
                     }
                     if (s->contains("items"))
                     {
@@ -1421,6 +1429,10 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
+                if (unique != nullptr && max > 1)
+                {
+                    return distinct_items(items, min, max, unique);
+                }
                 const auto item = items.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(items);
                 if (!item)
                 {
@@ -1431,6 +1443,85 @@ namespace xsampler
                     return m_b.array(m_g.empty(), 0, 0);
                 }
                 return m_b.array(*item, min, max);
+            }
+
+            /// uniqueItems: items of finite values (enum, const, booleans, null),
+            /// each value at most once; values equal for validators (1 and
+            /// 1.0, and 1 and true: loosely_same) share a slot. Other items are
+            /// an error.
+            std::optional<expr_id> distinct_items(const conj& items, std::size_t min, std::size_t max, const json* at)
+            {
+                std::vector<conj> ds;
+                expand(conj{}, {{nullptr, items}}, ds);
+                std::vector<json> candidates;
+                for (const conj& d : ds)
+                {
+                    unsigned types = t_all;
+                    const json* values_at = nullptr;
+                    for (const json* s : d)
+                    {
+                        types &= ref_only(s) ? t_all : type_bits(s);
+                        if (!ref_only(s) && values_at == nullptr && (s->contains("enum") || has_const(s)))
+                        {
+                            values_at = s;
+                        }
+                    }
+                    if (values_at != nullptr)
+                    {
+                        const auto vs = finite_values(values_at);
+                        candidates.insert(candidates.end(), vs->begin(), vs->end());
+                    }
+                    else if ((types & ~unsigned(t_boolean | t_null)) == 0)
+                    {
+                        for (const json& v : {json(true), json(false), json(nullptr)})
+                        {
+                            candidates.push_back(v);
+                        }
+                    }
+                    else
+                    {
+                        fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null)", at);
+                    }
+                }
+                std::vector<std::vector<json>> slots;
+                for (const json& v : candidates)
+                {
+                    if (!std::all_of(items.begin(), items.end(), [&](const json* s) { return validates(v, s); }))
+                    {
+                        continue;
+                    }
+                    auto slot = std::find_if(slots.begin(), slots.end(), [&](const std::vector<json>& vs) {
+                        return std::any_of(vs.begin(), vs.end(), [&](const json& w) { return loosely_same(v, w); });
+                    });
+                    if (slot == slots.end())
+                    {
+                        slots.emplace_back();
+                        slot = slots.end() - 1;
+                    }
+                    if (std::none_of(slot->begin(), slot->end(), [&](const json& w) { return w.dump() == v.dump(); }))
+                    {
+                        slot->push_back(v);
+                    }
+                }
+                if (slots.size() > 64)
+                {
+                    fail("uniqueItems over more than 64 values", at);
+                }
+                if (min > slots.size())
+                {
+                    return std::nullopt;
+                }
+                std::vector<expr_id> texts;
+                for (const auto& slot : slots)
+                {
+                    std::vector<expr_id> options;
+                    for (const json& v : slot)
+                    {
+                        options.push_back(m_b.literal(v.dump()));
+                    }
+                    texts.push_back(m_g.choice(std::move(options)));
+                }
+                return m_b.distinct_array(texts, min, max);
             }
 
             /// A patternProperties entry: the regex, its schema, and the schema it is in.
@@ -1455,9 +1546,12 @@ namespace xsampler
                 std::vector<std::string> required;
                 std::vector<key_pattern> patterns;
                 bool closed = false;
+                std::size_t min = 0, max = grammar::unbounded;  // minProperties, maxProperties
                 for (const json* s : own)
                 {
-                    for (const char* k : {"propertyNames", "maxProperties", "minProperties", "dependentRequired",
+                    min = std::max(min, count(s, "minProperties", 0));
+                    max = std::min(max, count(s, "maxProperties", grammar::unbounded));
+                    for (const char* k : {"propertyNames", "dependentRequired",
                                           "dependentSchemas", "dependencies", "unevaluatedProperties"})
                     {
                         if (s->contains(k) && !((*s)[k].is_object() && (*s)[k].empty()))
@@ -1596,26 +1690,16 @@ namespace xsampler
                 // other keys: a class per combination of patterns matched; none matched where every schema's
                 // additionalProperties allows them
                 const bool unmatched = !closed && (m_o.additional_properties || (names.empty() && patterns.empty()));
-                if (patterns.empty())
-                {
-                    if (!unmatched)
-                    {
-                        return m_b.object(members);
-                    }
-                    const conj extra = schemas_of(nullptr, {});
-                    const auto other = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra);
-                    if (!other)
-                    {
-                        return m_b.object(members);
-                    }
-                    if (names.empty())
-                    {
-                        return m_b.free_object(m_b.string(0, grammar::unbounded), *other);
-                    }
-                    return m_b.object(members, {{other_key(names, content_dfa(), ""), *other}});
-                }
                 std::vector<std::pair<expr_id, expr_id>> others;
-                for (auto& [keys, matched] : key_classes(patterns))
+                if (patterns.empty() && unmatched)
+                {
+                    const conj extra = schemas_of(nullptr, {});
+                    if (const auto v = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra))
+                    {
+                        others.push_back({names.empty() ? m_b.string(0, grammar::unbounded) : other_key(names, content_dfa(), ""), *v});
+                    }
+                }
+                for (auto& [keys, matched] : patterns.empty() ? decltype(key_classes(patterns)){} : key_classes(patterns))
                 {
                     if (std::find(matched.begin(), matched.end(), true) == matched.end() && !unmatched)
                     {
@@ -1633,7 +1717,23 @@ namespace xsampler
                         others.push_back({other_key(names, keys, tag), *v});
                     }
                 }
-                return m_b.object(members, others);
+                // how many members: the required ones at least, the listed ones at most without others (which
+                // count toward a minProperties of 1 alone: a key written twice is one key)
+                const std::size_t needed = std::size_t(std::count_if(members.begin(), members.end(), [](const auto& m) { return m.required; }));
+                if (min > max || needed > max || (others.empty() && min > members.size()))
+                {
+                    return std::nullopt;
+                }
+                if (min > 1 && min > members.size())
+                {
+                    fail("minProperties " + std::to_string(min) + " beside keys the schema does not list (a key written "
+                         "twice is one key: only the listed ones are counted)", own.front());
+                }
+                if (names.empty() && patterns.empty() && others.size() == 1 && min == 0 && max == grammar::unbounded)
+                {
+                    return m_b.free_object(others[0].first, others[0].second);
+                }
+                return m_b.object(members, others, min, max);
             }
 
             /// The keys' contents split by the patterns they match: each class
@@ -2222,8 +2322,19 @@ namespace xsampler
                     {
                         return true;
                     }
-                    if (k == "uniqueItems" && x == false)
+                    if (k == "uniqueItems")
                     {
+                        // (1 and true count as equal, as distinct_items has them: a subset either way)
+                        for (std::size_t i = 0; x == true && i < v.size(); ++i)
+                        {
+                            for (std::size_t j = i + 1; j < v.size(); ++j)
+                            {
+                                if (loosely_same(v[i], v[j]))
+                                {
+                                    return false;
+                                }
+                            }
+                        }
                         return true;
                     }
                     if (k == "minContains" || k == "maxContains")
@@ -2240,6 +2351,8 @@ namespace xsampler
                     {
                         return std::all_of(x.begin(), x.end(), [&](const json& n) { return n.is_string() && v.contains(n.get<std::string>()); });
                     }
+                    if (k == "minProperties") return v.size() >= count(s, "minProperties", 0);
+                    if (k == "maxProperties") return v.size() <= count(s, "maxProperties", 0);
                     if (k == "properties")
                     {
                         for (const auto& kv : x.items())

@@ -362,6 +362,9 @@ def constraint_seeds():
     write("fuzz_constraint", "pattern_properties", constraint_case(
         '{"type":"object","properties":{"a":{"type":"string"}},"patternProperties":{"^x-":{"type":"integer"},'
         '"y$":{"type":"number","minimum":2}},"additionalProperties":false}', seed=8))
+    write("fuzz_constraint", "unique_counted", constraint_case(
+        '{"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"enum":["a",1,true,null]}},'
+        '"u":{"type":"boolean"},"v":{}},"minProperties":2,"maxProperties":2}', budget=2, seed=10))
     write("fuzz_constraint", "regex_date", constraint_case(r"\d{4}-\d{2}-\d{2}", regex=True, budget=2))
     write("fuzz_constraint", "regex_words", constraint_case(r"(ab|abc| )+\.", regex=True, seed=9))
 
