@@ -286,9 +286,10 @@ namespace xsampler
                 {
                     bool written;
                     std::size_t i, counted, all;
+                    bool lead = false;  // nothing written yet: no comma before the next member
                     bool operator<(const state& o) const
                     {
-                        return std::tie(written, i, counted, all) < std::tie(o.written, o.i, o.counted, o.all);
+                        return std::tie(written, i, counted, all, lead) < std::tie(o.written, o.i, o.counted, o.all, o.lead);
                     }
                 };
                 std::map<state, rule_id> rules;
@@ -318,7 +319,7 @@ namespace xsampler
                         }
                         if (!members[st.i].required)
                         {
-                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all}});
+                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all, st.lead}});
                         }
                     }
                     return out;
@@ -338,6 +339,11 @@ namespace xsampler
                 };
                 const std::function<expr_id(state)> rest = [&](state st) -> expr_id {
                     st.written = st.written && other != grammar::none;  // (without others: the same rule)
+                    if (!st.written && st.i == n)
+                    {
+                        return g.empty();  // (reached only where the count is met: can_end)
+                    }
+                    const expr_id before = st.lead ? g.empty() : comma;
                     if (const auto it = rules.find(st); it != rules.end())
                     {
                         return g.ref(it->second);
@@ -349,26 +355,31 @@ namespace xsampler
                     {
                         if (can_end(to))
                         {
-                            go.push_back(what == grammar::none ? rest(to) : g.sequence({comma, what, rest(to)}));
+                            go.push_back(what == grammar::none ? rest(to) : g.sequence({before, what, rest(to)}));
                         }
-                    }
-                    if (!st.written && st.i == n && st.counted >= min)
-                    {
-                        go.push_back(g.empty());
                     }
                     g.define(r, g.choice(std::move(go)));
                     return g.ref(r);
                 };
-                // the first member: another, or a listed one up to the first required one
+                // the first member: another, or a listed one up to the first required one (with others, as a
+                // chain of rules: a choice of every listed one, each with its own rest, is a large automaton)
                 std::vector<expr_id> first;
                 bool required = false;
-                if (max > 0)
+                if (max > 0 && other != grammar::none)
                 {
                     const auto [c, k] = add(0, 0, others_count);
-                    if (other != grammar::none && can_end({true, 0, c, k}))
+                    if (can_end({true, 0, c, k}))
                     {
                         first.push_back(g.sequence({other, rest({true, 0, c, k})}));
                     }
+                    required = true;  // (the listed ones below: the chain)
+                    if (can_end({false, 0, 0, 0, true}))
+                    {
+                        first.push_back(rest({false, 0, 0, 0, true}));
+                    }
+                }
+                if (max > 0)
+                {
                     for (std::size_t i = 0; i < n && !required; ++i)
                     {
                         const auto [c1, k1] = add(0, 0, true);
