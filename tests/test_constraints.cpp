@@ -96,6 +96,14 @@ namespace
         {
             return false;
         }
+        if (s.contains("if"))
+        {
+            const char* branch = valid(v, s["if"], root) ? "then" : "else";
+            if (s.contains(branch) && !valid(v, s[branch], root))
+            {
+                return false;
+            }
+        }
         if (s.contains("const") && v != s["const"])
         {
             return false;
@@ -142,8 +150,21 @@ namespace
                     return false;
                 }
             }
+            const json dependencies = s.value("dependencies", json::object());
+            for (const auto& d : dependencies.items())
+            {
+                if (v.contains(d.key()) && (d.value().is_array() ? !valid(v, json{{"required", d.value()}}, root)
+                                                                  : !valid(v, d.value(), root)))
+                {
+                    return false;
+                }
+            }
             for (const auto& kv : v.items())
             {
+                if (s.contains("propertyNames") && !valid(json(kv.key()), s["propertyNames"], root))
+                {
+                    return false;
+                }
                 bool listed = s.contains("properties") && s["properties"].contains(kv.key());
                 if (listed && !valid(kv.value(), s["properties"][kv.key()], root))
                 {
@@ -172,6 +193,14 @@ namespace
             if (v.size() < s.value("minItems", std::size_t(0)) || v.size() > s.value("maxItems", ~std::size_t(0)))
             {
                 return false;
+            }
+            if (s.contains("contains"))
+            {
+                const auto n = std::size_t(std::count_if(v.begin(), v.end(), [&](const json& i) { return valid(i, s["contains"], root); }));
+                if (n < s.value("minContains", std::size_t(1)) || n > s.value("maxContains", ~std::size_t(0)))
+                {
+                    return false;
+                }
             }
             for (std::size_t i = 0; s.value("uniqueItems", false) && i < v.size(); ++i)
             {
@@ -1522,8 +1551,8 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     fails(R"({"$ref":"other.json#/a"})", "$ref 'other.json#/a' at / is not inside this schema");
     fails(R"({"$defs":{"a":[{"type":"string"}]},"$ref":"#/$defs/a/99999999999999999999999"})",
           "the schema has nothing at that pointer");  // (an index past any number: no std::out_of_range)
-    fails(R"({"oneOf":[{"type":"array","items":{"type":"null"}},{"type":"array","maxItems":2}]})",
-          "unsupported keyword 'items' under not at /oneOf/0");
+    fails(R"({"oneOf":[{"type":"array","uniqueItems":true},{"type":"array","maxItems":2}]})",
+          "unsupported keyword 'uniqueItems' under not at /oneOf/0");
     fails(R"({"type":"string","minLength":1000000})", "the shortest value is longer than 65536 bytes");
     fails(R"({"type":"array","minItems":300,"items":{"type":"array","minItems":300}})", "longer than 65536 bytes");
     CHECK_THROWS_WITH(json_constraint(small_index(), json_options{300, 32}), Contains("whitespace must be <= 255"));
@@ -2001,8 +2030,43 @@ TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"required":["y"],"patternProperties":{"^x-":{}},"additionalProperties":false})")),
                       Contains("required 'y' is not in properties and additionalProperties is false at /"));
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"patternProperties":{"(":{}}})")), Contains("pattern '(': regex:"));
-    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"not":{"patternProperties":{"a":{}}}})")),
-                      Contains("unsupported keyword 'patternProperties' under not"));
+    // under not: a member a pattern matches whose value breaks its schema; a member no property or pattern
+    // lists whose value breaks additionalProperties (a listed one of the object, or another key)
+    CHECK(accepted(R"({"type":"object","properties":{"ab":{},"b":{}},"not":{"patternProperties":{"^a":{"type":"integer"}}}})",
+                   {"{}", R"({"ab":1})", R"({"ab":"x"})", R"({"b":"x"})"}) == bools{false, false, true, false});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"not":{"properties":{"a":{}},"additionalProperties":false}})",
+                   {"{}", R"({"a":1})", R"({"b":1})", R"({"a":1,"b":2})"}) == bools{false, false, true, true});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{}},"not":{"properties":{"a":{}},"additionalProperties":{"type":"integer"}}})",
+                   {"{}", R"({"a":"x"})", R"({"x":1})", R"({"x":"s"})", R"({"x":1,"y":"s"})"}, others) ==
+          bools{false, false, false, true, true});
+    CHECK(accepted(R"({"enum":[{"a":1},{"a":1,"b":2}],"not":{"properties":{"a":{}},"additionalProperties":false}})",
+                   {R"({"a":1})", R"({"a":1,"b":2})"}) == bools{false, true});
+    // so an overlapping oneOf of closed objects compiles: {"k":"a","n":1} breaks the first branch
+    CHECK(accepted(R"({"oneOf":[{"properties":{"k":{"const":"a"}},"additionalProperties":false},
+                     {"properties":{"k":{},"n":{}},"required":["n"]}]})",
+                   {R"({"k":"a"})", R"({"n":1})", R"({"k":"a","n":1})", "{}", "1"}) == bools{true, true, true, true, false});
+    // propertyNames: the keys' contents its schema accepts, listed ones left out; under not, a key it refuses
+    CHECK(accepted(R"({"type":"object","propertyNames":{"pattern":"^[a-z]+$","maxLength":3},"additionalProperties":{"type":"integer"}})",
+                   {"{}", R"({"ab":1})", R"({"abcd":1})", R"({"AB":1})", R"({"ab":"x"})"}, others) ==
+          bools{true, true, false, false, false});
+    CHECK(accepted(R"({"type":"object","propertyNames":{"anyOf":[{"const":"x"},{"pattern":"^y"}]},"additionalProperties":{"type":"null"}})",
+                   {R"({"x":null})", R"({"yz":null})", R"({"z":null})", R"({"xy":null})"}) == bools{true, true, false, false});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"bb":{}},"propertyNames":{"maxLength":1}})", {R"({"a":1})", R"({"bb":1})"}) ==
+          bools{true, false});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"bb":{}},"not":{"propertyNames":{"maxLength":1}}})",
+                   {R"({"a":1})", R"({"bb":1})", "{}"}) == bools{false, true, false});
+    CHECK(accepted(R"({"enum":[{"a":1},{"bb":1}],"propertyNames":{"maxLength":1}})", {R"({"a":1})", R"({"bb":1})"}) ==
+          bools{true, false});
+    fails_with(R"({"type":"object","required":["bb"],"propertyNames":{"maxLength":1}})", "the schema validates nothing");
+    // two nots of a kind: a member for each (one key of each kind is written even without the option: asked for)
+    CHECK(accepted(R"({"type":"object","propertyNames":{"pattern":"^(\\w\\d)+$"},"allOf":[{"not":{"propertyNames":{"not":{"const":"a4"}}}},
+                     {"not":{"propertyNames":{"not":{"const":"b5"}}}}]})", {R"({"a4":1,"b5":true})", R"({"a4":1})", R"({"b5":1,"a4":2})"}) ==
+          bools{true, false, true});
+    // one member may be of several kinds: "b" is a key the first branch does not list and the key the not asks for
+    CHECK(accepted(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x",1]}},
+                     "oneOf":[{"properties":{"a":{}},"additionalProperties":false},{"patternProperties":{"^b":{"type":"string"}}}],
+                     "not":{"propertyNames":{"not":{"const":"b"}}}})", {R"({"b":1})", R"({"b":"x"})", R"({"a":1,"b":1})", R"({"a":1})"}) ==
+          bools{false, true, false, false});
     // brute force: every token the mask allows leads to a completion that validates, and no other does
     const json schema = json::parse(text);
     constraint c = json_schema_constraint(small_index(), text);
@@ -2016,6 +2080,81 @@ TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[
               }
           }) > 100);
     CHECK(patterned > 0);
+    // and members of a kind: a key of the object that the not's schema does not list
+    const std::string kind = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x",1]},"c":{"type":"null"}},
+        "oneOf":[{"properties":{"a":{},"b":{}},"additionalProperties":false},{"patternProperties":{"^[bc]":{"type":"string"}}}]})";
+    const json kind_schema = json::parse(kind);
+    constraint k = json_schema_constraint(small_index(), kind);
+    CHECK(validating_walks(k, kind_schema, pick, 8, 20, 12, [](const constraint&) {}) > 100);
+}
+
+TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
+{
+    // if and then, or not if and else (a missing branch holds for every value)
+    const std::string parity = R"({"type":"integer","if":{"minimum":10},"then":{"multipleOf":2},"else":{"maximum":5}})";
+    CHECK(accepted(parity, {"12", "13", "4", "7", "10"}) == bools{true, false, true, false, true});
+    CHECK(accepted(R"({"type":"integer","if":{"minimum":10},"then":{"multipleOf":2}})", {"13", "7"}) == bools{false, true});
+    CHECK(accepted(R"({"type":"integer","not":{"if":{"minimum":10},"then":{"multipleOf":2},"else":{"maximum":5}}})",
+                   {"12", "13", "4", "7"}) == bools{false, true, false, true});
+    CHECK(accepted(R"({"enum":[1,12,13,4],"if":{"minimum":10},"then":{"multipleOf":2}})", {"1", "12", "13", "4"}) ==
+          bools{true, true, false, true});
+    // the usual form: a property's value picks another's pattern
+    const std::string postal = R"({"type":"object","properties":{"country":{"enum":["US","CA"]},"code":{"type":"string"}},
+        "required":["country","code"],"if":{"properties":{"country":{"const":"US"}}},
+        "then":{"properties":{"code":{"pattern":"^[0-9]{5}$"}}},"else":{"properties":{"code":{"pattern":"^[A-Z][0-9][A-Z]$"}}}})";
+    CHECK(accepted(postal, {R"({"country":"US","code":"12345"})", R"({"country":"US","code":"A1B"})",
+                            R"({"country":"CA","code":"A1B"})", R"({"country":"CA","code":"12345"})"}) ==
+          bools{true, false, true, false});
+    // dependencies: names a key requires, or a schema it brings; dependentRequired and dependentSchemas alike
+    const std::string deps = R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"dependencies":{"a":["b"],"c":{"required":["a"]}}})";
+    CHECK(accepted(deps, {"{}", R"({"a":1})", R"({"a":1,"b":2})", R"({"c":1})", R"({"a":1,"b":1,"c":1})", R"({"b":1})"}) ==
+          bools{true, false, true, false, true, true});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"dependentRequired":{"a":["b"]}})",
+                   {R"({"a":1})", R"({"a":1,"b":1})"}) == bools{false, true});
+    CHECK(accepted(R"({"properties":{"a":{},"b":{"type":"integer"}},"dependentSchemas":{"a":{"properties":{"b":{"minimum":3}}}}})",
+                   {R"({"a":1,"b":2})", R"({"a":1,"b":3})", R"({"b":2})", "7"}) == bools{false, true, true, true});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"not":{"dependentRequired":{"a":["b"]}}})",
+                   {R"({"a":1})", R"({"a":1,"b":1})", "{}"}) == bools{true, false, false});
+    fails_with(R"({"dependentRequired":{"a":{"type":"string"}}})", "dependentRequired 'a' must be a list of names at /");
+    fails_with(R"({"dependentSchemas":{"a":["b"]}})", "dependentSchemas 'a' must be a schema at /");
+    // brute force: every token the mask allows leads to a completion that validates, and no other does
+    const std::string text = R"({"type":"object","properties":{"n":{"type":"integer","if":{"maximum":3},"then":{"minimum":1},
+        "else":{"multipleOf":5}},"u":{"type":"boolean"},"v":{"type":"null"}},"required":["n"],"dependencies":{"u":["v"]}})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    std::mt19937 pick(14);
+    CHECK(validating_walks(c, schema, pick, 8, 24, 14, [](const constraint&) {}) > 100);
+}
+
+TEST_CASE("json_schema: contains, minContains and maxContains; not items", "[constraint]")
+{
+    CHECK(accepted(R"({"type":"array","contains":{"type":"string"}})", {"[]", "[1]", "[\"a\"]", "[1,\"a\",2]", "[1,2,3]"}) ==
+          bools{false, false, true, true, false});
+    // counted: the others are items that break contains where maxContains bounds them
+    const std::string counted = R"({"type":"array","items":{"type":"integer"},"contains":{"minimum":5},"minContains":2,
+        "maxContains":3,"maxItems":5})";
+    CHECK(accepted(counted, {"[5,6]", "[5]", "[1,5,2,6]", "[5,6,7,8]", "[1,2,5,6,7]", "[1,2,3,5,6,7]"}) ==
+          bools{true, false, true, false, true, false});
+    // negations: an item that breaks items; no item (fewer than minContains) or too many
+    CHECK(accepted(R"({"type":"array","not":{"items":{"type":"integer"}}})", {"[]", "[1]", "[1,\"a\"]"}) ==
+          bools{false, false, true});
+    CHECK(accepted(R"({"type":"array","not":{"contains":{"type":"integer"}}})", {"[]", "[1]", "[\"a\"]"}) ==
+          bools{true, false, true});
+    CHECK(accepted(R"({"type":"array","items":{"type":"integer"},"not":{"contains":{"minimum":5},"maxContains":1}})",
+                   {"[5]", "[5,6]", "[1]"}) == bools{false, true, true});
+    CHECK(accepted(R"({"enum":[[1,2],[1],["a"]],"contains":{"type":"string"}})", {"[1,2]", "[\"a\"]"}) == bools{false, true});
+    fails_with(R"({"type":"array","minItems":2,"contains":{"const":1},"maxContains":1,"items":{"enum":[1]}})",
+               "the schema validates nothing");
+    fails_with(R"({"type":"array","contains":{"const":1},"uniqueItems":true,"items":{"enum":[1,2]}})",
+               "contains together with uniqueItems is not supported");
+    // brute force: every token the mask allows leads to a completion that validates, and no other does
+    const std::string text = R"({"type":"object","properties":{"a":{"type":"array","items":{"enum":[1,2,"red",null]},
+        "contains":{"type":"string"},"maxContains":1,"maxItems":4},"b":{"type":"array","not":{"items":{"type":"integer"}},"maxItems":3}},
+        "required":["a","b"]})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    std::mt19937 pick(15);
+    CHECK(validating_walks(c, schema, pick, 8, 28, 16, [](const constraint&) {}) > 100);
 }
 
 TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProperties", "[constraint]")

@@ -255,9 +255,13 @@ namespace xsampler
         }
         /// Any one code point (UTF-8).
         expr_id any_code_point() { return code_points({}, true); }
-        /// A text the DFA accepts.
+        /// A text the DFA accepts (one that accepts none is invalid_parameter).
         expr_id lexeme(byte_dfa dfa)
         {
+            if (dfa.size() == 0)
+            {
+                throw invalid_parameter("grammar: a lexeme whose automaton accepts no text");
+            }
             m_lexemes.push_back(std::make_shared<const byte_dfa>(std::move(dfa)));
             expr e;
             e.kind = op::lexeme;

@@ -58,6 +58,7 @@ namespace xsampler
                 std::string key;
                 expr_id value;
                 bool required = false;
+                std::vector<std::pair<unsigned, expr_id>> some = {};  ///< its value where it is a member of these kinds (a mask: object's `kinds`)
             };
 
             json_builder(grammar& g, const json_options& o) : m_g(g), m_o(o)
@@ -241,6 +242,71 @@ namespace xsampler
             }
             static constexpr std::size_t max_any_order = 10;
 
+            /// '[' min..max items ']', of which `special` ones (the others
+            /// `plain`, none when it is grammar::none) number min_special..
+            /// max_special: contains. A state per count of items and of
+            /// special ones (each capped where its bounds stop mattering);
+            /// grammar::none when no array fits.
+            expr_id array_containing(expr_id plain, expr_id special, std::size_t min, std::size_t max,
+                                     std::size_t min_special, std::size_t max_special)
+            {
+                grammar& g = m_g;
+                const auto cap = [](std::size_t lo, std::size_t hi) { return hi == grammar::unbounded ? std::max<std::size_t>(lo, 1) : hi; };
+                const std::size_t items_cap = cap(min, max), special_cap = cap(min_special, max_special);
+                if ((items_cap + 1) * (special_cap + 1) > max_array_states)
+                {
+                    throw invalid_parameter("json: contains with these item counts needs more than " +
+                                            std::to_string(max_array_states) + " states");
+                }
+                // whether an end can follow (n items, k special): the special ones still needed, and the items
+                // still needed (plain ones, else special ones), fit the room
+                const auto can_end = [&](std::size_t n, std::size_t k) {
+                    const std::size_t room = max == grammar::unbounded ? grammar::unbounded : max - n;
+                    const std::size_t need_special = min_special > k ? min_special - k : 0;
+                    const std::size_t need = min > n ? min - n : 0;
+                    if (plain != grammar::none)
+                    {
+                        return need_special <= room && need <= room;
+                    }
+                    const std::size_t more = max_special == grammar::unbounded ? grammar::unbounded : max_special - k;
+                    return std::max(need_special, need) <= std::min(more, room);
+                };
+                std::map<std::pair<std::size_t, std::size_t>, rule_id> rules;
+                const std::function<expr_id(std::size_t, std::size_t)> after = [&](std::size_t n, std::size_t k) -> expr_id {
+                    if (const auto it = rules.find({n, k}); it != rules.end())
+                    {
+                        return g.ref(it->second);
+                    }
+                    const rule_id r = g.fresh_rule("contains-items");
+                    rules.emplace(std::make_pair(n, k), r);
+                    std::vector<expr_id> go;
+                    const expr_id before = n == 0 ? g.empty() : g.sequence({g.bytes(","), ws()});
+                    const bool room = max == grammar::unbounded || n < max;
+                    const std::size_t next = std::min(n + 1, items_cap);
+                    if (room && plain != grammar::none && can_end(next, k))
+                    {
+                        go.push_back(g.sequence({before, plain, ws(), after(next, k)}));
+                    }
+                    if (room && (max_special == grammar::unbounded || k < max_special) &&
+                        can_end(next, std::min(k + 1, special_cap)))
+                    {
+                        go.push_back(g.sequence({before, special, ws(), after(next, std::min(k + 1, special_cap))}));
+                    }
+                    if (n >= min && k >= min_special)
+                    {
+                        go.push_back(g.empty());
+                    }
+                    g.define(r, g.choice(std::move(go)));
+                    return g.ref(r);
+                };
+                if (!can_end(0, 0))
+                {
+                    return grammar::none;  // no array fits
+                }
+                return g.sequence({g.bytes("["), ws(), after(0, 0), g.bytes("]")});
+            }
+            static constexpr std::size_t max_array_states = 20000;
+
             /// '{' any keys (key: the key's expression) with values `value` '}'.
             expr_id free_object(expr_id key, expr_id value)
             {
@@ -254,94 +320,143 @@ namespace xsampler
             /// with `others` (pairs of a key's expression and its value's), any
             /// number of other members before, between and after them; with
             /// min..max members in all (others count toward min only when it
-            /// is 1: a key written twice is one key). No text when none fits.
+            /// is 1: a key written twice is one key). With kinds > 0, for each
+            /// kind r at least one member of that kind: one of `some` (other
+            /// members: the kinds they are, as a mask, a key and a value) or
+            /// a member with one of its `some` values (an object that has a
+            /// member of a kind: a not of additionalProperties,
+            /// patternProperties or propertyNames). grammar::none when no
+            /// object fits.
             expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {},
-                           std::size_t min = 0, std::size_t max = grammar::unbounded)
+                           std::size_t min = 0, std::size_t max = grammar::unbounded, std::size_t kinds = 0,
+                           const std::vector<std::tuple<unsigned, expr_id, expr_id>>& some = {})
             {
                 grammar& g = m_g;
                 const std::size_t n = members.size();
+                const auto text_of = [&](const std::string& key, expr_id value) {
+                    return value == grammar::none ? value
+                                                  : g.sequence({g.bytes(key), ws(), g.bytes(":"), ws(), value, ws()});
+                };
                 std::vector<expr_id> text(n);
+                std::vector<std::vector<std::pair<unsigned, expr_id>>> special(n);  // (kinds, text)
                 for (std::size_t i = 0; i < n; ++i)
                 {
-                    text[i] = g.sequence({g.bytes(members[i].key), ws(), g.bytes(":"), ws(), members[i].value, ws()});
+                    text[i] = text_of(members[i].key, members[i].value);
+                    for (const auto& [mask, value] : members[i].some)
+                    {
+                        special[i].push_back({mask, text_of(members[i].key, value)});
+                    }
                 }
-                expr_id other = grammar::none;
-                if (!others.empty())
-                {
-                    // one rule, read from every gap: not a copy of the keys' automata in each
+                const unsigned need = (1u << kinds) - 1;
+                // one rule each, read from every gap: not a copy of the keys' automata in each
+                const auto rule_of = [&](const std::vector<std::pair<expr_id, expr_id>>& pairs) {
+                    if (pairs.empty())
+                    {
+                        return grammar::none;
+                    }
                     std::vector<expr_id> any;
-                    for (const auto& [key, value] : others)
+                    for (const auto& [key, value] : pairs)
                     {
                         any.push_back(g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()}));
                     }
                     const rule_id r = g.fresh_rule("other-member");
                     g.define(r, g.choice(std::move(any)));
-                    other = g.ref(r);
+                    return g.ref(r);
+                };
+                const expr_id other = rule_of(others);
+                std::map<unsigned, std::vector<std::pair<expr_id, expr_id>>> by_kinds;
+                for (const auto& [mask, key, value] : some)
+                {
+                    by_kinds[mask].push_back({key, value});
                 }
+                std::vector<std::pair<unsigned, expr_id>> other_some;  // (kinds, a rule of such members)
+                for (const auto& [mask, pairs] : by_kinds)
+                {
+                    other_some.push_back({mask, rule_of(pairs)});
+                }
+                const bool any_other = other != grammar::none || !other_some.empty();
                 const bool others_count = min <= 1;
                 const expr_id comma = g.sequence({g.bytes(","), ws()});
-                // the rest after something was written (written) or before the next listed member (next): at
-                // listed member i, `counted` members toward min (at most min), `all` toward max (0 if unbounded)
+                // the rest after something was written (written) or before the next listed member: at listed
+                // member i, `counted` members toward min (at most min), `all` toward max (0 if unbounded),
+                // the kinds written (seen)
                 struct state
                 {
                     bool written;
                     std::size_t i, counted, all;
+                    unsigned seen = 0;
                     bool lead = false;  // nothing written yet: no comma before the next member
                     bool operator<(const state& o) const
                     {
-                        return std::tie(written, i, counted, all, lead) < std::tie(o.written, o.i, o.counted, o.all, o.lead);
+                        return std::tie(written, i, counted, all, seen, lead) <
+                               std::tie(o.written, o.i, o.counted, o.all, o.seen, o.lead);
                     }
                 };
-                std::map<state, rule_id> rules;
                 const auto add = [&](std::size_t c, std::size_t k, bool counts) {
                     return std::make_pair(counts ? std::min(c + 1, min) : c, max == grammar::unbounded ? 0 : k + 1);
                 };
-                // the states a state goes to (each with what it writes: other, member or nothing), and whether
-                // an end can follow it (a self-loop adds no way to the end)
+                const auto done = [&](const state& st) { return !st.written && st.i == n && st.counted >= min && st.seen == need; };
+                // the states a state goes to, each with what it writes (an other member, a listed one, nothing)
                 const auto moves = [&](const state& st) {
                     std::vector<std::pair<expr_id, state>> out;
                     const bool room = max == grammar::unbounded || st.all < max;
                     if (st.written)
                     {
+                        const auto [c, k] = add(st.counted, st.all, others_count);
                         if (other != grammar::none && room)
                         {
-                            const auto [c, k] = add(st.counted, st.all, others_count);
-                            out.push_back({other, state{true, st.i, c, k}});
+                            out.push_back({other, state{true, st.i, c, k, st.seen}});
                         }
-                        out.push_back({grammar::none, state{false, st.i, st.counted, st.all}});
+                        for (const auto& [mask, what] : other_some)
+                        {
+                            if (room && (mask & ~st.seen) != 0)
+                            {
+                                out.push_back({what, state{true, st.i, c, k, st.seen | mask}});
+                            }
+                        }
+                        out.push_back({grammar::none, state{false, st.i, st.counted, st.all, st.seen}});
                     }
                     else if (st.i < n)
                     {
                         const auto [c, k] = add(st.counted, st.all, true);
-                        if (room)
+                        if (text[st.i] != grammar::none && room)
                         {
-                            out.push_back({text[st.i], state{true, st.i + 1, c, k}});
+                            out.push_back({text[st.i], state{true, st.i + 1, c, k, st.seen}});
+                        }
+                        for (const auto& [mask, what] : special[st.i])
+                        {
+                            if (room && (mask & ~st.seen) != 0)
+                            {
+                                out.push_back({what, state{true, st.i + 1, c, k, st.seen | mask}});
+                            }
                         }
                         if (!members[st.i].required)
                         {
-                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all, st.lead}});
+                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all, st.seen, st.lead}});
                         }
                     }
                     return out;
                 };
+                // whether an end can follow (a self-loop adds no way to it)
                 std::map<state, bool> ends;
                 const std::function<bool(const state&)> can_end = [&](const state& st) -> bool {
                     if (const auto it = ends.find(st); it != ends.end())
                     {
                         return it->second;
                     }
-                    bool yes = !st.written && st.i == n && st.counted >= min;
+                    bool yes = done(st);
                     for (const auto& [what, to] : moves(st))
                     {
                         yes = yes || (!(to < st) && !(st < to) ? false : can_end(to));
                     }
                     return ends[st] = yes;
                 };
+                std::map<state, rule_id> rules;
                 const std::function<expr_id(state)> rest = [&](state st) -> expr_id {
-                    st.written = st.written && other != grammar::none;  // (without others: the same rule)
+                    st.written = st.written && any_other;  // (without others: the same rule)
                     if (!st.written && st.i == n)
                     {
-                        return g.empty();  // (reached only where the count is met: can_end)
+                        return g.empty();  // (reached only where it may end: can_end)
                     }
                     const expr_id before = st.lead ? g.empty() : comma;
                     if (const auto it = rules.find(st); it != rules.end())
@@ -364,35 +479,50 @@ namespace xsampler
                 // the first member: another, or a listed one up to the first required one (with others, as a
                 // chain of rules: a choice of every listed one, each with its own rest, is a large automaton)
                 std::vector<expr_id> first;
-                bool required = false;
-                if (max > 0 && other != grammar::none)
+                if (any_other)
                 {
-                    const auto [c, k] = add(0, 0, others_count);
-                    if (can_end({true, 0, c, k}))
+                    state lead{false, 0, 0, 0, 0, true};
+                    lead.written = true;  // (an other member first: without a comma)
+                    for (const auto& [what, to] : moves(lead))
                     {
-                        first.push_back(g.sequence({other, rest({true, 0, c, k})}));
-                    }
-                    required = true;  // (the listed ones below: the chain)
-                    if (can_end({false, 0, 0, 0, true}))
-                    {
-                        first.push_back(rest({false, 0, 0, 0, true}));
-                    }
-                }
-                if (max > 0)
-                {
-                    for (std::size_t i = 0; i < n && !required; ++i)
-                    {
-                        const auto [c1, k1] = add(0, 0, true);
-                        if (can_end({true, i + 1, c1, k1}))
+                        if (what != grammar::none && can_end(to))
                         {
-                            first.push_back(g.sequence({text[i], rest({true, i + 1, c1, k1})}));
+                            first.push_back(g.sequence({what, rest(to)}));
                         }
-                        required = members[i].required;
+                    }
+                    if (can_end({false, 0, 0, 0, 0, true}))
+                    {
+                        first.push_back(rest({false, 0, 0, 0, 0, true}));
                     }
                 }
-                if (!required && min == 0)
+                else
                 {
-                    first.push_back(g.empty());  // (the empty object)
+                    for (std::size_t i = 0; i <= n; ++i)
+                    {
+                        if (i == n || !can_end({false, i, 0, 0, 0, true}))
+                        {
+                            if (i == n && done({false, n, 0, 0, 0, true}))
+                            {
+                                first.push_back(g.empty());  // (the empty object)
+                            }
+                            break;
+                        }
+                        for (const auto& [what, to] : moves({false, i, 0, 0, 0, true}))
+                        {
+                            if (what != grammar::none && can_end(to))
+                            {
+                                first.push_back(g.sequence({what, rest(to)}));
+                            }
+                        }
+                        if (members[i].required)
+                        {
+                            break;
+                        }
+                    }
+                }
+                if (first.empty())
+                {
+                    return grammar::none;
                 }
                 return g.sequence({g.bytes("{"), ws(), g.choice(std::move(first)), g.bytes("}")});
             }

@@ -28,8 +28,14 @@
 //                 [a]: an object without a; not enum: strings and numbers by
 //                 their automata), allOf/anyOf by De Morgan, not not as
 //                 itself; a keyword whose breaking cannot be enforced
-//                 exactly (uniqueItems, items, patternProperties, ...) is an
-//                 error naming it; not oneOf: none, or two that may overlap
+//                 exactly (uniqueItems, a format, ...) is an error naming
+//                 it; not oneOf: none, or two that may overlap; not of
+//                 additionalProperties, patternProperties, propertyNames:
+//                 an object with a member of that kind (object()); not
+//                 items: contains an item that breaks it
+//   if, then, else  if and then, or not if and else (conditions_of)
+//   dependencies, dependentRequired, dependentSchemas  per key: no object,
+//                 an object without the key, or one with it and what it needs
 //   type          a name or a list of names; without type, every type, each
 //                 with the keywords that apply to it (a keyword of another
 //                 type is unused)
@@ -61,8 +67,12 @@
 //                 as 0.01, is an error: validators divide in floating point)
 //   items         one schema for every item (not the list form); items that
 //                 validate nothing leave the empty array
+//   contains, minContains, maxContains  items counted as they are written
+//                 (containing): those that satisfy contains, and the others
 //   uniqueItems   over items of finite values (enum, const, booleans,
 //                 null): each at most once (distinct_items); else an error
+//   propertyNames the keys' contents its schema accepts (key_names): listed
+//                 keys it refuses left out, other keys' automata intersected
 //   minProperties, maxProperties  members counted as they are written
 //                 (json_builder::object); other keys count toward a minimum
 //                 of 1 alone (a key written twice is one key)
@@ -442,6 +452,10 @@ namespace xsampler
                         {
                             todo.push_back({nullptr, {m_refs.at((*s)["$xs:is"].get<std::size_t>()).first}});
                         }
+                        for (const json* choice : conditions_of(s))
+                        {
+                            todo.push_back({choice, {}});
+                        }
                         for (const char* k : {"anyOf", "oneOf"})
                         {
                             if (s->contains(k))
@@ -473,7 +487,7 @@ namespace xsampler
                     {
                         continue;
                     }
-                    if (k == "if" || k == "$dynamicRef" || k == "$recursiveRef")
+                    if (k == "$dynamicRef" || k == "$recursiveRef")
                     {
                         unsupported(k, s);
                     }
@@ -486,15 +500,17 @@ namespace xsampler
             // that says what a value failing S is: anyOf one branch per
             // keyword of S, each a value of the keyword's type that breaks
             // it (not {minimum: 3}: {type: number, "$xs:lt": 3}), combinators
-            // by De Morgan (not anyOf: allOf of the nots; a oneOf proven
-            // disjoint as an anyOf), not not S as S. The "$xs:" keywords mean
+            // by De Morgan (not anyOf: allOf of the nots; not oneOf: none
+            // or two that may overlap), not not S as S. The "$xs:" keywords mean
             // something in made schemas alone (a document's are unknown
             // keywords): "$xs:not" i / "$xs:is" i the negation of / the
             // schema m_refs[i]; "$xs:notIn" values; "$xs:lt", "$xs:le",
             // "$xs:gt", "$xs:ge" bounds; "$xs:notMultipleOf",
-            // "$xs:notPattern". A keyword whose breaking
-            // cannot be enforced exactly (uniqueItems, patternProperties,
-            // additionalProperties false, items, ...) is an error naming it.
+            // "$xs:notPattern"; "$xs:types" a set of type bits (a number
+            // that is not an integer among them); "$xs:some" an object
+            // member of a kind (object()). A keyword whose breaking
+            // cannot be enforced exactly (uniqueItems, items as a list, a
+            // format, ...) is an error naming it.
 
             bool made(const json* s) const { return m_made_nodes.count(s) != 0; }
 
@@ -528,6 +544,13 @@ namespace xsampler
                 const auto negated = m_negated.find(s);
                 return (negation != m_negations.end() && in(negation->second)) ||
                        (negated != m_negated.end() && in(negated->second));
+            }
+
+            /// The index of s among the made schemas' targets (m_refs).
+            std::size_t ref_index(const json* s)
+            {
+                m_refs.push_back({s, t_all});
+                return m_refs.size() - 1;
             }
 
             /// {"$xs:not": i} or {"$xs:is": i} for the schema s; a negation
@@ -631,7 +654,20 @@ namespace xsampler
                     const std::string& k = kv.key();
                     const json& x = kv.value();
                     const int c = keyword_class(k);
+                    if (made(s) && k.rfind("$xs:", 0) == 0)
+                    {
+                        // (a made schema negated: contains' reference; the others are never negated)
+                        if (k != "$xs:is" && k != "$xs:not")
+                        {
+                            fail("internal: a made schema's " + k + " negated", s);
+                        }
+                        const auto& [target, within] = m_refs.at(x.get<std::size_t>());
+                        out.push_back(k == "$xs:is" ? refer(target, true, types)
+                                                    : json{{"$xs:types", within}, {"allOf", json::array({refer(target, false)})}});
+                        continue;
+                    }
                     if (c < 0 || (c > 0 && (applies_to(c) & types) == 0) || k == "then" || k == "else" ||
+                        k == "minContains" || k == "maxContains" ||
                         (k == "additionalItems" && !(s->contains("items") && (*s)["items"].is_array())) ||
                         (k == "uniqueItems" && x == false) || (k == "additionalProperties" && (x == true || x == json::object())))
                     {
@@ -699,6 +735,83 @@ namespace xsampler
                     else if (k == "not")
                     {
                         out.push_back(refer(&x, false));
+                    }
+                    else if (k == "additionalProperties")
+                    {
+                        // a member no property or pattern of s lists, whose value breaks it
+                        out.push_back(json{{"type", "object"}, {"$xs:some", json{{"of", ref_index(s)}, {"value", refer(&x, true)}}}});
+                    }
+                    else if (k == "propertyNames")
+                    {
+                        // a key it does not accept (any value)
+                        out.push_back(json{{"type", "object"}, {"$xs:some", json{{"of", ref_index(s)}, {"names", ref_index(&x)},
+                                                                                 {"value", true}}}});
+                    }
+                    else if (k == "patternProperties")
+                    {
+                        if (!x.is_object())
+                        {
+                            fail("patternProperties must be an object", s);
+                        }
+                        for (const auto& p : x.items())
+                        {
+                            // a member that a pattern matches, whose value breaks its schema
+                            out.push_back(json{{"type", "object"}, {"$xs:some", json{{"of", ref_index(s)}, {"pattern", p.key()},
+                                                                                     {"value", refer(&p.value(), true)}}}});
+                        }
+                    }
+                    else if (k == "items" && (x.is_object() || x.is_boolean()))
+                    {
+                        // an item that breaks it
+                        out.push_back(json{{"type", "array"}, {"contains", refer(&x, true)}});
+                    }
+                    else if (k == "contains")
+                    {
+                        // fewer than minContains (1: no item) or more than maxContains
+                        const std::size_t lo = count(s, "minContains", 1), hi = count(s, "maxContains", grammar::unbounded);
+                        if (lo == 1)
+                        {
+                            out.push_back(json{{"type", "array"}, {"items", refer(&x, true)}});
+                        }
+                        else if (lo > 1)
+                        {
+                            out.push_back(json{{"type", "array"}, {"contains", refer(&x, false)}, {"minContains", 0}, {"maxContains", lo - 1}});
+                        }
+                        if (hi != grammar::unbounded)
+                        {
+                            out.push_back(json{{"type", "array"}, {"contains", refer(&x, false)}, {"minContains", hi + 1}});
+                        }
+                    }
+                    else if (k == "if")
+                    {
+                        // if and not then, or not if and not else
+                        for (const char* branch : {"then", "else"})
+                        {
+                            if (s->contains(branch))
+                            {
+                                out.push_back(json{{"allOf", json::array({refer(&x, branch[0] == 'e'), refer(&(*s)[branch], true)})}});
+                            }
+                        }
+                    }
+                    else if (k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas")
+                    {
+                        // the key, and a name it requires missing or the schema it brings broken
+                        for (const auto& d : dependencies_of(s))
+                        {
+                            if (k != d.keyword)
+                            {
+                                continue;  // (another of the three keywords: read with that one)
+                            }
+                            const json has = json{{"type", "object"}, {"required", json::array({d.key})}};
+                            for (const auto& n : d.names ? *d.value : json::array())
+                            {
+                                out.push_back(json{{"allOf", json::array({has, json{{"properties", json{{n.get<std::string>(), false}}}}})}});
+                            }
+                            if (!d.names)
+                            {
+                                out.push_back(json{{"allOf", json::array({has, refer(d.value, true)})}});
+                            }
+                        }
                     }
                     else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum")
                     {
@@ -1170,6 +1283,28 @@ namespace xsampler
 
             std::optional<expr_id> string(const conj& own)
             {
+                const auto content = string_content(own, false);
+                if (!content)
+                {
+                    return std::nullopt;
+                }
+                if (content->dfa)
+                {
+                    return m_b.pattern_string(std::move(*content->dfa));
+                }
+                return m_b.string(content->min, content->max);
+            }
+
+            /// A string's bounds, and its content's DFA where a pattern, a
+            /// format or a not asks for one (or `dfa` does); none when no
+            /// string fits.
+            struct string_bounds
+            {
+                std::size_t min, max;
+                std::optional<byte_dfa> dfa;
+            };
+            std::optional<string_bounds> string_content(const conj& own, bool dfa)
+            {
                 std::size_t min = 0, max = grammar::unbounded;
                 std::vector<const json*> patterns;  // (the schemas with a pattern or a format)
                 for (const json* s : own)
@@ -1210,9 +1345,9 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
-                if (patterns.empty())
+                if (patterns.empty() && !dfa)
                 {
-                    return m_b.string(min, max);
+                    return string_bounds{min, max, std::nullopt};
                 }
                 // the patterns' DFAs and the length's intersected (the content unescaped)
                 std::optional<byte_dfa> content;
@@ -1261,10 +1396,15 @@ namespace xsampler
                 {
                     meet(dfa_difference(content ? *content : content_dfa(), dfa_of_texts(out), max_product));
                 }
+                if (!content)
+                {
+                    content = content_dfa();
+                }
                 if (min > 0 || max != grammar::unbounded)
                 {
-                    const json* first = patterns.front();
-                    const std::string what = first->contains("pattern") || !first->contains("format")
+                    const json* first = patterns.empty() ? own.front() : patterns.front();
+                    const std::string what = patterns.empty() ? std::string("a key's length")
+                                             : first->contains("pattern") || !first->contains("format")
                                                  ? std::string("pattern")
                                                  : "format '" + (*first)["format"].get<std::string>() + "'";
                     if (min > 1000 || (max != grammar::unbounded && max > 1000))
@@ -1286,7 +1426,7 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
-                return m_b.pattern_string(std::move(*content));
+                return string_bounds{min, max, std::move(content)};
             }
 
             /// The formats enforced, each a regular expression over the string's
@@ -1396,6 +1536,7 @@ namespace xsampler
                 std::size_t min = 0, max = grammar::unbounded;
                 conj items;
                 const json* unique = nullptr;
+                const json* contains = nullptr;  // the schema with contains (minContains, maxContains)
                 for (const json* s : own)
                 {
                     const std::size_t lo = count(s, "minItems", 0), hi = count(s, "maxItems", grammar::unbounded);
@@ -1405,12 +1546,20 @@ namespace xsampler
                     }
                     min = std::max(min, lo);
                     max = std::min(max, hi);
-                    for (const char* k : {"prefixItems", "contains", "unevaluatedItems"})
+                    for (const char* k : {"prefixItems", "unevaluatedItems"})
                     {
                         if (s->contains(k))
                         {
                             unsupported(k, s);
                         }
+                    }
+                    if (s->contains("contains"))
+                    {
+                        if (contains != nullptr)
+                        {
+                            fail("contains in two schemas of one conjunction is not supported", s);
+                        }
+                        contains = s;
                     }
                     if (s->contains("uniqueItems") && (*s)["uniqueItems"] == true)
                     {
@@ -1429,6 +1578,10 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
+                if (contains != nullptr)
+                {
+                    return containing(items, min, max, contains, unique);
+                }
                 if (unique != nullptr && max > 1)
                 {
                     return distinct_items(items, min, max, unique);
@@ -1443,6 +1596,46 @@ namespace xsampler
                     return m_b.array(m_g.empty(), 0, 0);
                 }
                 return m_b.array(*item, min, max);
+            }
+
+            /// contains: min..max items of which minContains..maxContains
+            /// (1..unbounded) satisfy it: those written as items and it, the
+            /// others as items (and not it where maxContains bounds them).
+            std::optional<expr_id> containing(const conj& items, std::size_t min, std::size_t max, const json* at,
+                                              const json* unique)
+            {
+                const std::size_t lo = count(at, "minContains", 1), hi = count(at, "maxContains", grammar::unbounded);
+                if (unique != nullptr && max > 1)
+                {
+                    fail("contains together with uniqueItems is not supported", at);
+                }
+                conj with = items, without = items;
+                with.push_back(&(*at)["contains"]);
+                const auto special = value_of(with);
+                std::optional<expr_id> plain;
+                if (hi != grammar::unbounded)
+                {
+                    without.push_back(negation_of(&(*at)["contains"]));
+                    plain = value_of(without);
+                }
+                else
+                {
+                    plain = items.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(items);
+                }
+                if (lo > hi || (!special && lo > 0))
+                {
+                    return std::nullopt;
+                }
+                try
+                {
+                    const expr_id e = m_b.array_containing(plain ? *plain : grammar::none, special ? *special : grammar::none,
+                                                           min, max, lo, special ? hi : 0);
+                    return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
+                }
+                catch (const invalid_parameter& e)
+                {
+                    fail(e.what(), at);
+                }
             }
 
             /// uniqueItems: items of finite values (enum, const, booleans, null),
@@ -1469,6 +1662,10 @@ namespace xsampler
                     if (values_at != nullptr)
                     {
                         const auto vs = finite_values(values_at);
+                        if (!vs)
+                        {
+                            fail("enum must be a list", values_at);
+                        }
                         candidates.insert(candidates.end(), vs->begin(), vs->end());
                     }
                     else if ((types & ~unsigned(t_boolean | t_null)) == 0)
@@ -1547,12 +1744,32 @@ namespace xsampler
                 std::vector<key_pattern> patterns;
                 bool closed = false;
                 std::size_t min = 0, max = grammar::unbounded;  // minProperties, maxProperties
+                std::vector<const json*> somes;  // made "$xs:some"s: a member of a kind each (negation_of)
+                std::optional<byte_dfa> keys_allowed;  // propertyNames: the keys' contents allowed (none: all)
+                std::string keys_tag;  // (their schemas, for other_key's cache)
                 for (const json* s : own)
                 {
+                    if (made(s) && s->contains("$xs:some"))
+                    {
+                        if (somes.size() == max_kinds)
+                        {
+                            fail("unsupported keyword 'additionalProperties' or 'patternProperties' under not, more than " +
+                                 std::to_string(max_kinds) + " times in one conjunction", s);
+                        }
+                        somes.push_back(s);
+                    }
                     min = std::max(min, count(s, "minProperties", 0));
                     max = std::min(max, count(s, "maxProperties", grammar::unbounded));
-                    for (const char* k : {"propertyNames", "dependentRequired",
-                                          "dependentSchemas", "dependencies", "unevaluatedProperties"})
+                    if (s->contains("propertyNames"))
+                    {
+                        const auto k = key_names(&(*s)["propertyNames"]);
+                        if (k)
+                        {
+                            keys_allowed = keys_allowed ? dfa_intersection(*keys_allowed, *k, max_key_states) : *k;
+                            keys_tag += "n" + std::to_string(m_doc.order(&(*s)["propertyNames"]));
+                        }
+                    }
+                    for (const char* k : {"unevaluatedProperties"})
                     {
                         if (s->contains(k) && !((*s)[k].is_object() && (*s)[k].empty()))
                         {
@@ -1627,7 +1844,7 @@ namespace xsampler
                         }
                         for (std::size_t i = 0; i < patterns.size(); ++i)
                         {
-                            if (patterns[i].in == s && matched[i])
+                            if (patterns[i].in == s && matched[i] && patterns[i].value != nullptr)
                             {
                                 c.push_back(patterns[i].value);
                                 any = true;
@@ -1655,10 +1872,94 @@ namespace xsampler
                         names.push_back(r);
                     }
                 }
+                // the members of a kind: a key a pattern matches, or one another schema's (s0's) properties and
+                // patterns miss (its patterns split the keys as markers, without schemas)
+                const bool unmatched = !closed && (m_o.additional_properties || (names.empty() && patterns.empty()));
+                struct kind_of
+                {
+                    const json* some;
+                    std::size_t first, last;  // its markers in patterns
+                    std::vector<std::string> names;  // s0's properties: no member of the kind
+                    std::optional<byte_dfa> outside;  // (not propertyNames) the keys it does not allow
+                };
+                std::vector<kind_of> kinds;
+                const std::size_t real_patterns = patterns.size();  // (the markers after them)
+                for (const json* m : somes)
+                {
+                    const json& some = (*m)["$xs:some"];
+                    const json* s0 = m_refs.at(some["of"].get<std::size_t>()).first;
+                    kind_of k{&some, patterns.size(), patterns.size(), {}, std::nullopt};
+                    if (some.contains("names"))
+                    {
+                        const auto allowed = key_names(m_refs.at(some["names"].get<std::size_t>()).first);
+                        k.outside = allowed ? dfa_difference(content_dfa(), *allowed, max_key_states) : byte_dfa{};
+                    }
+                    else if (some.contains("pattern"))
+                    {
+                        patterns.push_back({some["pattern"].get<std::string>(), nullptr, m});
+                    }
+                    else
+                    {
+                        const json listed = s0->contains("properties") ? (*s0)["properties"] : json::object();
+                        const json matched = s0->contains("patternProperties") ? (*s0)["patternProperties"] : json::object();
+                        for (const auto& kv : matched.items())
+                        {
+                            patterns.push_back({kv.key(), nullptr, m});
+                        }
+                        for (const auto& kv : listed.items())
+                        {
+                            k.names.push_back(kv.key());
+                        }
+                    }
+                    k.last = patterns.size();
+                    kinds.push_back(std::move(k));
+                }
+                const auto of_kind = [&](const kind_of& k, const std::string* name, const std::vector<bool>& matched) {
+                    const bool marked = std::find(matched.begin() + std::ptrdiff_t(k.first), matched.begin() + std::ptrdiff_t(k.last), true) !=
+                                        matched.begin() + std::ptrdiff_t(k.last);
+                    if (k.outside)
+                    {
+                        return name == nullptr ? k.outside->size() != 0 : k.outside->matches(*name);
+                    }
+                    if (k.some->contains("pattern"))
+                    {
+                        return marked;
+                    }
+                    return !marked && (name == nullptr || std::find(k.names.begin(), k.names.end(), *name) == k.names.end());
+                };
+                // a kind's keys within a class of other keys
+                const auto kind_keys = [&](const kind_of& k, const byte_dfa& keys) {
+                    return k.outside ? dfa_intersection(keys, *k.outside, max_key_states) : keys;
+                };
+                // a member's values as a member of each set of the kinds it may be (a mask of them)
+                const auto with_kinds = [&](conj c, unsigned mask) {
+                    for (std::size_t r = 0; r < kinds.size(); ++r)
+                    {
+                        if (mask & (1u << r))
+                        {
+                            c.push_back(&(*kinds[r].some)["value"]);
+                        }
+                    }
+                    return value_of(c);
+                };
+                const auto subsets = [](unsigned of, auto&& each) {
+                    for (unsigned t = of; t != 0; t = (t - 1) & of)
+                    {
+                        each(t);
+                    }
+                };
                 std::vector<json_builder::member> members;
                 for (const auto& name : names)
                 {
                     const bool needed = std::find(required.begin(), required.end(), name) != required.end();
+                    if (keys_allowed && !keys_allowed->matches(name))
+                    {
+                        if (needed)
+                        {
+                            return std::nullopt;  // propertyNames refuses a required key
+                        }
+                        continue;
+                    }
                     const std::vector<bool> matched = matches_of(name);
                     const conj c = schemas_of(&name, matched);
                     for (const json* s : own)
@@ -1685,37 +1986,89 @@ namespace xsampler
                         }
                         continue;  // a key no value fits: left out
                     }
-                    members.push_back({json(name).dump(), *v, needed});
+                    json_builder::member m{json(name).dump(), *v, needed};
+                    unsigned applies = 0;
+                    for (std::size_t r = 0; r < kinds.size(); ++r)
+                    {
+                        applies |= of_kind(kinds[r], &name, matched) ? 1u << r : 0u;
+                    }
+                    subsets(applies, [&](unsigned t) {
+                        if (const auto value = with_kinds(c, t))
+                        {
+                            m.some.push_back({t, *value});
+                        }
+                    });
+                    members.push_back(m);
                 }
                 // other keys: a class per combination of patterns matched; none matched where every schema's
-                // additionalProperties allows them
-                const bool unmatched = !closed && (m_o.additional_properties || (names.empty() && patterns.empty()));
+                // additionalProperties allows them (and those of the kind, their keys none of s0's names)
                 std::vector<std::pair<expr_id, expr_id>> others;
-                if (patterns.empty() && unmatched)
+                std::vector<std::tuple<unsigned, expr_id, expr_id>> others_of_kind;
+                // other keys of the kinds in `mask` within a class of keys (their values c): the class's keys
+                // that each kind allows, none of the names each kind excludes
+                const auto add_of_kinds = [&](const byte_dfa& keys, const std::string& tag, const conj& c, unsigned applies) {
+                    subsets(applies, [&](unsigned t) {
+                        std::vector<std::string> excluded = names;
+                        byte_dfa in = keys;
+                        for (std::size_t r = 0; r < kinds.size() && in.size() != 0; ++r)
+                        {
+                            if (t & (1u << r))
+                            {
+                                excluded.insert(excluded.end(), kinds[r].names.begin(), kinds[r].names.end());
+                                in = kind_keys(kinds[r], in);
+                            }
+                        }
+                        const auto v = in.size() != 0 ? with_kinds(c, t) : std::nullopt;
+                        const expr_id key = v ? other_key(excluded, in, tag + "\1" + std::to_string(t)) : grammar::none;
+                        if (key != grammar::none)
+                        {
+                            others_of_kind.push_back({t, key, *v});  // (none: no key left beside the names)
+                        }
+                    });
+                };
+                const byte_dfa all_keys = keys_allowed ? *keys_allowed : content_dfa();
+                if (patterns.empty() && all_keys.size() != 0)
                 {
                     const conj extra = schemas_of(nullptr, {});
-                    if (const auto v = extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(extra))
+                    const auto v = unmatched && extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value()))
+                                   : unmatched                  ? value_of(extra)
+                                                                : std::nullopt;
+                    const expr_id key = !v ? grammar::none : names.empty() && !keys_allowed ? m_b.string(0, grammar::unbounded)
+                                                                                              : other_key(names, all_keys, keys_tag);
+                    if (key != grammar::none)
                     {
-                        others.push_back({names.empty() ? m_b.string(0, grammar::unbounded) : other_key(names, content_dfa(), ""), *v});
+                        others.push_back({key, *v});
                     }
+                    unsigned applies = 0;
+                    for (std::size_t r = 0; r < kinds.size(); ++r)
+                    {
+                        applies |= of_kind(kinds[r], nullptr, {}) ? 1u << r : 0u;
+                    }
+                    add_of_kinds(all_keys, keys_tag, extra, applies);
                 }
-                for (auto& [keys, matched] : patterns.empty() ? decltype(key_classes(patterns)){} : key_classes(patterns))
+                for (auto& [keys, matched] : patterns.empty() ? decltype(key_classes(patterns, all_keys)){} : key_classes(patterns, all_keys))
                 {
-                    if (std::find(matched.begin(), matched.end(), true) == matched.end() && !unmatched)
-                    {
-                        continue;
-                    }
+                    // (keys of a kind are written where the schemas allow them, without the option: asked for)
+                    const auto end = matched.begin() + std::ptrdiff_t(real_patterns);
+                    const bool listed = std::find(matched.begin(), end, true) != end || unmatched;
                     const conj c = schemas_of(nullptr, matched);
                     const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
-                    if (v)
+                    std::string tag = keys_tag;
+                    for (std::size_t i = 0; i < patterns.size(); ++i)
                     {
-                        std::string tag;
-                        for (std::size_t i = 0; i < patterns.size(); ++i)
-                        {
-                            tag += (matched[i] ? "+" : "-") + patterns[i].regex + '\0';
-                        }
-                        others.push_back({other_key(names, keys, tag), *v});
+                        tag += (matched[i] ? "+" : "-") + patterns[i].regex + '\0';
                     }
+                    const expr_id key = v && listed ? other_key(names, keys, tag) : grammar::none;
+                    if (key != grammar::none)
+                    {
+                        others.push_back({key, *v});
+                    }
+                    unsigned applies = 0;
+                    for (std::size_t r = 0; r < kinds.size(); ++r)
+                    {
+                        applies |= of_kind(kinds[r], nullptr, matched) ? 1u << r : 0u;
+                    }
+                    add_of_kinds(keys, tag, c, applies);
                 }
                 // how many members: the required ones at least, the listed ones at most without others (which
                 // count toward a minProperties of 1 alone: a key written twice is one key)
@@ -1729,23 +2082,100 @@ namespace xsampler
                     fail("minProperties " + std::to_string(min) + " beside keys the schema does not list (a key written "
                          "twice is one key: only the listed ones are counted)", own.front());
                 }
-                if (names.empty() && patterns.empty() && others.size() == 1 && min == 0 && max == grammar::unbounded)
+                if (names.empty() && patterns.empty() && others.size() == 1 && min == 0 && max == grammar::unbounded && kinds.empty() &&
+                    !keys_allowed)
                 {
                     return m_b.free_object(others[0].first, others[0].second);
                 }
-                return m_b.object(members, others, min, max);
+                const expr_id e = m_b.object(members, others, min, max, kinds.size(), others_of_kind);
+                return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
+            }
+
+            /// propertyNames: the key contents (unescaped) the schema accepts as
+            /// strings; none when it accepts every key. A union over its
+            /// disjuncts: enum/const strings, or the string keywords' DFA.
+            std::optional<byte_dfa> key_names(const json* p)
+            {
+                if (p->is_boolean())
+                {
+                    return p->get<bool>() ? std::nullopt : std::optional<byte_dfa>(byte_dfa{});
+                }
+                std::vector<conj> ds;
+                expand(conj{}, {{nullptr, {p}}}, ds);
+                std::optional<byte_dfa> all;
+                for (const conj& d : ds)
+                {
+                    conj own;
+                    unsigned types = t_all;
+                    const json* values_at = nullptr;
+                    for (const json* s : d)
+                    {
+                        if (!ref_only(s))
+                        {
+                            own.push_back(s);
+                            types &= type_bits(s);
+                            values_at = values_at == nullptr && (s->contains("enum") || has_const(s)) ? s : values_at;
+                        }
+                    }
+                    if ((types & t_string) == 0)
+                    {
+                        continue;
+                    }
+                    byte_dfa part;
+                    if (values_at != nullptr)
+                    {
+                        std::vector<std::string> texts;
+                        const auto values = finite_values(values_at);
+                        if (!values)
+                        {
+                            fail("enum must be a list", values_at);
+                        }
+                        for (const json& v : *values)
+                        {
+                            if (v.is_string() && std::all_of(own.begin(), own.end(), [&](const json* s) { return validates(v, s); }))
+                            {
+                                texts.push_back(v.get<std::string>());
+                            }
+                        }
+                        part = dfa_intersection(dfa_of_texts(texts), content_dfa(), max_key_states);
+                    }
+                    else if (const auto b = string_content(own, true))
+                    {
+                        part = std::move(*b->dfa);
+                    }
+                    if (part.size() == 0)
+                    {
+                        continue;
+                    }
+                    try
+                    {
+                        // A or B: all but (all but A, but B)
+                        all = all ? dfa_difference(content_dfa(), dfa_difference(dfa_difference(content_dfa(), *all, max_key_states), part,
+                                                                               max_key_states), max_key_states)
+                                  : std::move(part);
+                    }
+                    catch (const invalid_parameter& e)
+                    {
+                        fail(std::string("propertyNames: ") + e.what(), p);
+                    }
+                }
+                return all ? all : std::optional<byte_dfa>(byte_dfa{});
             }
 
             /// The keys' contents split by the patterns they match: each class
             /// non-empty, with which patterns it matches.
-            std::vector<std::pair<byte_dfa, std::vector<bool>>> key_classes(const std::vector<key_pattern>& patterns)
+            std::vector<std::pair<byte_dfa, std::vector<bool>>> key_classes(const std::vector<key_pattern>& patterns, const byte_dfa& all)
             {
                 if (patterns.size() > max_patterns)
                 {
                     fail("patternProperties: more than " + std::to_string(max_patterns) + " patterns on one object",
                          patterns.back().in);
                 }
-                std::vector<std::pair<byte_dfa, std::vector<bool>>> classes{{content_dfa(), {}}};
+                std::vector<std::pair<byte_dfa, std::vector<bool>>> classes;
+                if (all.size() != 0)
+                {
+                    classes.push_back({all, {}});
+                }
                 for (const auto& p : patterns)
                 {
                     std::vector<std::pair<byte_dfa, std::vector<bool>>> split;
@@ -1776,7 +2206,7 @@ namespace xsampler
                 return classes;
             }
 
-            /// A key, quotes included, that is none of the names (its content
+            /// A key, quotes included, that is none of the names (grammar::none when there is none) (its content
             /// unescaped: another spelling of a name is refused too); one
             /// lexeme per set of names, built from their trie beside the
             /// content's automaton.
@@ -1839,7 +2269,8 @@ namespace xsampler
                 }
                 byte_dfa key = automaton_of(start, bytes, step, [&](std::int64_t k) { return k == end; },
                                             std::size_t(1) << 20);
-                return m_other_keys.emplace(std::make_pair(std::move(names), tag), m_g.lexeme(std::move(key))).first->second;
+                const expr_id e = key.size() == 0 ? grammar::none : m_g.lexeme(std::move(key));  // (none: every key is a name)
+                return m_other_keys.emplace(std::make_pair(std::move(names), tag), e).first->second;
             }
 
             // ---- oneOf: branches that no value satisfies twice ----
@@ -2073,6 +2504,88 @@ namespace xsampler
                 return m_overlaps.emplace(s, std::move(out)).first->second;
             }
 
+            /// if/then/else and the dependencies of s, each a choice of made
+            /// branches: if and then, or not if and else; per key of
+            /// dependencies (dependentRequired, dependentSchemas), a value that
+            /// is no object, an object without the key, or one with the key
+            /// and the names it requires (the schema it brings).
+            const std::vector<const json*>& conditions_of(const json* s)
+            {
+                auto found = m_conditions.find(s);
+                if (found != m_conditions.end())
+                {
+                    return found->second;
+                }
+                std::vector<const json*> out;
+                if (s->contains("if"))
+                {
+                    const json* cond = &(*s)["if"];
+                    json then = json::array({refer(cond, false)}), otherwise = json::array({refer(cond, true)});
+                    if (s->contains("then"))
+                    {
+                        then.push_back(refer(&(*s)["then"], false));
+                    }
+                    if (s->contains("else"))
+                    {
+                        otherwise.push_back(refer(&(*s)["else"], false));
+                    }
+                    out.push_back(make(json::array({json{{"allOf", then}}, json{{"allOf", otherwise}}}), s));
+                }
+                for (const auto& [key, value, names, keyword] : dependencies_of(s))
+                {
+                    json branches = json::array({json{{"$xs:types", t_all & ~unsigned(t_object)}},
+                                                 json{{"type", "object"}, {"properties", json{{key, false}}}}});
+                    branches.push_back(names ? json{{"type", "object"}, {"required", *value}}
+                                                : json{{"type", "object"}, {"required", json::array({key})},
+                                                       {"allOf", json::array({refer(value, false)})}});
+                    out.push_back(make(std::move(branches), s));
+                }
+                return m_conditions.emplace(s, std::move(out)).first->second;
+            }
+
+            /// A dependency: its key, and the names it requires or the schema it brings.
+            struct dependency
+            {
+                std::string key;
+                const json* value;
+                bool names;  // value: a list of names (else a schema)
+                const char* keyword;
+            };
+
+            /// dependencies (names or a schema per key), dependentRequired, dependentSchemas.
+            std::vector<dependency> dependencies_of(const json* s) const
+            {
+                std::vector<dependency> out;
+                for (const char* k : {"dependencies", "dependentRequired", "dependentSchemas"})
+                {
+                    if (!s->contains(k))
+                    {
+                        continue;
+                    }
+                    if (!(*s)[k].is_object())
+                    {
+                        fail(std::string(k) + " must be an object", s);
+                    }
+                    for (const auto& kv : (*s)[k].items())
+                    {
+                        const bool names = kv.value().is_array();
+                        if ((k[9] == 'R' && !names) || (k[9] == 'S' && names))
+                        {
+                            fail(std::string(k) + " '" + kv.key() + "' must be " + (names ? "a schema" : "a list of names"), s);
+                        }
+                        for (const auto& n : names ? kv.value() : json::array())
+                        {
+                            if (!n.is_string())
+                            {
+                                fail(std::string(k) + " '" + kv.key() + "' must be a list of names", s);
+                            }
+                        }
+                        out.push_back({kv.key(), &kv.value(), names, k});
+                    }
+                }
+                return out;
+            }
+
             /// A oneOf's branches as anyOf branches: each branch and not each
             /// other branch that may match the same value (restricted to the
             /// types both may accept: negation_of); the oneOf's own list where
@@ -2169,7 +2682,16 @@ namespace xsampler
                     {
                         continue;
                     }
-                    if (c == 0 && (k == "allOf" || k == "anyOf" || k == "oneOf"))
+                    if (k == "if")
+                    {
+                        const bool holds = validates(v, &(*s)["if"], depth + 1);
+                        const char* branch = holds ? "then" : "else";
+                        if (s->contains(branch) && !validates(v, &(*s)[branch], depth + 1))
+                        {
+                            return false;
+                        }
+                    }
+                    else if (c == 0 && (k == "allOf" || k == "anyOf" || k == "oneOf"))
                     {
                         std::size_t n = 0;
                         for (const json* b : list_of(s, k.c_str()))
@@ -2265,6 +2787,40 @@ namespace xsampler
                 {
                     return false;
                 }
+                if (s->contains("$xs:some") && v.is_object())
+                {
+                    // a member of the kind (see object()) whose value validates
+                    const json& some = (*s)["$xs:some"];
+                    const json* s0 = m_refs.at(some["of"].get<std::size_t>()).first;
+                    const auto matches = [&](const std::string& key, const std::string& p) { return matches_pattern(json(key), json(p), s); };
+                    bool found = false;
+                    for (const auto& kv : v.items())
+                    {
+                        bool of_kind = false;
+                        if (some.contains("names"))
+                        {
+                            of_kind = !validates(json(kv.key()), m_refs.at(some["names"].get<std::size_t>()).first, depth + 1);
+                        }
+                        else if (some.contains("pattern"))
+                        {
+                            of_kind = matches(kv.key(), some["pattern"].get<std::string>());
+                        }
+                        else
+                        {
+                            of_kind = !(s0->contains("properties") && (*s0)["properties"].contains(kv.key()));
+                            const json patterns = s0->contains("patternProperties") ? (*s0)["patternProperties"] : json::object();
+                            for (const auto& p : patterns.items())
+                            {
+                                of_kind = of_kind && !matches(kv.key(), p.key());
+                            }
+                        }
+                        found = found || (of_kind && validates(kv.value(), &some["value"], depth + 1));
+                    }
+                    if (!found)
+                    {
+                        return false;
+                    }
+                }
                 if (s->contains("$xs:notIn"))
                 {
                     const auto& e = (*s)["$xs:notIn"];
@@ -2339,10 +2895,12 @@ namespace xsampler
                     }
                     if (k == "minContains" || k == "maxContains")
                     {
-                        if (!s->contains("contains"))
-                        {
-                            return true;
-                        }
+                        return true;  // (read with contains)
+                    }
+                    if (k == "contains")
+                    {
+                        const auto n = std::size_t(std::count_if(v.begin(), v.end(), [&](const json& i) { return validates(i, &x, depth + 1); }));
+                        return n >= count(s, "minContains", 1) && n <= count(s, "maxContains", grammar::unbounded);
                     }
                 }
                 else if (v.is_object())
@@ -2350,6 +2908,23 @@ namespace xsampler
                     if (k == "required")
                     {
                         return std::all_of(x.begin(), x.end(), [&](const json& n) { return n.is_string() && v.contains(n.get<std::string>()); });
+                    }
+                    if (k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas")
+                    {
+                        for (const auto& d : dependencies_of(s))
+                        {
+                            if (d.keyword == k && v.contains(d.key) &&
+                                (d.names ? std::any_of(d.value->begin(), d.value->end(), [&](const json& n) { return !v.contains(n.get<std::string>()); })
+                                         : !validates(v, d.value, depth + 1)))
+                            {
+                                return false;
+                            }
+                        }
+                        return true;
+                    }
+                    if (k == "propertyNames")
+                    {
+                        return std::all_of(v.items().begin(), v.items().end(), [&](const auto& kv) { return validates(json(kv.key()), &x, depth + 1); });
                     }
                     if (k == "minProperties") return v.size() >= count(s, "minProperties", 0);
                     if (k == "maxProperties") return v.size() <= count(s, "maxProperties", 0);
@@ -2407,10 +2982,7 @@ namespace xsampler
                         }
                         return true;
                     }
-                    if ((k == "dependencies" || k == "dependentRequired" || k == "dependentSchemas") && x.is_object() && x.empty())
-                    {
-                        return true;
-                    }
+
                 }
                 else if (v.is_number())
                 {
@@ -2439,7 +3011,7 @@ namespace xsampler
             }
 
             static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 1000;
-            static constexpr std::size_t max_patterns = 16, max_key_states = 10000;
+            static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6;
 
             grammar& m_g;
             schema_document& m_doc;
@@ -2449,7 +3021,8 @@ namespace xsampler
             std::map<std::vector<std::size_t>, std::pair<rule_id, int>> m_rules;  // 0 compiling, 1 done, 2 nothing
             std::map<const json*, std::vector<const json*>> m_lists;
             std::map<const json*, std::vector<std::vector<unsigned>>> m_overlaps;  // overlaps()'s
-            std::map<const json*, const json*> m_exclusive;  // exclusive_branches()
+            std::map<const json*, const json*> m_exclusive;  // exclusive_branches()'s
+            std::map<const json*, std::vector<const json*>> m_conditions;  // conditions_of()'s
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
             std::map<std::string, byte_dfa> m_searches;        // matches_pattern's
             std::map<std::pair<std::vector<std::string>, std::string>, expr_id> m_other_keys;  // other_key()'s

@@ -365,6 +365,16 @@ def constraint_seeds():
     write("fuzz_constraint", "unique_counted", constraint_case(
         '{"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"enum":["a",1,true,null]}},'
         '"u":{"type":"boolean"},"v":{}},"minProperties":2,"maxProperties":2}', budget=2, seed=10))
+    write("fuzz_constraint", "conditions", constraint_case(
+        '{"type":"object","properties":{"n":{"type":"integer","if":{"maximum":3},"then":{"minimum":1},'
+        '"else":{"multipleOf":5}},"u":{"type":"boolean"},"v":{"type":"null"}},"dependencies":{"u":["v"]}}', seed=11))
+    write("fuzz_constraint", "contains", constraint_case(
+        '{"type":"array","items":{"enum":[1,2,"red",null]},"contains":{"type":"string"},"maxContains":1,"maxItems":4,'
+        '"not":{"items":{"type":"null"}}}', budget=3, seed=12))
+    write("fuzz_constraint", "member_kinds", constraint_case(
+        '{"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x",1]}},"propertyNames":{"maxLength":2},'
+        '"oneOf":[{"properties":{"a":{}},"additionalProperties":false},{"patternProperties":{"^b":{"type":"string"}}}],'
+        '"not":{"propertyNames":{"not":{"const":"b"}}}}', seed=13))
     write("fuzz_constraint", "regex_date", constraint_case(r"\d{4}-\d{2}-\d{2}", regex=True, budget=2))
     write("fuzz_constraint", "regex_words", constraint_case(r"(ab|abc| )+\.", regex=True, seed=9))
 
