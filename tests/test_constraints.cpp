@@ -1928,6 +1928,9 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
         "oneOf":[{"required":["r"]},{"required":["l","w"]}]})";
     CHECK(accepted(shapes, {R"({"r":1})", R"({"l":1,"w":2})", R"({"r":1,"l":1,"w":1})", R"({"r":1,"l":1})", "{}"}) ==
           bools{true, true, false, true, false});
+    // a closed branch with patternProperties takes the keys its patterns match: not told apart by a required one
+    CHECK(accepted(R"({"oneOf":[{"required":["xa"]},{"patternProperties":{"^x":{}},"additionalProperties":false}]})",
+                   {R"({"xa":1})", "{}", R"({"y":1})"}) == bools{false, true, false});
     // its negation: no branch, or two
     CHECK(accepted(R"({"type":"integer","not":{"oneOf":[{"minimum":3},{"maximum":5}]}})", {"2", "3", "5", "6"}) ==
           bools{false, true, true, false});

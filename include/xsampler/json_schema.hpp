@@ -2339,9 +2339,10 @@ namespace xsampler
                                 }
                             }
                         }
-                        if (s->contains("additionalProperties") && (*s)["additionalProperties"] == false)
+                        if (s->contains("additionalProperties") && (*s)["additionalProperties"] == false &&
+                            !(s->contains("patternProperties") && !(*s)["patternProperties"].empty()))
                         {
-                            sm.closed = true;
+                            sm.closed = true;  // (patterns let other keys in: not closed to them)
                         }
                         if (s->contains("properties") && (*s)["properties"].is_object())
                         {
