@@ -2048,6 +2048,13 @@ TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[
     CHECK(accepted(R"({"oneOf":[{"properties":{"k":{"const":"a"}},"additionalProperties":false},
                      {"properties":{"k":{},"n":{}},"required":["n"]}]})",
                    {R"({"k":"a"})", R"({"n":1})", R"({"k":"a","n":1})", "{}", "1"}) == bools{true, true, true, true, false});
+    // a class escape or '.' decides otherwise on other characters in validators (Python's re is Unicode): the
+    // other keys are then ASCII, a listed key that is not is an error, and a not of such propertyNames too
+    CHECK(accepted(R"({"patternProperties":{"^\\d+$":{"type":"integer"}},"additionalProperties":{"type":"string"}})",
+                   {R"({"\u0663":"x"})", "{\"\xD9\xA3\":\"x\"}", R"({"3":1})", R"({"a":"x"})"}, others) ==
+          bools{false, false, true, true});
+    fails_with(R"({"properties":{"\u00e9":{}},"patternProperties":{"^\\w":{}}})", "a class escape or '.' on a key that is not ASCII");
+    fails_with(R"({"type":"object","not":{"propertyNames":{"pattern":"^\\d+$"}}})", "unsupported keyword 'propertyNames' under not");
     // propertyNames: the keys' contents its schema accepts, listed ones left out; under not, a key it refuses
     CHECK(accepted(R"({"type":"object","propertyNames":{"pattern":"^[a-z]+$","maxLength":3},"additionalProperties":{"type":"integer"}})",
                    {"{}", R"({"ab":1})", R"({"abcd":1})", R"({"AB":1})", R"({"ab":"x"})"}, others) ==

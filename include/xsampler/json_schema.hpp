@@ -546,6 +546,23 @@ namespace xsampler
                        (negated != m_negated.end() && in(negated->second));
             }
 
+            /// Whether a pattern has \d \w \s \b (or their negations) or '.':
+            /// ASCII (or stopping at U+2028) in ECMA-262, Unicode in Python's
+            /// re, so that on a text with other characters the two may decide
+            /// otherwise (on ASCII alone they agree).
+            static bool unicode_classes(const std::string& p)
+            {
+                for (std::size_t i = 0; i < p.size(); ++i)
+                {
+                    if (p[i] == '.' || (p[i] == '\\' && i + 1 < p.size() && std::string("dDwWsSbB").find(p[i + 1]) != std::string::npos))
+                    {
+                        return true;
+                    }
+                    i += p[i] == '\\' ? 1 : 0;
+                }
+                return false;
+            }
+
             /// The index of s among the made schemas' targets (m_refs).
             std::size_t ref_index(const json* s)
             {
@@ -855,17 +872,11 @@ namespace xsampler
                     }
                     else if (k == "pattern")
                     {
-                        // \d \w \s and . are ASCII (or stop at U+2028) in ECMA-262, Unicode in Python's re:
                         // their complement would hold strings in which validators find a match
-                        const std::string p = x.is_string() ? x.get<std::string>() : std::string();
-                        for (std::size_t i = 0; i < p.size(); ++i)
+                        if (unicode_classes(x.is_string() ? x.get<std::string>() : std::string()))
                         {
-                            if (p[i] == '.' || (p[i] == '\\' && i + 1 < p.size() && std::string("dDwWsSbB").find(p[i + 1]) != std::string::npos))
-                            {
-                                fail("unsupported keyword 'pattern' under not (a class escape or '.': validators' "
-                                     "Unicode classes differ)", s);
-                            }
-                            i += p[i] == '\\' ? 1 : 0;
+                            fail("unsupported keyword 'pattern' under not (a class escape or '.': validators' "
+                                 "Unicode classes differ)", s);
                         }
                         out.push_back(typed("string", json{{"$xs:notPattern", x}}));
                     }
@@ -1891,7 +1902,7 @@ namespace xsampler
                     kind_of k{&some, patterns.size(), patterns.size(), {}, std::nullopt};
                     if (some.contains("names"))
                     {
-                        const auto allowed = key_names(m_refs.at(some["names"].get<std::size_t>()).first);
+                        const auto allowed = key_names(m_refs.at(some["names"].get<std::size_t>()).first, true);
                         k.outside = allowed ? dfa_difference(content_dfa(), *allowed, max_key_states) : byte_dfa{};
                     }
                     else if (some.contains("pattern"))
@@ -1961,6 +1972,14 @@ namespace xsampler
                         continue;
                     }
                     const std::vector<bool> matched = matches_of(name);
+                    for (const auto& p : patterns)
+                    {
+                        if (unicode_classes(p.regex) && std::any_of(name.begin(), name.end(), [](char ch) { return (ch & 0x80) != 0; }))
+                        {
+                            fail("patternProperties '" + p.regex + "' beside the property '" + name + "': a class escape or "
+                                 "'.' on a key that is not ASCII (validators' Unicode classes differ)", p.in);
+                        }
+                    }
                     const conj c = schemas_of(&name, matched);
                     for (const json* s : own)
                     {
@@ -2094,7 +2113,7 @@ namespace xsampler
             /// propertyNames: the key contents (unescaped) the schema accepts as
             /// strings; none when it accepts every key. A union over its
             /// disjuncts: enum/const strings, or the string keywords' DFA.
-            std::optional<byte_dfa> key_names(const json* p)
+            std::optional<byte_dfa> key_names(const json* p, bool negated = false)
             {
                 if (p->is_boolean())
                 {
@@ -2120,6 +2139,16 @@ namespace xsampler
                     if ((types & t_string) == 0)
                     {
                         continue;
+                    }
+                    for (const json* s : own)
+                    {
+                        // (its complement: our formats are subsets of the checkers; Unicode classes differ)
+                        if (negated && (format_of(s) != nullptr ||
+                                        (s->contains("pattern") && (*s)["pattern"].is_string() && unicode_classes((*s)["pattern"].get<std::string>()))))
+                        {
+                            fail("unsupported keyword 'propertyNames' under not (a format, or a pattern with a class escape "
+                                 "or '.')", s);
+                        }
                     }
                     byte_dfa part;
                     if (values_at != nullptr)
@@ -2172,9 +2201,15 @@ namespace xsampler
                          patterns.back().in);
                 }
                 std::vector<std::pair<byte_dfa, std::vector<bool>>> classes;
-                if (all.size() != 0)
+                byte_dfa start = all;
+                if (std::any_of(patterns.begin(), patterns.end(), [](const key_pattern& p) { return unicode_classes(p.regex); }))
                 {
-                    classes.push_back({all, {}});
+                    // (a key of other characters may match here and not in validators, or the other way)
+                    start = dfa_intersection(start, compile_regex("[\\x20-\\x7e]*", content_options(false)), max_key_states);
+                }
+                if (start.size() != 0)
+                {
+                    classes.push_back({std::move(start), {}});
                 }
                 for (const auto& p : patterns)
                 {
