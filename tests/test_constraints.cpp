@@ -2116,7 +2116,8 @@ TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
                             R"({"country":"CA","code":"A1B"})", R"({"country":"CA","code":"12345"})"}) ==
           bools{true, false, true, false});
     // dependencies: names a key requires, or a schema it brings; dependentRequired and dependentSchemas alike
-    const std::string deps = R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"dependencies":{"a":["b"],"c":{"required":["a"]}}})";
+    const std::string deps = R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
+        "properties":{"a":{},"b":{},"c":{}},"dependencies":{"a":["b"],"c":{"required":["a"]}}})";
     CHECK(accepted(deps, {"{}", R"({"a":1})", R"({"a":1,"b":2})", R"({"c":1})", R"({"a":1,"b":1,"c":1})", R"({"b":1})"}) ==
           bools{true, false, true, false, true, true});
     CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"dependentRequired":{"a":["b"]}})",
@@ -2125,11 +2126,29 @@ TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
                    {R"({"a":1,"b":2})", R"({"a":1,"b":3})", R"({"b":2})", "7"}) == bools{false, true, true, true});
     CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"not":{"dependentRequired":{"a":["b"]}}})",
                    {R"({"a":1})", R"({"a":1,"b":1})", "{}"}) == bools{true, false, false});
+    // a keyword of another draft is unknown there, as validators have it (so its not is nothing, and a oneOf
+    // branch with it alone holds for every value)
+    const std::string d7 = R"({"$schema":"http://json-schema.org/draft-07/schema#",)";
+    fails_with(R"({"type":"object","properties":{"a":{},"b":{}},"not":{"dependencies":{"a":["b"]}}})", "validates nothing");
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"oneOf":[{"dependencies":{"a":["b"]}},{"required":["a"]}]})",
+                   {R"({"a":1})", "{}"}) == bools{false, true});
+    fails_with(d7 + R"("type":"object","properties":{"a":{},"b":{}},"not":{"dependentRequired":{"a":["b"]}}})", "validates nothing");
+    CHECK(accepted(d7 + R"("type":"array","oneOf":[{"contains":{"type":"integer"},"maxContains":1},{"minItems":2}]})",
+                   {"[1,2]", "[1]"}) == bools{false, true});
+    CHECK(accepted(d7 + R"("type":"object","properties":{"a":{},"b":{}},"dependencies":{"a":["b"]}})", {R"({"a":1})", R"({"a":1,"b":1})"}) ==
+          bools{false, true});
+    fails_with(R"({"$schema":"http://json-schema.org/draft-06/schema#","not":{"if":{"type":"integer"},"then":{"minimum":3}}})",
+               "validates nothing");
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"object","properties":{"a":{}},
+                     "oneOf":[{"propertyNames":{"maxLength":0}},{"required":["a"]}]})", {R"({"a":1})", "{}"}) == bools{false, true});
+    fails_with(R"({"$schema":"http://json-schema.org/draft-06/schema#","type":"integer","not":{"exclusiveMinimum":true}})",
+               "exclusiveMinimum must be a number (a boolean is draft 4's form");
     fails_with(R"({"dependentRequired":{"a":{"type":"string"}}})", "dependentRequired 'a' must be a list of names at /");
     fails_with(R"({"dependentSchemas":{"a":["b"]}})", "dependentSchemas 'a' must be a schema at /");
     // brute force: every token the mask allows leads to a completion that validates, and no other does
-    const std::string text = R"({"type":"object","properties":{"n":{"type":"integer","if":{"maximum":3},"then":{"minimum":1},
-        "else":{"multipleOf":5}},"u":{"type":"boolean"},"v":{"type":"null"}},"required":["n"],"dependencies":{"u":["v"]}})";
+    const std::string text = R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{
+        "type":"integer","if":{"maximum":3},"then":{"minimum":1},"else":{"multipleOf":5}},"u":{"type":"boolean"},"v":{"type":"null"}},
+        "required":["n"],"dependencies":{"u":["v"]}})";
     const json schema = json::parse(text);
     constraint c = json_schema_constraint(small_index(), text);
     std::mt19937 pick(14);

@@ -242,68 +242,112 @@ namespace xsampler
             }
             static constexpr std::size_t max_any_order = 10;
 
-            /// '[' min..max items ']', of which `special` ones (the others
-            /// `plain`, none when it is grammar::none) number min_special..
-            /// max_special: contains. A state per count of items and of
-            /// special ones (each capped where its bounds stop mattering);
-            /// grammar::none when no array fits.
-            expr_id array_containing(expr_id plain, expr_id special, std::size_t min, std::size_t max,
-                                     std::size_t min_special, std::size_t max_special)
+            /// A bound on how many items satisfy a contains: lo..hi.
+            struct count_bound
+            {
+                std::size_t lo, hi;
+            };
+            /// '[' min..max items ']', each one of `items` (the contains it
+            /// satisfies, as a mask, and its text), where for each contains j
+            /// the items that satisfy it number counts[j].lo..counts[j].hi. A
+            /// state per count of items and of each contains' items (each
+            /// capped where its bounds stop mattering); grammar::none when no
+            /// array fits.
+            expr_id array_counting(const std::vector<std::pair<unsigned, expr_id>>& items, std::size_t min, std::size_t max,
+                                   const std::vector<count_bound>& counts)
             {
                 grammar& g = m_g;
                 const auto cap = [](std::size_t lo, std::size_t hi) { return hi == grammar::unbounded ? std::max<std::size_t>(lo, 1) : hi; };
-                const std::size_t items_cap = cap(min, max), special_cap = cap(min_special, max_special);
-                if ((items_cap + 1) * (special_cap + 1) > max_array_states)
+                const std::size_t items_cap = cap(min, max);
+                std::size_t states = items_cap + 1;
+                for (const auto& c : counts)
                 {
-                    throw invalid_parameter("json: contains with these item counts needs more than " +
-                                            std::to_string(max_array_states) + " states");
-                }
-                // whether an end can follow (n items, k special): the special ones still needed, and the items
-                // still needed (plain ones, else special ones), fit the room
-                const auto can_end = [&](std::size_t n, std::size_t k) {
-                    const std::size_t room = max == grammar::unbounded ? grammar::unbounded : max - n;
-                    const std::size_t need_special = min_special > k ? min_special - k : 0;
-                    const std::size_t need = min > n ? min - n : 0;
-                    if (plain != grammar::none)
+                    states *= cap(c.lo, c.hi) + 1;
+                    if (states > max_array_states)
                     {
-                        return need_special <= room && need <= room;
+                        throw invalid_parameter("json: contains with these item counts needs more than " +
+                                                std::to_string(max_array_states) + " states");
                     }
-                    const std::size_t more = max_special == grammar::unbounded ? grammar::unbounded : max_special - k;
-                    return std::max(need_special, need) <= std::min(more, room);
+                }
+                using state = std::vector<std::size_t>;  // the items, then each contains' count
+                // the item and the state it goes to from st
+                const auto moves = [&](const state& st) {
+                    std::vector<std::pair<expr_id, state>> out;
+                    if (max != grammar::unbounded && st[0] >= max)
+                    {
+                        return out;
+                    }
+                    for (const auto& [mask, text] : items)
+                    {
+                        state to = st;
+                        to[0] = std::min(st[0] + 1, items_cap);
+                        bool fits = true;
+                        for (std::size_t j = 0; j < counts.size(); ++j)
+                        {
+                            if (mask & (1u << j))
+                            {
+                                fits = fits && (counts[j].hi == grammar::unbounded || st[j + 1] < counts[j].hi);
+                                to[j + 1] = std::min(st[j + 1] + 1, cap(counts[j].lo, counts[j].hi));
+                            }
+                        }
+                        if (fits)
+                        {
+                            out.push_back({text, std::move(to)});
+                        }
+                    }
+                    return out;
                 };
-                std::map<std::pair<std::size_t, std::size_t>, rule_id> rules;
-                const std::function<expr_id(std::size_t, std::size_t)> after = [&](std::size_t n, std::size_t k) -> expr_id {
-                    if (const auto it = rules.find({n, k}); it != rules.end())
+                const auto done = [&](const state& st) {
+                    bool yes = st[0] >= min;
+                    for (std::size_t j = 0; j < counts.size(); ++j)
+                    {
+                        yes = yes && st[j + 1] >= counts[j].lo;
+                    }
+                    return yes;
+                };
+                std::map<state, bool> ends;
+                const std::function<bool(const state&)> can_end = [&](const state& st) -> bool {
+                    if (const auto it = ends.find(st); it != ends.end())
+                    {
+                        return it->second;
+                    }
+                    bool yes = done(st);
+                    for (const auto& [text, to] : moves(st))
+                    {
+                        yes = yes || (to != st && can_end(to));  // (a self-loop adds no way to the end)
+                    }
+                    return ends[st] = yes;
+                };
+                std::map<state, rule_id> rules;
+                const std::function<expr_id(const state&)> after = [&](const state& st) -> expr_id {
+                    if (const auto it = rules.find(st); it != rules.end())
                     {
                         return g.ref(it->second);
                     }
                     const rule_id r = g.fresh_rule("contains-items");
-                    rules.emplace(std::make_pair(n, k), r);
+                    rules.emplace(st, r);
                     std::vector<expr_id> go;
-                    const expr_id before = n == 0 ? g.empty() : g.sequence({g.bytes(","), ws()});
-                    const bool room = max == grammar::unbounded || n < max;
-                    const std::size_t next = std::min(n + 1, items_cap);
-                    if (room && plain != grammar::none && can_end(next, k))
+                    const expr_id before = st[0] == 0 ? g.empty() : g.sequence({g.bytes(","), ws()});
+                    for (const auto& [text, to] : moves(st))
                     {
-                        go.push_back(g.sequence({before, plain, ws(), after(next, k)}));
+                        if (can_end(to))
+                        {
+                            go.push_back(g.sequence({before, text, ws(), after(to)}));
+                        }
                     }
-                    if (room && (max_special == grammar::unbounded || k < max_special) &&
-                        can_end(next, std::min(k + 1, special_cap)))
-                    {
-                        go.push_back(g.sequence({before, special, ws(), after(next, std::min(k + 1, special_cap))}));
-                    }
-                    if (n >= min && k >= min_special)
+                    if (done(st))
                     {
                         go.push_back(g.empty());
                     }
                     g.define(r, g.choice(std::move(go)));
                     return g.ref(r);
                 };
-                if (!can_end(0, 0))
+                const state start(counts.size() + 1, 0);
+                if (!can_end(start))
                 {
                     return grammar::none;  // no array fits
                 }
-                return g.sequence({g.bytes("["), ws(), after(0, 0), g.bytes("]")});
+                return g.sequence({g.bytes("["), ws(), after(start), g.bytes("]")});
             }
             static constexpr std::size_t max_array_states = 20000;
 

@@ -68,7 +68,8 @@
 //   items         one schema for every item (not the list form); items that
 //                 validate nothing leave the empty array
 //   contains, minContains, maxContains  items counted as they are written
-//                 (containing): those that satisfy contains, and the others
+//                 (containing): each written as the contains it satisfies
+//                 (several in one conjunction count together)
 //   uniqueItems   over items of finite values (enum, const, booleans,
 //                 null): each at most once (distinct_items); else an error
 //   propertyNames the keys' contents its schema accepts (key_names): listed
@@ -205,6 +206,35 @@ namespace xsampler
                 return it == classes.end() ? -2 : it->second;
             }
 
+            /// Whether the document's draft defines the keyword (a keyword of
+            /// another draft is an unknown one there: validators ignore it).
+            bool in_draft(const std::string& k) const
+            {
+                const auto d = m_doc.draft();
+                if (k == "contains" || k == "propertyNames" || k == "const")
+                {
+                    return d >= schema_document::draft6;
+                }
+                if (k == "if" || k == "then" || k == "else")
+                {
+                    return d >= schema_document::draft7;
+                }
+                if (k == "dependencies")
+                {
+                    return d <= schema_document::draft7;
+                }
+                if (k == "dependentRequired" || k == "dependentSchemas" || k == "minContains" || k == "maxContains" ||
+                    k == "unevaluatedProperties" || k == "unevaluatedItems")
+                {
+                    return d >= schema_document::draft2019;
+                }
+                return k != "prefixItems" || d >= schema_document::draft2020;
+            }
+            /// s has the keyword k, and it means something (its draft defines it; a made schema's always do).
+            bool has(const json* s, const std::string& k) const { return s->contains(k) && (made(s) || in_draft(k)); }
+            /// keyword_class of k in s: an unknown keyword (-2) where its draft does not define it.
+            int class_of(const json* s, const std::string& k) const { return made(s) || in_draft(k) ? keyword_class(k) : -2; }
+
             /// The types a keyword of class c > 0 (keyword_class) applies to.
             static unsigned applies_to(int c) { return c == t_integer ? t_integer | t_fraction : unsigned(c); }
 
@@ -271,15 +301,12 @@ namespace xsampler
             }
 
             /// const, a keyword from draft 6 on (draft 4's validators ignore it).
-            bool has_const(const json* s) const
-            {
-                return m_doc.draft() > schema_document::draft4 && s->contains("const");
-            }
+            bool has_const(const json* s) const { return has(s, "const"); }
 
             /// A non-negative integer keyword (3.0 is 3), or `otherwise`.
             std::size_t count(const json* s, const char* key, std::size_t otherwise) const
             {
-                if (!s->contains(key))
+                if (!has(s, key))
                 {
                     return otherwise;
                 }
@@ -478,7 +505,7 @@ namespace xsampler
                 for (const auto& kv : s->items())
                 {
                     const std::string& k = kv.key();
-                    const int c = keyword_class(k);
+                    const int c = class_of(s, k);
                     if (c == -2 && m_o.strict && !made(s))
                     {
                         fail("unknown keyword '" + k + "' (strict)", s);
@@ -670,7 +697,7 @@ namespace xsampler
                 {
                     const std::string& k = kv.key();
                     const json& x = kv.value();
-                    const int c = keyword_class(k);
+                    const int c = class_of(s, k);
                     if (made(s) && k.rfind("$xs:", 0) == 0)
                     {
                         // (a made schema negated: contains' reference; the others are never negated)
@@ -804,7 +831,7 @@ namespace xsampler
                         // if and not then, or not if and not else
                         for (const char* branch : {"then", "else"})
                         {
-                            if (s->contains(branch))
+                            if (has(s, branch))
                             {
                                 out.push_back(json{{"allOf", json::array({refer(&x, branch[0] == 'e'), refer(&(*s)[branch], true)})}});
                             }
@@ -836,6 +863,8 @@ namespace xsampler
                         {
                             continue;  // read with its minimum or maximum
                         }
+                        number_bounds checked;
+                        numeric_bounds(s, checked);  // (its errors: a bound that is not a number, a draft's form)
                         const bool lower = k == "minimum" || k == "exclusiveMinimum";
                         const char* modifier = lower ? "exclusiveMinimum" : "exclusiveMaximum";
                         const bool exclusive = k[0] == 'e' || (draft4 && s->contains(modifier) && (*s)[modifier] == true);
@@ -1547,7 +1576,7 @@ namespace xsampler
                 std::size_t min = 0, max = grammar::unbounded;
                 conj items;
                 const json* unique = nullptr;
-                const json* contains = nullptr;  // the schema with contains (minContains, maxContains)
+                std::vector<const json*> contains;  // the schemas with contains (minContains, maxContains)
                 for (const json* s : own)
                 {
                     const std::size_t lo = count(s, "minItems", 0), hi = count(s, "maxItems", grammar::unbounded);
@@ -1559,18 +1588,18 @@ namespace xsampler
                     max = std::min(max, hi);
                     for (const char* k : {"prefixItems", "unevaluatedItems"})
                     {
-                        if (s->contains(k))
+                        if (has(s, k))
                         {
                             unsupported(k, s);
                         }
                     }
-                    if (s->contains("contains"))
+                    if (has(s, "contains"))
                     {
-                        if (contains != nullptr)
+                        if (contains.size() == max_contains)
                         {
-                            fail("contains in two schemas of one conjunction is not supported", s);
+                            fail("contains in more than " + std::to_string(max_contains) + " schemas of one conjunction", s);
                         }
-                        contains = s;
+                        contains.push_back(s);
                     }
                     if (s->contains("uniqueItems") && (*s)["uniqueItems"] == true)
                     {
@@ -1589,7 +1618,7 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
-                if (contains != nullptr)
+                if (!contains.empty())
                 {
                     return containing(items, min, max, contains, unique);
                 }
@@ -1609,43 +1638,55 @@ namespace xsampler
                 return m_b.array(*item, min, max);
             }
 
-            /// contains: min..max items of which minContains..maxContains
-            /// (1..unbounded) satisfy it: those written as items and it, the
-            /// others as items (and not it where maxContains bounds them).
-            std::optional<expr_id> containing(const conj& items, std::size_t min, std::size_t max, const json* at,
-                                              const json* unique)
+            /// contains: min..max items of which, for each contains,
+            /// minContains..maxContains (1..unbounded) satisfy it: the items
+            /// written as items and the contains of each set (and not those
+            /// outside it whose maxContains bounds them).
+            std::optional<expr_id> containing(const conj& items, std::size_t min, std::size_t max,
+                                              const std::vector<const json*>& at, const json* unique)
             {
-                const std::size_t lo = count(at, "minContains", 1), hi = count(at, "maxContains", grammar::unbounded);
                 if (unique != nullptr && max > 1)
                 {
-                    fail("contains together with uniqueItems is not supported", at);
+                    fail("contains together with uniqueItems is not supported", at.front());
                 }
-                conj with = items, without = items;
-                with.push_back(&(*at)["contains"]);
-                const auto special = value_of(with);
-                std::optional<expr_id> plain;
-                if (hi != grammar::unbounded)
+                std::vector<json_builder::count_bound> counts;
+                for (const json* s : at)
                 {
-                    without.push_back(negation_of(&(*at)["contains"]));
-                    plain = value_of(without);
+                    counts.push_back({count(s, "minContains", 1), count(s, "maxContains", grammar::unbounded)});
+                    if (counts.back().lo > counts.back().hi)
+                    {
+                        return std::nullopt;
+                    }
                 }
-                else
+                std::vector<std::pair<unsigned, expr_id>> kinds;  // (the contains an item satisfies, its text)
+                for (unsigned mask = 0; mask < (1u << at.size()); ++mask)
                 {
-                    plain = items.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(items);
-                }
-                if (lo > hi || (!special && lo > 0))
-                {
-                    return std::nullopt;
+                    conj c = items;
+                    for (std::size_t j = 0; j < at.size(); ++j)
+                    {
+                        if (mask & (1u << j))
+                        {
+                            c.push_back(&(*at[j])["contains"]);
+                        }
+                        else if (counts[j].hi != grammar::unbounded)
+                        {
+                            c.push_back(negation_of(&(*at[j])["contains"]));
+                        }
+                    }
+                    const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
+                    if (v)
+                    {
+                        kinds.push_back({mask, *v});
+                    }
                 }
                 try
                 {
-                    const expr_id e = m_b.array_containing(plain ? *plain : grammar::none, special ? *special : grammar::none,
-                                                           min, max, lo, special ? hi : 0);
+                    const expr_id e = m_b.array_counting(kinds, min, max, counts);
                     return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
                 }
                 catch (const invalid_parameter& e)
                 {
-                    fail(e.what(), at);
+                    fail(e.what(), at.front());
                 }
             }
 
@@ -1771,7 +1812,7 @@ namespace xsampler
                     }
                     min = std::max(min, count(s, "minProperties", 0));
                     max = std::min(max, count(s, "maxProperties", grammar::unbounded));
-                    if (s->contains("propertyNames"))
+                    if (has(s, "propertyNames"))
                     {
                         const auto k = key_names(&(*s)["propertyNames"]);
                         if (k)
@@ -1782,7 +1823,7 @@ namespace xsampler
                     }
                     for (const char* k : {"unevaluatedProperties"})
                     {
-                        if (s->contains(k) && !((*s)[k].is_object() && (*s)[k].empty()))
+                        if (has(s, k) && !((*s)[k].is_object() && (*s)[k].empty()))
                         {
                             unsupported(k, s);
                         }
@@ -2553,15 +2594,15 @@ namespace xsampler
                     return found->second;
                 }
                 std::vector<const json*> out;
-                if (s->contains("if"))
+                if (has(s, "if"))
                 {
                     const json* cond = &(*s)["if"];
                     json then = json::array({refer(cond, false)}), otherwise = json::array({refer(cond, true)});
-                    if (s->contains("then"))
+                    if (has(s, "then"))
                     {
                         then.push_back(refer(&(*s)["then"], false));
                     }
-                    if (s->contains("else"))
+                    if (has(s, "else"))
                     {
                         otherwise.push_back(refer(&(*s)["else"], false));
                     }
@@ -2594,7 +2635,7 @@ namespace xsampler
                 std::vector<dependency> out;
                 for (const char* k : {"dependencies", "dependentRequired", "dependentSchemas"})
                 {
-                    if (!s->contains(k))
+                    if (!has(s, k))
                     {
                         continue;
                     }
@@ -2713,8 +2754,8 @@ namespace xsampler
                 for (const auto& kv : s->items())
                 {
                     const std::string& k = kv.key();
-                    const int c = keyword_class(k);
-                    if (k == "not")
+                    const int c = class_of(s, k);
+                    if (k == "not" || c < 0)
                     {
                         continue;
                     }
@@ -2722,7 +2763,7 @@ namespace xsampler
                     {
                         const bool holds = validates(v, &(*s)["if"], depth + 1);
                         const char* branch = holds ? "then" : "else";
-                        if (s->contains(branch) && !validates(v, &(*s)[branch], depth + 1))
+                        if (has(s, branch) && !validates(v, &(*s)[branch], depth + 1))
                         {
                             return false;
                         }
@@ -3047,7 +3088,7 @@ namespace xsampler
             }
 
             static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 1000;
-            static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6;
+            static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6, max_contains = 4;
 
             grammar& m_g;
             schema_document& m_doc;

@@ -366,7 +366,8 @@ def constraint_seeds():
         '{"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"enum":["a",1,true,null]}},'
         '"u":{"type":"boolean"},"v":{}},"minProperties":2,"maxProperties":2}', budget=2, seed=10))
     write("fuzz_constraint", "conditions", constraint_case(
-        '{"type":"object","properties":{"n":{"type":"integer","if":{"maximum":3},"then":{"minimum":1},'
+        '{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{"type":"integer",'
+        '"if":{"maximum":3},"then":{"minimum":1},'
         '"else":{"multipleOf":5}},"u":{"type":"boolean"},"v":{"type":"null"}},"dependencies":{"u":["v"]}}', seed=11))
     write("fuzz_constraint", "contains", constraint_case(
         '{"type":"array","items":{"enum":[1,2,"red",null]},"contains":{"type":"string"},"maxContains":1,"maxItems":4,'
