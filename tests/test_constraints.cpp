@@ -2176,6 +2176,11 @@ TEST_CASE("json_schema: contains, minContains and maxContains; not items", "[con
                "the schema validates nothing");
     fails_with(R"({"type":"array","contains":{"const":1},"uniqueItems":true,"items":{"enum":[1,2]}})",
                "contains together with uniqueItems is not supported");
+    // several contains count together: an item may satisfy more than one
+    CHECK(accepted(R"({"type":"array","allOf":[{"contains":{"type":"string"}},{"contains":{"type":"integer"}}]})",
+                   {"[]", "[\"a\"]", "[1,\"a\"]", "[\"a\",2,null]", "[1]"}) == bools{false, false, true, true, false});
+    CHECK(accepted(R"({"type":"array","items":{"type":"integer"},"allOf":[{"contains":{"minimum":3}},{"contains":{"maximum":5},"maxContains":1}]})",
+                   {"[4]", "[4,4]", "[3,9]", "[9,1]", "[9]", "[9,1,2]"}) == bools{true, false, true, true, false, false});
     // brute force: every token the mask allows leads to a completion that validates, and no other does
     const std::string text = R"({"type":"object","properties":{"a":{"type":"array","items":{"enum":[1,2,"red",null]},
         "contains":{"type":"string"},"maxContains":1,"maxItems":4},"b":{"type":"array","not":{"items":{"type":"integer"}},"maxItems":3}},
