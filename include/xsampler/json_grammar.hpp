@@ -242,6 +242,29 @@ namespace xsampler
             }
             static constexpr std::size_t max_any_order = 10;
 
+            /// Whether an end can follow a state (one where done() holds, along
+            /// moves(): pairs of a text and the state after it), memoised; the
+            /// moves only go forward, and a move to the state itself adds no way.
+            template <class State>
+            struct ends_memo
+            {
+                std::map<State, bool> known;
+                template <class Moves, class Done>
+                bool operator()(const State& st, const Moves& moves, const Done& done)
+                {
+                    if (const auto it = known.find(st); it != known.end())
+                    {
+                        return it->second;
+                    }
+                    bool yes = done(st);
+                    for (const auto& [text, to] : moves(st))
+                    {
+                        yes = yes || ((to < st || st < to) && (*this)(to, moves, done));
+                    }
+                    return known[st] = yes;
+                }
+            };
+
             /// A bound on how many items satisfy a contains: lo..hi.
             struct count_bound
             {
@@ -305,19 +328,8 @@ namespace xsampler
                     }
                     return yes;
                 };
-                std::map<state, bool> ends;
-                const std::function<bool(const state&)> can_end = [&](const state& st) -> bool {
-                    if (const auto it = ends.find(st); it != ends.end())
-                    {
-                        return it->second;
-                    }
-                    bool yes = done(st);
-                    for (const auto& [text, to] : moves(st))
-                    {
-                        yes = yes || (to != st && can_end(to));  // (a self-loop adds no way to the end)
-                    }
-                    return ends[st] = yes;
-                };
+                ends_memo<state> ends;
+                const auto can_end = [&](const state& st) { return ends(st, moves, done); };
                 std::map<state, rule_id> rules;
                 const std::function<expr_id(const state&)> after = [&](const state& st) -> expr_id {
                     if (const auto it = rules.find(st); it != rules.end())
@@ -481,20 +493,8 @@ namespace xsampler
                     }
                     return out;
                 };
-                // whether an end can follow (a self-loop adds no way to it)
-                std::map<state, bool> ends;
-                const std::function<bool(const state&)> can_end = [&](const state& st) -> bool {
-                    if (const auto it = ends.find(st); it != ends.end())
-                    {
-                        return it->second;
-                    }
-                    bool yes = done(st);
-                    for (const auto& [what, to] : moves(st))
-                    {
-                        yes = yes || (!(to < st) && !(st < to) ? false : can_end(to));
-                    }
-                    return ends[st] = yes;
-                };
+                ends_memo<state> ends;
+                const auto can_end = [&](const state& st) { return ends(st, moves, done); };
                 std::map<state, rule_id> rules;
                 const std::function<expr_id(state)> rest = [&](state st) -> expr_id {
                     st.written = st.written && any_other;  // (without others: the same rule)
