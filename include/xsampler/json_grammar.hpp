@@ -189,56 +189,60 @@ namespace xsampler
             /// '[' min..max items, each of another slot ']' (uniqueItems over
             /// finite values: a slot is the texts of equal values): in any order
             /// (a rule per set of slots used) for up to max_any_order slots,
-            /// else in the slots' order (a rule per last slot and count).
+            /// else in the slots' order (a rule per next slot and count);
+            /// grammar::none when no array fits.
             expr_id distinct_array(const std::vector<expr_id>& slots, std::size_t min, std::size_t max)
             {
                 grammar& g = m_g;
                 const std::size_t m = slots.size();
                 max = std::min(max, m);
-                if (min > max)
-                {
-                    return g.choice({});
-                }
                 const bool any_order = m <= max_any_order;
-                // a state: the slots used (any order), or the last slot and the count (in order)
-                std::map<std::pair<std::uint64_t, std::size_t>, rule_id> rules;
-                const std::function<expr_id(std::uint64_t, std::size_t)> after = [&](std::uint64_t used, std::size_t n) -> expr_id {
-                    const auto key = std::make_pair(used, n);
-                    if (const auto it = rules.find(key); it != rules.end())
+                // a state: the slots used (any order) or the first slot still allowed (in order), and the count
+                using state = std::pair<std::uint64_t, std::size_t>;
+                const auto moves = [&](const state& st) {
+                    std::vector<std::pair<expr_id, state>> out;
+                    for (std::size_t j = any_order ? 0 : std::size_t(st.first); j < m && st.second < max; ++j)
+                    {
+                        const std::uint64_t bit = std::uint64_t(1) << j;
+                        if (!any_order || (st.first & bit) == 0)
+                        {
+                            out.push_back({slots[j], state{any_order ? st.first | bit : j + 1, st.second + 1}});
+                        }
+                    }
+                    return out;
+                };
+                const auto done = [&](const state& st) { return st.second >= min; };
+                ends_memo<state> ends;
+                const auto can_end = [&](const state& st) { return ends(st, moves, done); };
+                std::map<state, rule_id> rules;
+                const std::function<expr_id(const state&)> after = [&](const state& st) -> expr_id {
+                    if (const auto it = rules.find(st); it != rules.end())
                     {
                         return g.ref(it->second);
                     }
                     const rule_id r = g.fresh_rule("distinct-items");
-                    rules.emplace(key, r);
+                    rules.emplace(st, r);
                     std::vector<expr_id> next;
-                    if (n < max)
+                    const expr_id before = st.second == 0 ? g.empty() : g.sequence({g.bytes(","), ws()});
+                    for (const auto& [slot, to] : moves(st))
                     {
-                        for (std::size_t j = any_order ? 0 : std::size_t(used) + 1; j < m; ++j)
+                        if (can_end(to))
                         {
-                            if (!any_order || (used & (std::uint64_t(1) << j)) == 0)
-                            {
-                                next.push_back(g.sequence({g.bytes(","), ws(), slots[j], ws(),
-                                                           after(any_order ? used | std::uint64_t(1) << j : j, n + 1)}));
-                            }
+                            next.push_back(g.sequence({before, slot, ws(), after(to)}));
                         }
                     }
-                    if (n >= min)
+                    if (done(st))
                     {
                         next.push_back(g.empty());
                     }
                     g.define(r, g.choice(std::move(next)));
                     return g.ref(r);
                 };
-                std::vector<expr_id> first;
-                for (std::size_t j = 0; j < m && max > 0; ++j)
+                if (!can_end({0, 0}))
                 {
-                    first.push_back(g.sequence({slots[j], ws(), after(any_order ? std::uint64_t(1) << j : j, 1)}));
+                    return grammar::none;
                 }
-                if (min == 0)
-                {
-                    first.push_back(g.empty());
-                }
-                return g.sequence({g.bytes("["), ws(), g.choice(std::move(first)), g.bytes("]")});
+                return g.sequence({g.bytes("["), ws(), after({0, 0}), g.bytes("]")});
             }
             static constexpr std::size_t max_any_order = 10;
 

@@ -354,6 +354,10 @@ namespace xsampler
             /// without reading a rule still being compiled: recursion).
             std::optional<expr_id> value_of(conj c)
             {
+                if (c.empty())
+                {
+                    return m_g.ref(m_b.any_value());  // (no schema: any value)
+                }
                 normalize(c);
                 std::vector<std::size_t> key;
                 for (const json* s : c)
@@ -567,7 +571,7 @@ namespace xsampler
             bool contradicts(const conj& parts, const json* s) const
             {
                 const auto in = [&](const json* x) { return std::find(parts.begin(), parts.end(), x) != parts.end(); };
-                const auto negation = m_negations.find(s);
+                const auto negation = m_negations.find({s, t_all});
                 const auto negated = m_negated.find(s);
                 return (negation != m_negations.end() && in(negation->second)) ||
                        (negated != m_negated.end() && in(negated->second));
@@ -612,51 +616,15 @@ namespace xsampler
             /// error).
             const json* negation_of(const json* s, unsigned types = t_all)
             {
-                if (types != t_all)
-                {
-                    const auto found = m_restricted.find({s, types});
-                    if (found != m_restricted.end())
-                    {
-                        return found->second;
-                    }
-                    json branches = json::array({json{{"$xs:types", t_all & ~types}}});
-                    json broken;
-                    if (s->is_boolean())
-                    {
-                        broken = json::array({!s->get<bool>()});
-                    }
-                    else if (!s->is_object())
-                    {
-                        fail("a schema must be an object or a boolean, got " + std::string(s->type_name()), s);
-                    }
-                    else if (ref_only(s))
-                    {
-                        if (!(*s)["$ref"].is_string())
-                        {
-                            fail("$ref must be a string", s);
-                        }
-                        broken = json::array({refer(m_doc.resolve(s, (*s)["$ref"].get<std::string>()), true, types)});
-                    }
-                    else
-                    {
-                        broken = negated_keywords(s, types);
-                    }
-                    if (!broken.empty())
-                    {
-                        branches.push_back(json{{"$xs:types", types}, {"anyOf", std::move(broken)}});
-                    }
-                    const json* n = make(json{{"anyOf", std::move(branches)}}, s);
-                    return m_restricted.emplace(std::make_pair(s, types), n).first->second;
-                }
-                const auto found = m_negations.find(s);
+                const auto found = m_negations.find({s, types});
                 if (found != m_negations.end())
                 {
                     return found->second;
                 }
-                json out;
+                json broken;  // the ways to break s (within types)
                 if (s->is_boolean())
                 {
-                    out = !s->get<bool>();
+                    broken = s->get<bool>() ? json::array() : json::array({true});
                 }
                 else if (!s->is_object())
                 {
@@ -668,19 +636,25 @@ namespace xsampler
                     {
                         fail("$ref must be a string", s);
                     }
-                    out = json{{"anyOf", json::array({refer(m_doc.resolve(s, (*s)["$ref"].get<std::string>()), true)})}};
+                    broken = json::array({refer(m_doc.resolve(s, (*s)["$ref"].get<std::string>()), true, types)});
                 }
                 else
                 {
-                    out = json{{"anyOf", negated_keywords(s)}};
+                    broken = negated_keywords(s, types);
                 }
-                if (out.is_object() && out["anyOf"].empty())
+                // (no way: every keyword holds for every value, nothing breaks s)
+                json out = broken.empty() ? json(false) : json{{"anyOf", std::move(broken)}};
+                if (types != t_all)
                 {
-                    out = false;  // every keyword holds for every value: nothing breaks S
+                    out = json{{"anyOf", json::array({json{{"$xs:types", t_all & ~types}},
+                                                      json{{"$xs:types", types}, {"allOf", json::array({std::move(out)})}}})}};
                 }
                 const json* n = make(std::move(out), s);
-                m_negations.emplace(s, n);
-                m_negated.emplace(n, s);
+                m_negations.emplace(std::make_pair(s, types), n);
+                if (types == t_all)
+                {
+                    m_negated.emplace(n, s);  // (s and n together: nothing)
+                }
                 return n;
             }
 
@@ -723,10 +697,6 @@ namespace xsampler
                         {
                             out.push_back(json{{"$xs:types", other}});  // (a number not an integer among them)
                         }
-                    }
-                    else if (k == "const" && !has_const(s))
-                    {
-                        continue;  // draft 4 has no const: it holds for every value
                     }
                     else if (k == "enum" || k == "const")
                     {
@@ -971,24 +941,37 @@ namespace xsampler
 
             // ---- one disjunct: schemas without combinators ----
 
-            std::optional<expr_id> disjunct(const conj& d)
+            /// A disjunct read: the schemas whose keywords apply (a $ref's
+            /// siblings do not in drafts 4 to 7), their types, and the first
+            /// with enum or const.
+            struct disjunct_parts
             {
-                conj own;  // the schemas whose keywords apply (a $ref's siblings do not in drafts 4 to 7)
+                conj own;
                 unsigned types = t_all;
                 const json* values_at = nullptr;
+            };
+            disjunct_parts parts_of(const conj& d) const
+            {
+                disjunct_parts p;
                 for (const json* s : d)
                 {
                     if (ref_only(s))
                     {
                         continue;
                     }
-                    own.push_back(s);
-                    types &= type_bits(s);
-                    if (values_at == nullptr && (s->contains("enum") || has_const(s)))
+                    p.own.push_back(s);
+                    p.types &= type_bits(s);
+                    if (p.values_at == nullptr && (s->contains("enum") || has_const(s)))
                     {
-                        values_at = s;
+                        p.values_at = s;
                     }
                 }
+                return p;
+            }
+
+            std::optional<expr_id> disjunct(const conj& d)
+            {
+                const auto [own, types, values_at] = parts_of(d);
                 if (values_at != nullptr)
                 {
                     return values(values_at, own, types);
@@ -1626,7 +1609,7 @@ namespace xsampler
                 {
                     return distinct_items(items, min, max, unique);
                 }
-                const auto item = items.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(items);
+                const auto item = value_of(items);
                 if (!item)
                 {
                     if (min > 0)
@@ -1673,7 +1656,7 @@ namespace xsampler
                             c.push_back(negation_of(&(*at[j])["contains"]));
                         }
                     }
-                    const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
+                    const auto v = value_of(c);
                     if (v)
                     {
                         kinds.push_back({mask, *v});
@@ -1701,16 +1684,7 @@ namespace xsampler
                 std::vector<json> candidates;
                 for (const conj& d : ds)
                 {
-                    unsigned types = t_all;
-                    const json* values_at = nullptr;
-                    for (const json* s : d)
-                    {
-                        types &= ref_only(s) ? t_all : type_bits(s);
-                        if (!ref_only(s) && values_at == nullptr && (s->contains("enum") || has_const(s)))
-                        {
-                            values_at = s;
-                        }
-                    }
+                    const auto [own, types, values_at] = parts_of(d);
                     if (values_at != nullptr)
                     {
                         const auto vs = finite_values(values_at);
@@ -1756,10 +1730,6 @@ namespace xsampler
                 {
                     fail("uniqueItems over more than 64 values", at);
                 }
-                if (min > slots.size())
-                {
-                    return std::nullopt;
-                }
                 std::vector<expr_id> texts;
                 for (const auto& slot : slots)
                 {
@@ -1770,7 +1740,8 @@ namespace xsampler
                     }
                     texts.push_back(m_g.choice(std::move(options)));
                 }
-                return m_b.distinct_array(texts, min, max);
+                const expr_id e = m_b.distinct_array(texts, min, max);
+                return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 
             /// A patternProperties entry: the regex, its schema, and the schema it is in.
@@ -1979,6 +1950,15 @@ namespace xsampler
                     }
                     return !marked && (name == nullptr || std::find(k.names.begin(), k.names.end(), *name) == k.names.end());
                 };
+                // the kinds a key may be, as a mask
+                const auto kinds_of = [&](const std::string* name, const std::vector<bool>& matched) {
+                    unsigned mask = 0;
+                    for (std::size_t r = 0; r < kinds.size(); ++r)
+                    {
+                        mask |= of_kind(kinds[r], name, matched) ? 1u << r : 0u;
+                    }
+                    return mask;
+                };
                 // a kind's keys within a class of other keys
                 const auto kind_keys = [&](const kind_of& k, const byte_dfa& keys) {
                     return k.outside ? dfa_intersection(keys, *k.outside, max_key_states) : keys;
@@ -2025,19 +2005,14 @@ namespace xsampler
                     for (const json* s : own)
                     {
                         // (a schema that requires a key its own additionalProperties forbids: a clearer message)
-                        const auto& r = s->contains("required") ? (*s)["required"] : json::array();
-                        bool listed = s->contains("properties") && (*s)["properties"].contains(name);
-                        for (std::size_t i = 0; i < patterns.size(); ++i)
-                        {
-                            listed = listed || (patterns[i].in == s && matched[i]);
-                        }
-                        if (!listed && std::find(r.begin(), r.end(), json(name)) != r.end() &&
-                            s->contains("additionalProperties") && (*s)["additionalProperties"] == false)
+                        if (s->contains("additionalProperties") && (*s)["additionalProperties"] == false &&
+                            s->contains("required") && (*s)["required"].is_array() && std::find((*s)["required"].begin(), (*s)["required"].end(), json(name)) != (*s)["required"].end() &&
+                            !lists(s, name))
                         {
                             fail("required '" + name + "' is not in properties and additionalProperties is false", s);
                         }
                     }
-                    const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
+                    const auto v = value_of(c);
                     if (!v)
                     {
                         if (needed)
@@ -2047,12 +2022,7 @@ namespace xsampler
                         continue;  // a key no value fits: left out
                     }
                     json_builder::member m{json(name).dump(), *v, needed};
-                    unsigned applies = 0;
-                    for (std::size_t r = 0; r < kinds.size(); ++r)
-                    {
-                        applies |= of_kind(kinds[r], &name, matched) ? 1u << r : 0u;
-                    }
-                    subsets(applies, [&](unsigned t) {
+                    subsets(kinds_of(&name, matched), [&](unsigned t) {
                         if (const auto value = with_kinds(c, t))
                         {
                             m.some.push_back({t, *value});
@@ -2086,49 +2056,26 @@ namespace xsampler
                         }
                     });
                 };
-                const byte_dfa all_keys = keys_allowed ? *keys_allowed : content_dfa();
-                if (patterns.empty() && all_keys.size() != 0)
-                {
-                    const conj extra = schemas_of(nullptr, {});
-                    const auto v = unmatched && extra.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value()))
-                                   : unmatched                  ? value_of(extra)
-                                                                : std::nullopt;
-                    const expr_id key = !v ? grammar::none : names.empty() && !keys_allowed ? m_b.string(0, grammar::unbounded)
-                                                                                              : other_key(names, all_keys, keys_tag);
-                    if (key != grammar::none)
-                    {
-                        others.push_back({key, *v});
-                    }
-                    unsigned applies = 0;
-                    for (std::size_t r = 0; r < kinds.size(); ++r)
-                    {
-                        applies |= of_kind(kinds[r], nullptr, {}) ? 1u << r : 0u;
-                    }
-                    add_of_kinds(all_keys, keys_tag, extra, applies);
-                }
-                for (auto& [keys, matched] : patterns.empty() ? decltype(key_classes(patterns, all_keys)){} : key_classes(patterns, all_keys))
+                // (without patterns, names or propertyNames: any key, escapes too, the string's rule)
+                const bool any_key = names.empty() && patterns.empty() && !keys_allowed;
+                for (auto& [keys, matched] : key_classes(patterns, keys_allowed ? *keys_allowed : content_dfa()))
                 {
                     // (keys of a kind are written where the schemas allow them, without the option: asked for)
                     const auto end = matched.begin() + std::ptrdiff_t(real_patterns);
                     const bool listed = std::find(matched.begin(), end, true) != end || unmatched;
                     const conj c = schemas_of(nullptr, matched);
-                    const auto v = c.empty() ? std::optional<expr_id>(m_g.ref(m_b.any_value())) : value_of(c);
+                    const auto v = listed ? value_of(c) : std::nullopt;  // (compiled only where written)
                     std::string tag = keys_tag;
                     for (std::size_t i = 0; i < patterns.size(); ++i)
                     {
                         tag += (matched[i] ? "+" : "-") + patterns[i].regex + '\0';
                     }
-                    const expr_id key = v && listed ? other_key(names, keys, tag) : grammar::none;
+                    const expr_id key = !v ? grammar::none : any_key ? m_b.string(0, grammar::unbounded) : other_key(names, keys, tag);
                     if (key != grammar::none)
                     {
                         others.push_back({key, *v});
                     }
-                    unsigned applies = 0;
-                    for (std::size_t r = 0; r < kinds.size(); ++r)
-                    {
-                        applies |= of_kind(kinds[r], nullptr, matched) ? 1u << r : 0u;
-                    }
-                    add_of_kinds(keys, tag, c, applies);
+                    add_of_kinds(keys, tag, c, kinds_of(nullptr, matched));
                 }
                 // how many members: the required ones at least, the listed ones at most without others (which
                 // count toward a minProperties of 1 alone: a key written twice is one key)
@@ -2142,8 +2089,7 @@ namespace xsampler
                     fail("minProperties " + std::to_string(min) + " beside keys the schema does not list (a key written "
                          "twice is one key: only the listed ones are counted)", own.front());
                 }
-                if (names.empty() && patterns.empty() && others.size() == 1 && min == 0 && max == grammar::unbounded && kinds.empty() &&
-                    !keys_allowed)
+                if (any_key && others.size() == 1 && min == 0 && max == grammar::unbounded && kinds.empty())
                 {
                     return m_b.free_object(others[0].first, others[0].second);
                 }
@@ -2165,18 +2111,7 @@ namespace xsampler
                 std::optional<byte_dfa> all;
                 for (const conj& d : ds)
                 {
-                    conj own;
-                    unsigned types = t_all;
-                    const json* values_at = nullptr;
-                    for (const json* s : d)
-                    {
-                        if (!ref_only(s))
-                        {
-                            own.push_back(s);
-                            types &= type_bits(s);
-                            values_at = values_at == nullptr && (s->contains("enum") || has_const(s)) ? s : values_at;
-                        }
-                    }
+                    const auto [own, types, values_at] = parts_of(d);
                     if ((types & t_string) == 0)
                     {
                         continue;
@@ -2819,6 +2754,27 @@ namespace xsampler
                 return it->second.matches(v.get<std::string>());
             }
 
+            /// Whether s's properties or patternProperties take the key (its additionalProperties does not).
+            bool lists(const json* s, const std::string& key)
+            {
+                if (s->contains("properties") && (*s)["properties"].contains(key))
+                {
+                    return true;
+                }
+                if (!s->contains("patternProperties") || !(*s)["patternProperties"].is_object())
+                {
+                    return false;
+                }
+                for (const auto& p : (*s)["patternProperties"].items())
+                {
+                    if (matches_pattern(json(key), json(p.key()), s))
+                    {
+                        return true;
+                    }
+                }
+                return false;
+            }
+
             /// A number as validators compare it: an integer as written, a
             /// double (nlohmann's float) as its exact binary value (Python
             /// compares an int with a float exactly, two floats as doubles).
@@ -2869,7 +2825,6 @@ namespace xsampler
                     // a member of the kind (see object()) whose value validates
                     const json& some = (*s)["$xs:some"];
                     const json* s0 = m_refs.at(some["of"].get<std::size_t>()).first;
-                    const auto matches = [&](const std::string& key, const std::string& p) { return matches_pattern(json(key), json(p), s); };
                     bool found = false;
                     for (const auto& kv : v.items())
                     {
@@ -2880,16 +2835,11 @@ namespace xsampler
                         }
                         else if (some.contains("pattern"))
                         {
-                            of_kind = matches(kv.key(), some["pattern"].get<std::string>());
+                            of_kind = matches_pattern(json(kv.key()), some["pattern"], s);
                         }
                         else
                         {
-                            of_kind = !(s0->contains("properties") && (*s0)["properties"].contains(kv.key()));
-                            const json patterns = s0->contains("patternProperties") ? (*s0)["patternProperties"] : json::object();
-                            for (const auto& p : patterns.items())
-                            {
-                                of_kind = of_kind && !matches(kv.key(), p.key());
-                            }
+                            of_kind = !lists(s0, kv.key());
                         }
                         found = found || (of_kind && validates(kv.value(), &some["value"], depth + 1));
                     }
@@ -3016,32 +2966,16 @@ namespace xsampler
                         }
                         return true;
                     }
-                    // whether patternProperties has patterns that match the key (none: one's schema said no)
-                    const auto patterned = [&](const std::string& key, auto&& each) {
-                        bool any = false;
-                        if (s->contains("patternProperties") && (*s)["patternProperties"].is_object())
-                        {
-                            for (const auto& p : (*s)["patternProperties"].items())
-                            {
-                                if (matches_pattern(json(key), json(p.key()), s))
-                                {
-                                    any = true;
-                                    if (!each(p.value()))
-                                    {
-                                        return std::optional<bool>();
-                                    }
-                                }
-                            }
-                        }
-                        return std::optional<bool>(any);
-                    };
                     if (k == "patternProperties")
                     {
                         for (const auto& kv : v.items())
                         {
-                            if (!patterned(kv.key(), [&](const json& p) { return validates(kv.value(), &p, depth + 1); }))
+                            for (auto p = x.begin(); x.is_object() && p != x.end(); ++p)
                             {
-                                return false;
+                                if (matches_pattern(json(kv.key()), json(p.key()), s) && !validates(kv.value(), &p.value(), depth + 1))
+                                {
+                                    return false;
+                                }
                             }
                         }
                         return true;
@@ -3050,9 +2984,7 @@ namespace xsampler
                     {
                         for (const auto& kv : v.items())
                         {
-                            const bool listed = (s->contains("properties") && (*s)["properties"].contains(kv.key())) ||
-                                                *patterned(kv.key(), [](const json&) { return true; });
-                            if (!listed && !validates(kv.value(), &x, depth + 1))
+                            if (!lists(s, kv.key()) && !validates(kv.value(), &x, depth + 1))
                             {
                                 return false;
                             }
@@ -3107,9 +3039,8 @@ namespace xsampler
             std::deque<json> m_made;                     // the compiler's own schemas (negation_of)
             std::set<const json*> m_made_nodes;          // every node of them
             std::vector<std::pair<const json*, unsigned>> m_refs;  // "$xs:not" and "$xs:is" targets (a not's types)
-            std::map<const json*, const json*> m_negations;  // negation_of's
-            std::map<const json*, const json*> m_negated;    // and back: the schema a negation is of
-            std::map<std::pair<const json*, unsigned>, const json*> m_restricted;  // negation_of's within types
+            std::map<std::pair<const json*, unsigned>, const json*> m_negations;  // negation_of's, by schema and types
+            std::map<const json*, const json*> m_negated;    // and back: the schema a whole negation is of
             byte_dfa m_content;  // a string's content, unescaped ([^]*)
             std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
         };
