@@ -640,7 +640,7 @@ namespace
         std::string schemas, gbnf, vocab = "gpt2", out;
         std::string gpt2_dir = XSAMPLER_GPT2_DIR, llama3_dir = XSAMPLER_LLAMA3_DIR;
         std::size_t generate = 2, gbnf_generate = 8, gbnf_walks = 24, max_tokens = 256, limit = 0, every = 1;
-        bool json = false, no_generate = false, additional_properties = false;
+        bool json = false, no_generate = false, listed_keys = false;
     };
 
     struct test_text
@@ -664,7 +664,7 @@ namespace
         xsampler::json_options schema_options() const
         {
             xsampler::json_options jo;
-            jo.additional_properties = m_o.additional_properties;
+            jo.additional_properties = !m_o.listed_keys;
             return jo;
         }
 
@@ -1619,7 +1619,7 @@ namespace
         "usage: xsampler_maskbench [--schemas FILE.jsonl] [--gbnf DIR] [--vocab gpt2|llama3]\n"
         "                          [--generate N] [--gbnf-generate N] [--gbnf-walks N] [--max-tokens N]\n"
         "                          [--out FILE.jsonl] [--limit N] [--every K] [--no-generate] [--json]\n"
-        "                          [--additional-properties]\n"
+        "                          [--listed-keys]\n"
         "                          [--gpt2-dir DIR] [--llama3-dir DIR]\n"
         "  --schemas      scripts/maskbench's JSONL of schema files and test texts\n"
         "  --gbnf         a directory of .gbnf grammars\n"
@@ -1629,7 +1629,7 @@ namespace
         "  --out          the eos-ended outputs, one JSON line each\n"
         "  --limit N      at most N schema files; --every K every K-th line of the file\n"
         "  --json         the summary as one JSON line after the tables\n"
-        "  --additional-properties  schemas: keys beside the properties too (json_options)\n";
+        "  --listed-keys  schemas: only the keys they list (json_options::additional_properties false)\n";
 
     std::size_t number(const std::string& flag, const char* text, std::size_t lo)
     {
@@ -1667,7 +1667,7 @@ namespace
             else if (a == "--limit") o.limit = number(a, value(), 1);
             else if (a == "--every") o.every = number(a, value(), 1);
             else if (a == "--no-generate") o.no_generate = true;
-            else if (a == "--additional-properties") o.additional_properties = true;
+            else if (a == "--listed-keys") o.listed_keys = true;
             else if (a == "--json") o.json = true;
             else if (a == "--gpt2-dir") o.gpt2_dir = value();
             else if (a == "--llama3-dir") o.llama3_dir = value();

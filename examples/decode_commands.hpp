@@ -181,6 +181,7 @@ namespace examples
         {
             xsampler::json_options jo;
             jo.strict = o.json_schema_strict;
+            jo.additional_properties = !o.json_schema_listed_keys;
             return std::make_pair(
                 xsampler::json_schema_grammar(read_text_file(*o.json_schema, std::size_t(1) << 20, "1 MiB"), jo),
                 std::string("json_schema"));

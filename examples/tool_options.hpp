@@ -86,6 +86,7 @@ namespace examples
         std::optional<std::string> grammar_file;  // --grammar-file FILE (GBNF)
         std::optional<std::string> json_schema;   // --json-schema FILE
         bool json_schema_strict = false;          // --json-schema-strict
+        bool json_schema_listed_keys = false;     // --json-schema-listed-keys
         std::optional<std::string> regex;         // --regex RE
         bool budget_aware = false;                // --budget-aware
         // match: the text
@@ -456,6 +457,10 @@ namespace examples
                       ->type_name("FILE");
         cmd.add_flag("--json-schema-strict", o.json_schema_strict,
                      "with --json-schema: a keyword no JSON Schema draft defines is an error (else ignored)")
+            ->needs(j);
+        cmd.add_flag("--json-schema-listed-keys", o.json_schema_listed_keys,
+                     "with --json-schema: only the keys the schema lists (else other keys too, where "
+                     "additionalProperties allows them)")
             ->needs(j);
         auto* r = cmd.add_option_function<std::string>(
                          "--regex", [&o](const std::string& re) { o.regex = re; },

@@ -763,6 +763,11 @@ TEST_CASE("xsampler match: accepted, incomplete or rejected at byte N in a rule;
     CHECK(run("match --regex '' --text ''").out == "accepted\n");  // the empty regex: only the empty text
     CHECK(run("match --regex '' --text x").out == "rejected at byte 0 in rule 'regex'\n");
     CHECK(run("match --json-schema " + write_bytes("n.json", R"({"type":"integer"})") + " --text 12").out == "accepted\n");
+    // other keys where additionalProperties allows them, unless --json-schema-listed-keys
+    const std::string listed = write_bytes("o.json", R"({"properties":{"a":{"type":"integer"}},"required":["a"]})");
+    CHECK(run("match --json-schema " + listed + " --text '{\"b\":[],\"a\":1}'").out == "accepted\n");
+    CHECK(run("match --json-schema " + listed + " --json-schema-listed-keys --text '{\"b\":[],\"a\":1}'").out ==
+          "rejected at byte 2 in rule 'member'\n");
     check_error("match --grammar-file " + gbnf, "match needs a text");
     check_error("match --text x", "match needs a grammar");
     check_error("match --json-schema '' --text x", "cannot open");

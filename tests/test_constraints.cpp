@@ -1426,11 +1426,11 @@ TEST_CASE("constraint: a budget set after some tokens counts them", "[constraint
 
 TEST_CASE("constraint: the shortest completion counts tokens of the vocabulary", "[constraint]")
 {
-    // {"name":"","age":0} (the properties in the schema's order) in the fewest
-    // tokens: {" name ":" ", " age ": 0 } and eos
+    // {"age":0,"name":""} (both required, in any order: the least in byte order) in
+    // the fewest tokens of the test's vocabulary, and eos
     constraint c = make(schemas[0]);
-    CHECK(c.completion() == R"({"name":"","age":0})");
-    CHECK(c.shortest_completion() == 10);
+    CHECK(c.completion() == R"({"age":0,"name":""})");
+    CHECK(c.shortest_completion() == 12);
 }
 
 TEST_CASE("constraint: rollback, and a rewound history", "[constraint]")
@@ -1584,6 +1584,13 @@ namespace
         return out;
     }
     using bools = std::vector<bool>;
+    /// Options for only the keys a schema lists (json_options::additional_properties off).
+    json_options listed_keys()
+    {
+        json_options o;
+        o.additional_properties = false;
+        return o;
+    }
 }
 
 TEST_CASE("json_schema: formats as regular expressions over the string's content", "[constraint]")
@@ -1786,8 +1793,7 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
 
 TEST_CASE("json_schema: not, as the schema of the values that break one of its keywords", "[constraint]")
 {
-    json_options others;
-    others.additional_properties = true;
+    const json_options others;
     CHECK(accepted(R"({"not":{"type":"string"}})", {"1", "null", "{}", "\"a\"", "[\"a\"]"}) == bools{true, true, true, false, true});
     // values: strings, integers (and a fraction's trailing zeros), booleans, null
     CHECK(accepted(R"({"type":["string","integer","boolean","null"],"not":{"enum":["a",1,true,null]}})",
@@ -1798,8 +1804,8 @@ TEST_CASE("json_schema: not, as the schema of the values that break one of its k
     CHECK(accepted(R"({"enum":[1,2,3],"not":{"const":2}})", {"1", "2", "3"}) == bools{true, false, true});
     // object keywords: a required key absent; a property's value that breaks its schema
     CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {"{}", R"({"a":1})", R"({"b":1})"}) ==
-          bools{true, false, false});
-    CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {R"({"b":1})"}, others) == bools{true});
+          bools{true, false, true});
+    CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {R"({"b":1})"}, listed_keys()) == bools{false});
     CHECK(accepted(R"({"type":"object","properties":{"a":{}},"not":{"properties":{"a":{"type":"string"}}}})",
                    {R"({"a":1})", R"({"a":"x"})", "{}"}) == bools{true, false, false});
     // numbers and strings: bounds, multiples, lengths, patterns, formats
@@ -1955,14 +1961,14 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
 
 TEST_CASE("json_schema: other keys where additionalProperties allows them; patterns and lengths together", "[constraint]")
 {
-    // with json_options::additional_properties, beside the properties (in their order) other keys
-    // anywhere, never a listed one with another value; by default only the properties
-    json_options others, closed;
-    others.additional_properties = true;
+    // by default (json_options::additional_properties), beside the properties (in any order) other
+    // keys anywhere, never a listed one with another value; without it only the properties
+    json_options others;
+    const json_options closed = listed_keys();
     const std::string open = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"boolean"}},"required":["b"]})";
     CHECK(accepted(open, {R"({"b":true})", R"({"x":[1],"a":1,"é":{},"b":false,"z":null})", R"({"a":"1","b":true})",
                           R"({"b":true,"a":1})", R"({"ab":1,"b":true})", R"({"x":1})", R"({"a\u0062":1,"b":true})"},
-                   others) == bools{true, true, false, false, true, false, false});
+                   others) == bools{true, true, false, true, true, false, false});
     CHECK(accepted(open, {R"({"b":true})", R"({"x":1,"b":true})"}, closed) == bools{true, false});
     CHECK(accepted(R"({"additionalProperties":{"type":"null"}})", {R"({"x":null})", R"({"x":1})"}, closed) ==
           bools{true, false});
@@ -2003,6 +2009,74 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
                                "than 1000 states at /"));
 }
 
+TEST_CASE("json_schema: keys in any order, the optional ones and other keys anywhere", "[constraint]")
+{
+    // each required key once in any order; optional and other keys before, between, after, and
+    // again (validators keep the last value, which its schema accepted like the first)
+    const std::string s = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},
+        "c":{"type":"null"}},"required":["a","b"]})";
+    CHECK(accepted(s, {R"({"a":1,"b":"x"})", R"({"b":"x","a":1})", R"({"c":null,"b":"x","x":[],"a":1,"c":null})",
+                       R"({"b":"x"})", R"({"a":1,"b":"x","a":2})", R"({"b":"x","a":"1"})", R"({"c":1,"a":1,"b":"x"})",
+                       "{}", R"({"a":1,"b":"x",})"}) ==
+          bools{true, true, true, false, false, false, false, false, false});
+    CHECK(accepted(s, {R"({"c":null,"b":"x","a":1})", R"({"x":1,"a":1,"b":"x"})"}, listed_keys()) == bools{true, false});
+    // maxProperties counts each member written (a key written twice twice: a subset)
+    CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"required":["b"],"maxProperties":2})",
+                   {R"({"a":1,"b":2})", R"({"b":2,"x":1})", R"({"a":1,"x":1,"b":2})", R"({"a":1,"a":1,"b":2})", "{}"}) ==
+          bools{true, true, false, false, false});
+    // a minProperties the required keys meet, or of 1
+    CHECK(accepted(R"({"type":"object","required":["a","b"],"minProperties":2})", {R"({"b":1,"a":2})", R"({"a":1})"}) ==
+          bools{true, false});
+    CHECK(accepted(R"({"type":"object","properties":{"a":{}},"minProperties":1})", {"{}", R"({"x":1})", R"({"a":1,"a":2})"}) ==
+          bools{false, true, true});
+    // 64 sets of required keys at most per object (in their order beyond): 6 in any order, 7 in order
+    const auto required = [](int n) {
+        std::string keys;
+        for (int k = 0; k < n; ++k)
+        {
+            keys += (k ? ",\"k" : "\"k") + std::to_string(k) + "\"";
+        }
+        return R"({"type":"object","required":[)" + keys + "]}";
+    };
+    const auto text = [](std::vector<int> order) {
+        std::string t = "{";
+        for (const int k : order)
+        {
+            t += (t.size() > 1 ? ",\"k" : "\"k") + std::to_string(k) + "\":0";
+        }
+        return t + "}";
+    };
+    CHECK(accepted(required(6), {text({5, 4, 3, 2, 1, 0}), text({0, 1, 2, 3, 4})}) == bools{true, false});
+    CHECK(accepted(required(7), {text({0, 1, 2, 3, 4, 5, 6}), text({6, 5, 4, 3, 2, 1, 0})}) == bools{true, false});
+    // and 1,024 in all the objects of a grammar: 16 such objects, the 17th in order
+    std::string seventeen = R"({"type":"object","properties":{)";
+    for (int p = 0; p < 17; ++p)
+    {
+        seventeen += (p ? ",\"p" : "\"p") + std::to_string(p) + "\":" + required(6);
+    }
+    seventeen += "}}";
+    const std::string reversed = text({5, 4, 3, 2, 1, 0});
+    CHECK(accepted(seventeen, {"{\"p0\":" + reversed + "}", "{\"p15\":" + reversed + "}", "{\"p16\":" + reversed + "}",
+                               "{\"p16\":" + text({0, 1, 2, 3, 4, 5}) + "}"}) == bools{true, true, false, true});
+    // every allowed token's text completes to a valid value
+    const std::string both = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["red","green"]},
+        "c":{"type":"array","items":{"type":"null"}}},"required":["a","b"],"additionalProperties":{"type":"boolean"}})";
+    constraint c = json_schema_constraint(small_index(), both);
+    std::mt19937 pick(19);
+    CHECK(validating_walks(c, json::parse(both), pick, 8, 24, 16, [](const constraint&) {}) > 100);
+}
+
+TEST_CASE("json_schema: a member of a kind under not is the last of its key", "[constraint]")
+{
+    // an object with a key ^a whose value is not an integer: once such a member is written, no other
+    // key that is not listed follows (the same key again would replace the value validators read)
+    const std::string s = R"({"type":"object","not":{"patternProperties":{"^a":{"type":"integer"}}}})";
+    CHECK(accepted(s, {R"({"a1":"x"})", R"({"a1":1,"a1":"x"})", R"({"b":1,"a1":"x"})", R"({"a1":"x","a1":1})",
+                       R"({"a1":"x","b":2})", R"({"a1":1})"}) == bools{true, true, true, false, false, false});
+    CHECK(accepted(R"({"type":"object","properties":{"p":{}},"not":{"additionalProperties":{"type":"integer"}}})",
+                   {R"({"a":"x","p":1})", R"({"a":1,"a":"x","p":3})", R"({"a":"x","a":1})"}) == bools{true, true, false});
+}
+
 TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[constraint]")
 {
     // a key takes the schemas of every pattern it matches (searched, as JSON Schema does) and of its property;
@@ -2012,12 +2086,12 @@ TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[
     CHECK(accepted(text, {R"({"x-b":1})", R"({"x-b":"s"})", R"({"a":"s","x-q":3})", R"({"zz":1})", R"({"x-y":3})",
                           R"({"x-y":1})", R"({"ay":2.5})", R"({"x-a":6})", R"({"x-a":4})", R"({"x-a":4.5})", R"({"x-y":2.5})"}) ==
           bools{true, false, true, false, true, false, true, false, true, false, false});
-    // keys no pattern matches: by additionalProperties where json_options::additional_properties asks for them
+    // keys no pattern matches: by additionalProperties unless json_options::additional_properties is off
     json_options others;
-    others.additional_properties = true;
     const std::string map = R"({"type":"object","patternProperties":{"^[a-z]+$":{"type":"string"}},
         "additionalProperties":{"type":"null"}})";
-    CHECK(accepted(map, {R"({"abc":"x","d":"y"})", R"({"ABC":null})", R"({"abc":1})"}) == bools{true, false, false});
+    CHECK(accepted(map, {R"({"abc":"x","d":"y"})", R"({"ABC":null})", R"({"abc":1})"}, listed_keys()) ==
+          bools{true, false, false});
     CHECK(accepted(map, {R"({"abc":"x","D":null})", R"({"ABC":"x"})", R"({"abc":null})"}, others) == bools{true, false, false});
     // in allOf each branch's own: a key its branch's patterns miss takes that branch's additionalProperties
     CHECK(accepted(R"({"allOf":[{"patternProperties":{"^a":{"type":"integer"}},"additionalProperties":false},
@@ -2212,8 +2286,7 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"maxItems":1})", {"[\"x\"]", "[]"}) == bools{true, true});
     fails_with(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"enum":[1,2]}})", "the schema validates nothing");
     // members counted: the listed ones, and others toward a minProperties of 1 (a key written twice is one key)
-    json_options others;
-    others.additional_properties = true;
+    const json_options others;
     const std::string two = R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":2})";
     CHECK(accepted(two, {R"({"a":1,"b":2})", R"({"a":1})", R"({"a":1,"b":2,"c":3})", R"({"b":1,"c":2})", "{}"}) ==
           bools{true, false, false, true, false});
@@ -2403,7 +2476,7 @@ TEST_CASE("constraint: GPT-2's vocabulary: the demo schema's generations parse a
     const json schema = json::parse(text);
     const constraint proto = json_schema_constraint(index, text);
     const std::size_t least = proto.shortest_completion();
-    CHECK(least <= 16);  // {" name ":" ", " age ": 0 , " member ": true } eos, in GPT-2's tokens
+    CHECK(least <= 17);  // {" age ": 0 ," member ": true ," name ":" "} eos, in GPT-2's tokens (keys in any order)
     std::size_t eos_ends = 0;
     for (std::uint64_t seed = 0; seed < 100; ++seed)
     {
@@ -2590,7 +2663,11 @@ TEST_CASE("constraint: a string's text is one region of the trie, walked once fo
         std::size_t shapes;  // new region shapes: the string's text (and, compiled ahead, its states inside a character)
     };
     const std::vector<probe> probes = {
-        {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", R"({"a": ")", 4},
+        // (and the other keys' text: its start beside the names' first bytes, a state after a
+        // whole name, and the text without escapes with its states inside a character, shared by
+        // every object: another object adds its start alone)
+        {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", R"({"a": ")", 10},
+        {R"({"type":"object","properties":{"b":{"type":"string"}},"required":["b"]})", R"({"b": ")", 1},
         {R"({"type":"array","items":{"type":"string"},"maxItems":3})", R"([")", 0},
         {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", R"({"a": "x\n)", 0},
         // counted strings just begun: their text is a region too (a count per token)

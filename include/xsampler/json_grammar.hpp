@@ -41,7 +41,7 @@ namespace xsampler
         std::size_t whitespace = 2;  ///< whitespace bytes allowed in each gap between JSON tokens
         std::size_t max_depth = 32;  ///< schemas: objects and arrays nested at most this deep in the schema
         bool strict = false;         ///< schemas: a keyword no draft defines is an error (else ignored)
-        bool additional_properties = false;  ///< schemas: also keys beside the properties where additionalProperties allows them (false: only the properties, as XGrammar's strict mode)
+        bool additional_properties = true;  ///< schemas: keys beside the listed ones where additionalProperties allows them, as JSON Schema has it (false: only the listed keys, as XGrammar's strict mode)
     };
 
     namespace detail
@@ -376,6 +376,142 @@ namespace xsampler
                 return g.sequence({g.bytes("{"), ws(), g.optional(members), g.bytes("}")});
             }
 
+            /// '{' the members in any order '}': each required one once (a rule
+            /// per set of them written, while those sets with the count number
+            /// at most max_object_states, and those of all objects of the
+            /// grammar max_grammar_object_states; beyond, in their order), the
+            /// optional ones and `others` (pairs of a key's expression and its
+            /// value's) any number of times, before, between and after them (a
+            /// key written twice: validators keep the last, which its schema
+            /// accepted like the first). Each required member is a rule, and
+            /// one rule holds the optional ones and the others (one trie of
+            /// their keys): the rules of the sets refer to them, small, and
+            /// the masks of a member are the same from every set. At least
+            /// `min` members (0 or 1: a key written twice is one key) and at
+            /// most `max`, each written one counted. grammar::none when no
+            /// object fits.
+            expr_id object_any_order(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others,
+                                     std::size_t min = 0, std::size_t max = grammar::unbounded)
+            {
+                grammar& g = m_g;
+                if (min > 1)
+                {
+                    throw invalid_parameter("json: object_any_order counts members toward a minimum of 1 at most");
+                }
+                const auto text_of = [&](expr_id key, expr_id value) { return g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()}); };
+                const auto rule_of = [&](const char* name, expr_id body) {
+                    const rule_id r = g.fresh_rule(name);
+                    g.define(r, body);
+                    return g.ref(r);
+                };
+                std::vector<expr_id> required, anywhere;
+                for (const member& m : members)
+                {
+                    if (m.value == grammar::none)
+                    {
+                        if (m.required)
+                        {
+                            return grammar::none;
+                        }
+                        continue;
+                    }
+                    if (m.required)
+                    {
+                        required.push_back(rule_of("member", text_of(g.bytes(m.key), m.value)));
+                    }
+                    else
+                    {
+                        anywhere.push_back(text_of(g.bytes(m.key), m.value));
+                    }
+                }
+                for (const auto& [key, value] : others)
+                {
+                    anywhere.push_back(text_of(key, value));
+                }
+                const std::size_t r = required.size();
+                if (max != grammar::unbounded && r > max)
+                {
+                    return grammar::none;
+                }
+                const expr_id member = anywhere.empty() ? grammar::none : rule_of("object-member", g.choice(std::move(anywhere)));
+                const std::size_t counts = max == grammar::unbounded ? 1 : max + 1;
+                const std::size_t sets = r < 64 ? (std::size_t(1) << r) * counts : grammar::unbounded;
+                const bool any_order = sets <= max_object_states && sets <= m_object_states_left;
+                m_object_states_left -= any_order ? sets : 0;
+                // a state: the required ones written (a set, or how many in order), and members written
+                // (toward max; 0 if unbounded)
+                using state = std::pair<std::uint64_t, std::size_t>;
+                const std::uint64_t full = any_order ? (std::uint64_t(1) << r) - 1 : r;
+                const auto done = [&](const state& st) { return st.first == full; };
+                const auto moves = [&](const state& st) {
+                    std::vector<std::pair<expr_id, state>> out;
+                    if (max != grammar::unbounded && st.second >= max)
+                    {
+                        return out;
+                    }
+                    const std::size_t all = max == grammar::unbounded ? 0 : st.second + 1;
+                    if (member != grammar::none)
+                    {
+                        out.push_back({member, state{st.first, all}});
+                    }
+                    for (std::size_t j = 0; j < r; ++j)
+                    {
+                        const std::uint64_t bit = std::uint64_t(1) << j;
+                        if (any_order ? (st.first & bit) == 0 : st.first == j)
+                        {
+                            out.push_back({required[j], state{any_order ? st.first | bit : j + 1, all}});
+                        }
+                    }
+                    return out;
+                };
+                ends_memo<state> ends;
+                std::map<state, rule_id> rules;
+                const expr_id comma = g.sequence({g.bytes(","), ws()});
+                // the members after one: each after a comma
+                const std::function<expr_id(const state&)> rest = [&](const state& st) -> expr_id {
+                    if (const auto it = rules.find(st); it != rules.end())
+                    {
+                        return g.ref(it->second);
+                    }
+                    const rule_id rule = g.fresh_rule("members");
+                    rules.emplace(st, rule);
+                    std::vector<expr_id> go;
+                    for (const auto& [what, to] : moves(st))
+                    {
+                        if (ends(to, moves, done))
+                        {
+                            go.push_back(g.sequence({comma, what, rest(to)}));
+                        }
+                    }
+                    if (done(st))
+                    {
+                        go.push_back(g.empty());
+                    }
+                    g.define(rule, g.choice(std::move(go)));
+                    return g.ref(rule);
+                };
+                std::vector<expr_id> first;
+                for (const auto& [what, to] : moves({0, 0}))
+                {
+                    if (ends(to, moves, done))
+                    {
+                        first.push_back(g.sequence({what, rest(to)}));
+                    }
+                }
+                if (min == 0 && done({0, 0}))
+                {
+                    first.push_back(g.empty());  // the empty object
+                }
+                if (first.empty())
+                {
+                    return grammar::none;
+                }
+                return g.sequence({g.bytes("{"), ws(), g.choice(std::move(first)), g.bytes("}")});
+            }
+            /// Sets of required members written, with the count, an object may
+            /// have (any order), and all objects of the grammar together.
+            static constexpr std::size_t max_object_states = 64, max_grammar_object_states = 1024;
+
             /// '{' the members in this order, each optional unless required '}';
             /// with `others` (pairs of a key's expression and its value's), any
             /// number of other members before, between and after them; with
@@ -385,11 +521,15 @@ namespace xsampler
             /// members: the kinds they are, as a mask, a key and a value) or
             /// a member with one of its `some` values (an object that has a
             /// member of a kind: a not of additionalProperties,
-            /// patternProperties or propertyNames). grammar::none when no
+            /// patternProperties or propertyNames; after such another member,
+            /// no other one but of a kind whose keys are apart from one of its
+            /// kinds' (apart[r]: a mask of those of kind r): its key again
+            /// would replace the value validators read). grammar::none when no
             /// object fits.
             expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {},
                            std::size_t min = 0, std::size_t max = grammar::unbounded, std::size_t kinds = 0,
-                           const std::vector<std::tuple<unsigned, expr_id, expr_id>>& some = {})
+                           const std::vector<std::tuple<unsigned, expr_id, expr_id>>& some = {},
+                           const std::vector<unsigned>& apart = {})
             {
                 grammar& g = m_g;
                 const std::size_t n = members.size();
@@ -446,10 +586,14 @@ namespace xsampler
                     std::size_t i, counted, all;
                     unsigned seen = 0;
                     bool lead = false;  // nothing written yet: no comma before the next member
+                    // for each other member of a kind written, the kinds whose keys are apart from its own:
+                    // after it only other members of a kind with one of those (its key again would replace
+                    // the value validators read), no plain one
+                    std::vector<unsigned> sealed = {};
                     bool operator<(const state& o) const
                     {
-                        return std::tie(written, i, counted, all, seen, lead) <
-                               std::tie(o.written, o.i, o.counted, o.all, o.seen, o.lead);
+                        return std::tie(written, i, counted, all, seen, lead, sealed) <
+                               std::tie(o.written, o.i, o.counted, o.all, o.seen, o.lead, o.sealed);
                     }
                 };
                 const auto add = [&](std::size_t c, std::size_t k, bool counts) {
@@ -463,36 +607,44 @@ namespace xsampler
                     if (st.written)
                     {
                         const auto [c, k] = add(st.counted, st.all, others_count);
-                        if (other != grammar::none && room)
+                        if (other != grammar::none && room && st.sealed.empty())
                         {
                             out.push_back({other, state{true, st.i, c, k, st.seen}});
                         }
                         for (const auto& [mask, what] : other_some)
                         {
-                            if (room && (mask & ~st.seen) != 0)
+                            const bool after = std::all_of(st.sealed.begin(), st.sealed.end(), [&](unsigned a) { return (a & mask) != 0; });
+                            if (room && (mask & ~st.seen) != 0 && after)
                             {
-                                out.push_back({what, state{true, st.i, c, k, st.seen | mask}});
+                                std::vector<unsigned> sealed = st.sealed;
+                                unsigned from = 0;
+                                for (std::size_t r = 0; r < apart.size(); ++r)
+                                {
+                                    from |= (mask >> r & 1u) != 0 ? apart[r] : 0u;
+                                }
+                                sealed.insert(std::upper_bound(sealed.begin(), sealed.end(), from), from);
+                                out.push_back({what, state{true, st.i, c, k, st.seen | mask, false, std::move(sealed)}});
                             }
                         }
-                        out.push_back({grammar::none, state{false, st.i, st.counted, st.all, st.seen}});
+                        out.push_back({grammar::none, state{false, st.i, st.counted, st.all, st.seen, false, st.sealed}});
                     }
                     else if (st.i < n)
                     {
                         const auto [c, k] = add(st.counted, st.all, true);
                         if (text[st.i] != grammar::none && room)
                         {
-                            out.push_back({text[st.i], state{true, st.i + 1, c, k, st.seen}});
+                            out.push_back({text[st.i], state{true, st.i + 1, c, k, st.seen, false, st.sealed}});
                         }
                         for (const auto& [mask, what] : special[st.i])
                         {
                             if (room && (mask & ~st.seen) != 0)
                             {
-                                out.push_back({what, state{true, st.i + 1, c, k, st.seen | mask}});
+                                out.push_back({what, state{true, st.i + 1, c, k, st.seen | mask, false, st.sealed}});
                             }
                         }
                         if (!members[st.i].required)
                         {
-                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all, st.seen, st.lead}});
+                            out.push_back({grammar::none, state{false, st.i + 1, st.counted, st.all, st.seen, st.lead, st.sealed}});
                         }
                     }
                     return out;
@@ -597,6 +749,7 @@ namespace xsampler
             expr_id m_ws = grammar::none, m_char = grammar::none, m_number = grammar::none,
                     m_integer = grammar::none;
             rule_id m_any = grammar::none;
+            std::size_t m_object_states_left = max_grammar_object_states;
             std::vector<std::pair<std::pair<std::size_t, std::size_t>, rule_id>> m_strings;
         };
     }

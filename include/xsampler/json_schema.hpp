@@ -39,19 +39,18 @@
 //   type          a name or a list of names; without type, every type, each
 //                 with the keywords that apply to it (a keyword of another
 //                 type is unused)
-//   properties    the keys an object may have, in the schema's order (as
-//                 XGrammar, LLGuidance and llama.cpp generate them), each
+//   properties    the keys an object may have, in any order (each required
+//                 one once: json_builder::object_any_order; the optional
+//                 ones anywhere, again too: validators read the last), each
 //                 optional unless required; a property whose schema
 //                 validates nothing (false) is left out
 //   required      keys that must appear (a required key not in properties
-//                 gets additionalProperties' value, or any value, after the
-//                 listed ones)
+//                 gets additionalProperties' value, or any value)
 //   additionalProperties  false: no key but the properties; a schema or
-//                 true: without properties, any keys with such values; with
-//                 properties only those are generated (a subset of the valid
-//                 texts, as XGrammar's strict mode), unless
-//                 options.additional_properties: then other keys too
-//                 (unescaped, none of the listed names) anywhere among them
+//                 true (its default): other keys too (unescaped, none of the
+//                 listed names) anywhere among them, with such values; with
+//                 options.additional_properties false only the listed keys
+//                 (a subset of the valid texts, as XGrammar's strict mode)
 //   patternProperties  a key takes the schemas of every pattern matching it
 //                 (and of its property); additionalProperties only where no
 //                 pattern matches. Other keys by the patterns they match and
@@ -74,9 +73,11 @@
 //                 null): each at most once (distinct_items); else an error
 //   propertyNames the keys' contents its schema accepts (key_names): listed
 //                 keys it refuses left out, other keys' automata intersected
-//   minProperties, maxProperties  members counted as they are written
-//                 (json_builder::object); other keys count toward a minimum
-//                 of 1 alone (a key written twice is one key)
+//   minProperties, maxProperties  members counted as they are written; a
+//                 minimum above 1 that the required keys do not meet puts
+//                 the listed keys in the schema's order, each once
+//                 (json_builder::object), other keys counting toward a
+//                 minimum of 1 alone (a key written twice is one key)
 //   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
 //                 pattern (a regex.hpp regular expression matched anywhere in
 //                 the string, as JSON Schema does; its characters are then
@@ -1757,8 +1758,8 @@ namespace xsampler
             /// property, the patterns it matches, else additionalProperties);
             /// beside them keys by the patterns they match and miss (one class
             /// of keys per combination that some key has), and the keys no
-            /// pattern matches where additionalProperties allows them and
-            /// options.additional_properties asks for them (or nothing else is
+            /// pattern matches where additionalProperties allows them, unless
+            /// options.additional_properties is off (and nothing else is
             /// listed).
             std::optional<expr_id> object(const conj& own)
             {
@@ -2093,7 +2094,28 @@ namespace xsampler
                 {
                     return m_b.free_object(others[0].first, others[0].second);
                 }
-                const expr_id e = m_b.object(members, others, min, max, kinds.size(), others_of_kind);
+                // by kind, the kinds whose keys no key of its own is (known where both are the keys a not of
+                // propertyNames allows: their automata)
+                const auto kinds_apart = [&](const std::vector<kind_of>& ks) {
+                    std::vector<unsigned> apart(ks.size(), 0);
+                    for (std::size_t r = 0; r < ks.size(); ++r)
+                    {
+                        for (std::size_t q = 0; q < ks.size(); ++q)
+                        {
+                            if (ks[r].outside && ks[q].outside && dfa_intersection(*ks[r].outside, *ks[q].outside, max_key_states).size() == 0)
+                            {
+                                apart[r] |= 1u << q;
+                            }
+                        }
+                    }
+                    return apart;
+                };
+                // keys in any order where nothing is counted but the members written (a minimum the required
+                // ones meet, or of 1): the members of a kind are in the listed order
+                const std::size_t at_least = needed >= min ? 0 : min;
+                const expr_id e = kinds.empty() && at_least <= 1 ? m_b.object_any_order(members, others, at_least, max)
+                                                                 : m_b.object(members, others, min, max, kinds.size(), others_of_kind,
+                                                                              kinds_apart(kinds));
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 

@@ -24,9 +24,9 @@
 //   (byte_region: states and their byte runs, each run staying in the region,
 //   dying, or leaving it): the tokens whose bytes all stay in, and the nodes
 //   where a byte leaves (exits), in preorder. Cached by the region's shape in
-//   the index (at most region_cache_limit entries, then it starts afresh),
-//   so every grammar over the vocabulary shares it: the text inside a JSON
-//   string is one region whatever surrounds it. Thread-safe.
+//   the index (at most region_cache_limit entries, then the least recently
+//   used goes), so every grammar over the vocabulary shares it: the text
+//   inside a JSON string is one region whatever surrounds it. Thread-safe.
 // runs_of(bytes): the trie read through a byte class (class_runs), for a
 //   walk that reads a run of the class by its tokens instead of its nodes
 //   (mark_run); nullptr where fewer than an eighth of the trie's nodes read
@@ -536,16 +536,22 @@ namespace xsampler
                 const auto it = m_regions->walks.find(key);
                 if (it != m_regions->walks.end())
                 {
-                    return it->second;
+                    it->second.used = ++m_regions->uses;
+                    return it->second.walk;
                 }
             }
             auto walked = std::make_shared<const region_walk>(walk_through(region));
             const std::lock_guard<std::mutex> lock(m_regions->mutex);
-            if (m_regions->walks.size() >= region_cache_limit)
+            auto& walks = m_regions->walks;
+            if (walks.size() >= region_cache_limit && walks.find(key) == walks.end())
             {
-                m_regions->walks.clear();  // (walks in use stay alive through their holders)
+                // the least recently used goes (a walk in use stays alive through its holders): a string's
+                // text, used by every grammar, stays
+                walks.erase(std::min_element(walks.begin(), walks.end(), [](const auto& a, const auto& b) {
+                    return a.second.used < b.second.used;
+                }));
             }
-            m_regions->walks.emplace(std::move(key), walked);
+            walks[std::move(key)] = {walked, ++m_regions->uses};
             return walked;
         }
         /// Regions walk_region holds.
@@ -743,7 +749,13 @@ namespace xsampler
         struct region_cache
         {
             std::mutex mutex;
-            std::unordered_map<std::string, std::shared_ptr<const region_walk>> walks;
+            struct kept
+            {
+                std::shared_ptr<const region_walk> walk;
+                std::uint64_t used;  // the uses' count when last used
+            };
+            std::unordered_map<std::string, kept> walks;
+            std::uint64_t uses = 0;
             std::unordered_map<std::string, std::shared_ptr<const class_runs>> runs;  // by the class's bits
             std::unordered_map<std::string, std::shared_ptr<const std::vector<std::uint64_t>>> later;  // likewise
         };
