@@ -1957,6 +1957,10 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
                    {"\"a\"", "\"bb\"", "1", "null"}) == bools{true, false, true, true});
     CHECK(accepted(R"({"allOf":[{"enum":[1,2,3]},{"enum":[3,2,5]}],"const":2})", {"1", "2", "3"}) ==
           bools{false, true, false});
+    // an object or array value: its keys in the order given, gaps between its tokens as anywhere
+    CHECK(accepted(R"({"const":[1,{"a":[],"b":null}]})", {R"([1,{"a":[],"b":null}])", R"([1, {"a": [ ], "b": null} ])",
+                                                          R"([1,{"a":[],"b":null} ,2])", R"([1,{"b":null,"a":[]}])"}) ==
+          bools{true, true, false, false});
 }
 
 TEST_CASE("json_schema: other keys where additionalProperties allows them; patterns and lengths together", "[constraint]")
@@ -2075,6 +2079,12 @@ TEST_CASE("json_schema: a member of a kind under not is the last of its key", "[
                        R"({"a1":"x","b":2})", R"({"a1":1})"}) == bools{true, true, true, false, false, false});
     CHECK(accepted(R"({"type":"object","properties":{"p":{}},"not":{"additionalProperties":{"type":"integer"}}})",
                    {R"({"a":"x","p":1})", R"({"a":1,"a":"x","p":3})", R"({"a":"x","a":1})"}) == bools{true, true, false});
+    // two members of two kinds each, whose keys (two characters with a and b, with c and d) are apart
+    const std::string four = R"({"type":"object","propertyNames":{"pattern":"^..$"},"maxProperties":2,"allOf":[
+        {"not":{"propertyNames":{"not":{"pattern":"a"}}}},{"not":{"propertyNames":{"not":{"pattern":"b"}}}},
+        {"not":{"propertyNames":{"not":{"pattern":"c"}}}},{"not":{"propertyNames":{"not":{"pattern":"d"}}}}]})";
+    CHECK(accepted(four, {R"({"ab":1,"cd":2})", R"({"ac":1,"bd":2})", R"({"ab":1})", R"({"ab":1,"ab":2})"}) ==
+          bools{true, true, false, false});
 }
 
 TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[constraint]")

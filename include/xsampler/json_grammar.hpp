@@ -197,6 +197,11 @@ namespace xsampler
                 const std::size_t m = slots.size();
                 max = std::min(max, m);
                 const bool any_order = m <= max_any_order;
+                std::vector<expr_id> texts;  // each slot and a gap
+                for (const expr_id slot : slots)
+                {
+                    texts.push_back(g.sequence({slot, ws()}));
+                }
                 // a state: the slots used (any order) or the first slot still allowed (in order), and the count
                 using state = std::pair<std::uint64_t, std::size_t>;
                 const auto moves = [&](const state& st) {
@@ -206,43 +211,20 @@ namespace xsampler
                         const std::uint64_t bit = std::uint64_t(1) << j;
                         if (!any_order || (st.first & bit) == 0)
                         {
-                            out.push_back({slots[j], state{any_order ? st.first | bit : j + 1, st.second + 1}});
+                            out.push_back({texts[j], state{any_order ? st.first | bit : j + 1, st.second + 1}});
                         }
                     }
                     return out;
                 };
                 const auto done = [&](const state& st) { return st.second >= min; };
-                ends_memo<state> ends;
-                const auto can_end = [&](const state& st) { return ends(st, moves, done); };
-                std::map<state, rule_id> rules;
-                const std::function<expr_id(const state&)> after = [&](const state& st) -> expr_id {
-                    if (const auto it = rules.find(st); it != rules.end())
-                    {
-                        return g.ref(it->second);
-                    }
-                    const rule_id r = g.fresh_rule("distinct-items");
-                    rules.emplace(st, r);
-                    std::vector<expr_id> next;
-                    const expr_id before = st.second == 0 ? g.empty() : g.sequence({g.bytes(","), ws()});
-                    for (const auto& [slot, to] : moves(st))
-                    {
-                        if (can_end(to))
-                        {
-                            next.push_back(g.sequence({before, slot, ws(), after(to)}));
-                        }
-                    }
-                    if (done(st))
-                    {
-                        next.push_back(g.empty());
-                    }
-                    g.define(r, g.choice(std::move(next)));
-                    return g.ref(r);
-                };
-                if (!can_end({0, 0}))
+                const expr_id comma = g.sequence({g.bytes(","), ws()});
+                state_rules<state> rules(g, "distinct-items", moves, done,
+                                         [&](const state& st) { return st.second == 0 ? g.empty() : comma; });
+                if (!rules.can_end({0, 0}))
                 {
                     return grammar::none;
                 }
-                return g.sequence({g.bytes("["), ws(), after({0, 0}), g.bytes("]")});
+                return g.sequence({g.bytes("["), ws(), rules.from({0, 0}), g.bytes("]")});
             }
             static constexpr std::size_t max_any_order = 10;
 
@@ -267,6 +249,58 @@ namespace xsampler
                     }
                     return known[st] = yes;
                 }
+            };
+
+            /// The texts from a state on, as rules (one per state reached, named
+            /// `name`): from st, each move (its text, the state after it) that an
+            /// end can follow, after before(st), then the texts from where it
+            /// goes; the empty text where done(st). The arrays' items and the
+            /// objects' members in any order.
+            template <class State>
+            class state_rules
+            {
+            public:
+                using moves_of = std::function<std::vector<std::pair<expr_id, State>>(const State&)>;
+                state_rules(grammar& g, const char* name, moves_of moves, std::function<bool(const State&)> done,
+                            std::function<expr_id(const State&)> before)
+                    : m_g(g), m_name(name), m_moves(std::move(moves)), m_done(std::move(done)), m_before(std::move(before))
+                {
+                }
+                bool can_end(const State& st) { return m_ends(st, m_moves, m_done); }
+                /// st's rule (made on first use).
+                expr_id from(const State& st)
+                {
+                    if (const auto it = m_rules.find(st); it != m_rules.end())
+                    {
+                        return m_g.ref(it->second);
+                    }
+                    const rule_id r = m_g.fresh_rule(m_name);
+                    m_rules.emplace(st, r);
+                    std::vector<expr_id> go;
+                    const expr_id before = m_before(st);
+                    for (const auto& [text, to] : m_moves(st))
+                    {
+                        if (can_end(to))
+                        {
+                            go.push_back(m_g.sequence({before, text, from(to)}));
+                        }
+                    }
+                    if (m_done(st))
+                    {
+                        go.push_back(m_g.empty());
+                    }
+                    m_g.define(r, m_g.choice(std::move(go)));
+                    return m_g.ref(r);
+                }
+
+            private:
+                grammar& m_g;
+                const char* m_name;
+                moves_of m_moves;
+                std::function<bool(const State&)> m_done;
+                std::function<expr_id(const State&)> m_before;
+                ends_memo<State> m_ends;
+                std::map<State, rule_id> m_rules;
             };
 
             /// A bound on how many items satisfy a contains: lo..hi.
@@ -296,6 +330,11 @@ namespace xsampler
                                                 std::to_string(max_array_states) + " states");
                     }
                 }
+                std::vector<expr_id> texts;  // each item and a gap
+                for (const auto& item : items)
+                {
+                    texts.push_back(g.sequence({item.second, ws()}));
+                }
                 using state = std::vector<std::size_t>;  // the items, then each contains' count
                 // the item and the state it goes to from st
                 const auto moves = [&](const state& st) {
@@ -304,8 +343,9 @@ namespace xsampler
                     {
                         return out;
                     }
-                    for (const auto& [mask, text] : items)
+                    for (std::size_t it = 0; it < items.size(); ++it)
                     {
+                        const unsigned mask = items[it].first;
                         state to = st;
                         to[0] = std::min(st[0] + 1, items_cap);
                         bool fits = true;
@@ -319,7 +359,7 @@ namespace xsampler
                         }
                         if (fits)
                         {
-                            out.push_back({text, std::move(to)});
+                            out.push_back({texts[it], std::move(to)});
                         }
                     }
                     return out;
@@ -332,38 +372,14 @@ namespace xsampler
                     }
                     return yes;
                 };
-                ends_memo<state> ends;
-                const auto can_end = [&](const state& st) { return ends(st, moves, done); };
-                std::map<state, rule_id> rules;
-                const std::function<expr_id(const state&)> after = [&](const state& st) -> expr_id {
-                    if (const auto it = rules.find(st); it != rules.end())
-                    {
-                        return g.ref(it->second);
-                    }
-                    const rule_id r = g.fresh_rule("contains-items");
-                    rules.emplace(st, r);
-                    std::vector<expr_id> go;
-                    const expr_id before = st[0] == 0 ? g.empty() : g.sequence({g.bytes(","), ws()});
-                    for (const auto& [text, to] : moves(st))
-                    {
-                        if (can_end(to))
-                        {
-                            go.push_back(g.sequence({before, text, ws(), after(to)}));
-                        }
-                    }
-                    if (done(st))
-                    {
-                        go.push_back(g.empty());
-                    }
-                    g.define(r, g.choice(std::move(go)));
-                    return g.ref(r);
-                };
+                const expr_id comma = g.sequence({g.bytes(","), ws()});
+                state_rules<state> rules(g, "contains-items", moves, done, [&](const state& st) { return st[0] == 0 ? g.empty() : comma; });
                 const state start(counts.size() + 1, 0);
-                if (!can_end(start))
+                if (!rules.can_end(start))
                 {
                     return grammar::none;  // no array fits
                 }
-                return g.sequence({g.bytes("["), ws(), after(start), g.bytes("]")});
+                return g.sequence({g.bytes("["), ws(), rules.from(start), g.bytes("]")});
             }
             static constexpr std::size_t max_array_states = 20000;
 
@@ -464,38 +480,15 @@ namespace xsampler
                     }
                     return out;
                 };
-                ends_memo<state> ends;
-                std::map<state, rule_id> rules;
-                const expr_id comma = g.sequence({g.bytes(","), ws()});
                 // the members after one: each after a comma
-                const std::function<expr_id(const state&)> rest = [&](const state& st) -> expr_id {
-                    if (const auto it = rules.find(st); it != rules.end())
-                    {
-                        return g.ref(it->second);
-                    }
-                    const rule_id rule = g.fresh_rule("members");
-                    rules.emplace(st, rule);
-                    std::vector<expr_id> go;
-                    for (const auto& [what, to] : moves(st))
-                    {
-                        if (ends(to, moves, done))
-                        {
-                            go.push_back(g.sequence({comma, what, rest(to)}));
-                        }
-                    }
-                    if (done(st))
-                    {
-                        go.push_back(g.empty());
-                    }
-                    g.define(rule, g.choice(std::move(go)));
-                    return g.ref(rule);
-                };
+                const expr_id comma = g.sequence({g.bytes(","), ws()});
+                state_rules<state> rules(g, "members", moves, done, [&](const state&) { return comma; });
                 std::vector<expr_id> first;
                 for (const auto& [what, to] : moves({0, 0}))
                 {
-                    if (ends(to, moves, done))
+                    if (rules.can_end(to))
                     {
-                        first.push_back(g.sequence({what, rest(to)}));
+                        first.push_back(g.sequence({what, rules.from(to)}));
                     }
                 }
                 if (min == 0 && done({0, 0}))
@@ -522,14 +515,14 @@ namespace xsampler
             /// a member with one of its `some` values (an object that has a
             /// member of a kind: a not of additionalProperties,
             /// patternProperties or propertyNames; after such another member,
-            /// no other one but of a kind whose keys are apart from one of its
-            /// kinds' (apart[r]: a mask of those of kind r): its key again
-            /// would replace the value validators read). grammar::none when no
+            /// no other one but one whose keys are apart from its own
+            /// (apart(kinds, kinds), none without it): its key again would
+            /// replace the value validators read). grammar::none when no
             /// object fits.
             expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {},
                            std::size_t min = 0, std::size_t max = grammar::unbounded, std::size_t kinds = 0,
                            const std::vector<std::tuple<unsigned, expr_id, expr_id>>& some = {},
-                           const std::vector<unsigned>& apart = {})
+                           const std::function<bool(unsigned, unsigned)>& apart = {})
             {
                 grammar& g = m_g;
                 const std::size_t n = members.size();
@@ -586,9 +579,9 @@ namespace xsampler
                     std::size_t i, counted, all;
                     unsigned seen = 0;
                     bool lead = false;  // nothing written yet: no comma before the next member
-                    // for each other member of a kind written, the kinds whose keys are apart from its own:
-                    // after it only other members of a kind with one of those (its key again would replace
-                    // the value validators read), no plain one
+                    // the kinds of each other member of a kind written (in order): after one, only other
+                    // members of a kind whose keys are apart from its (its key again would replace the
+                    // value validators read), no plain one
                     std::vector<unsigned> sealed = {};
                     bool operator<(const state& o) const
                     {
@@ -613,16 +606,13 @@ namespace xsampler
                         }
                         for (const auto& [mask, what] : other_some)
                         {
-                            const bool after = std::all_of(st.sealed.begin(), st.sealed.end(), [&](unsigned a) { return (a & mask) != 0; });
+                            const unsigned kinds_of = mask;  // (a structured binding: not captured, in C++17)
+                            const bool after = std::all_of(st.sealed.begin(), st.sealed.end(),
+                                                           [&](unsigned t) { return apart && apart(t, kinds_of); });
                             if (room && (mask & ~st.seen) != 0 && after)
                             {
                                 std::vector<unsigned> sealed = st.sealed;
-                                unsigned from = 0;
-                                for (std::size_t r = 0; r < apart.size(); ++r)
-                                {
-                                    from |= (mask >> r & 1u) != 0 ? apart[r] : 0u;
-                                }
-                                sealed.insert(std::upper_bound(sealed.begin(), sealed.end(), from), from);
+                                sealed.insert(std::upper_bound(sealed.begin(), sealed.end(), mask), mask);
                                 out.push_back({what, state{true, st.i, c, k, st.seen | mask, false, std::move(sealed)}});
                             }
                         }

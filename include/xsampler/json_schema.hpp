@@ -1257,6 +1257,7 @@ namespace xsampler
                     }
                 }
                 std::vector<std::string> texts;
+                std::vector<expr_id> options;
                 for (const json* v : candidates)
                 {
                     bool ok = (type_of(*v) & types) != 0;
@@ -1268,18 +1269,41 @@ namespace xsampler
                     if (ok && std::find(texts.begin(), texts.end(), text) == texts.end())
                     {
                         texts.push_back(text);
+                        options.push_back(constant(*v));
                     }
                 }
                 if (texts.empty())
                 {
                     return std::nullopt;
                 }
-                std::vector<expr_id> options;
-                for (const auto& t : texts)
-                {
-                    options.push_back(m_b.literal(t));
-                }
                 return m_g.choice(std::move(options));
+            }
+
+            /// A value's text: scalars as written (dump), objects with their keys
+            /// in the order given, a gap between any two of its tokens.
+            expr_id constant(const json& v)
+            {
+                if (!v.is_object() && !v.is_array())
+                {
+                    return m_b.literal(v.dump());
+                }
+                std::vector<expr_id> parts{m_b.literal(v.is_object() ? "{" : "["), m_b.ws()};
+                bool first = true;
+                for (const auto& kv : v.items())
+                {
+                    if (!first)
+                    {
+                        parts.insert(parts.end(), {m_b.literal(","), m_b.ws()});
+                    }
+                    first = false;
+                    if (v.is_object())
+                    {
+                        parts.insert(parts.end(), {m_b.literal(json(kv.key()).dump()), m_b.ws(), m_b.literal(":"), m_b.ws()});
+                    }
+                    parts.insert(parts.end(), {constant(kv.value()), m_b.ws()});
+                }
+                parts.push_back(m_b.literal(v.is_object() ? "}" : "]"));
+                return m_g.sequence(std::move(parts));
             }
 
             /// A format JSON Schema defines is an assertion: the regular
@@ -1737,7 +1761,7 @@ namespace xsampler
                     std::vector<expr_id> options;
                     for (const json& v : slot)
                     {
-                        options.push_back(m_b.literal(v.dump()));
+                        options.push_back(constant(v));
                     }
                     texts.push_back(m_g.choice(std::move(options)));
                 }
@@ -2094,28 +2118,47 @@ namespace xsampler
                 {
                     return m_b.free_object(others[0].first, others[0].second);
                 }
-                // by kind, the kinds whose keys no key of its own is (known where both are the keys a not of
-                // propertyNames allows: their automata)
-                const auto kinds_apart = [&](const std::vector<kind_of>& ks) {
-                    std::vector<unsigned> apart(ks.size(), 0);
-                    for (std::size_t r = 0; r < ks.size(); ++r)
+                // whether no key is both of the kinds in t and of those in u (known where a kind is the keys
+                // a not of propertyNames allows or a pattern matches, within propertyNames: their automata)
+                std::vector<std::optional<byte_dfa>> kind_keys_of(kinds.size());
+                for (std::size_t r = 0; r < kinds.size(); ++r)
+                {
+                    if (kinds[r].outside)
                     {
-                        for (std::size_t q = 0; q < ks.size(); ++q)
+                        kind_keys_of[r] = *kinds[r].outside;
+                    }
+                    else if (kinds[r].some->contains("pattern"))
+                    {
+                        kind_keys_of[r] = search_dfa(patterns[kinds[r].first].regex, patterns[kinds[r].first].in);
+                    }
+                    if (kind_keys_of[r] && keys_allowed)
+                    {
+                        kind_keys_of[r] = dfa_intersection(*kind_keys_of[r], *keys_allowed, max_key_states);
+                    }
+                }
+                std::map<std::pair<unsigned, unsigned>, bool> apart_known;
+                const auto kinds_apart = [&](unsigned t, unsigned u) {
+                    const auto [it, added] = apart_known.emplace(std::make_pair(std::min(t, u), std::max(t, u)), false);
+                    if (added)
+                    {
+                        std::optional<byte_dfa> both;
+                        for (std::size_t r = 0; r < kinds.size(); ++r)
                         {
-                            if (ks[r].outside && ks[q].outside && dfa_intersection(*ks[r].outside, *ks[q].outside, max_key_states).size() == 0)
+                            if (((t | u) >> r & 1u) != 0 && kind_keys_of[r])
                             {
-                                apart[r] |= 1u << q;
+                                both = both ? dfa_intersection(*both, *kind_keys_of[r], max_key_states) : *kind_keys_of[r];
                             }
                         }
+                        it->second = both && both->size() == 0;
                     }
-                    return apart;
+                    return it->second;
                 };
                 // keys in any order where nothing is counted but the members written (a minimum the required
                 // ones meet, or of 1): the members of a kind are in the listed order
                 const std::size_t at_least = needed >= min ? 0 : min;
                 const expr_id e = kinds.empty() && at_least <= 1 ? m_b.object_any_order(members, others, at_least, max)
                                                                  : m_b.object(members, others, min, max, kinds.size(), others_of_kind,
-                                                                              kinds_apart(kinds));
+                                                                              kinds_apart);
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 
