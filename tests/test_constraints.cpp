@@ -2085,6 +2085,11 @@ TEST_CASE("json_schema: a member of a kind under not is the last of its key", "[
         {"not":{"propertyNames":{"not":{"pattern":"c"}}}},{"not":{"propertyNames":{"not":{"pattern":"d"}}}}]})";
     CHECK(accepted(four, {R"({"ab":1,"cd":2})", R"({"ac":1,"bd":2})", R"({"ab":1})", R"({"ab":1,"ab":2})"}) ==
           bools{true, true, false, false});
+    // two propertyNames that no key meets together: no key (an empty automaton matched nothing, read
+    // past its end before; found by a hostile probe)
+    CHECK(accepted(R"({"type":"object","properties":{"b":{}},"propertyNames":{"const":"b"},"allOf":[{"propertyNames":{"minLength":2}}]})",
+                   {R"({"b":0})", "{}"}) == bools{false, true});
+    CHECK(accepted(R"({"properties":{"a":{}},"propertyNames":false})", {R"({"a":0})", "{}", "1"}) == bools{false, true, true});
 }
 
 TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[constraint]")

@@ -148,9 +148,14 @@ namespace xsampler
             }
             return state;
         }
-        /// Whether the DFA accepts the whole text.
+        /// Whether the DFA accepts the whole text (none when it accepts nothing:
+        /// no state 0 to start from).
         bool matches(std::string_view text) const noexcept
         {
+            if (size() == 0)
+            {
+                return false;
+            }
             const std::int32_t s = walk(start(), text);
             return s != dead && accepting(s);
         }
