@@ -383,11 +383,17 @@ namespace xsampler
             }
             static constexpr std::size_t max_array_states = 20000;
 
+            /// A member: the key's text, ':' and the value's, with gaps around them.
+            expr_id member_text(expr_id key, expr_id value)
+            {
+                return m_g.sequence({key, ws(), m_g.bytes(":"), ws(), value, ws()});
+            }
+
             /// '{' any keys (key: the key's expression) with values `value` '}'.
             expr_id free_object(expr_id key, expr_id value)
             {
                 grammar& g = m_g;
-                const expr_id one = g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()});
+                const expr_id one = member_text(key, value);
                 const expr_id members = g.sequence({one, g.star(g.sequence({g.bytes(","), ws(), one}))});
                 return g.sequence({g.bytes("{"), ws(), g.optional(members), g.bytes("}")});
             }
@@ -414,7 +420,6 @@ namespace xsampler
                 {
                     throw invalid_parameter("json: object_any_order counts members toward a minimum of 1 at most");
                 }
-                const auto text_of = [&](expr_id key, expr_id value) { return g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()}); };
                 const auto rule_of = [&](const char* name, expr_id body) {
                     const rule_id r = g.fresh_rule(name);
                     g.define(r, body);
@@ -433,16 +438,16 @@ namespace xsampler
                     }
                     if (m.required)
                     {
-                        required.push_back(rule_of("member", text_of(g.bytes(m.key), m.value)));
+                        required.push_back(rule_of("member", member_text(g.bytes(m.key), m.value)));
                     }
                     else
                     {
-                        anywhere.push_back(text_of(g.bytes(m.key), m.value));
+                        anywhere.push_back(member_text(g.bytes(m.key), m.value));
                     }
                 }
                 for (const auto& [key, value] : others)
                 {
-                    anywhere.push_back(text_of(key, value));
+                    anywhere.push_back(member_text(key, value));
                 }
                 const std::size_t r = required.size();
                 if (max != grammar::unbounded && r > max)
@@ -528,7 +533,7 @@ namespace xsampler
                 const std::size_t n = members.size();
                 const auto text_of = [&](const std::string& key, expr_id value) {
                     return value == grammar::none ? value
-                                                  : g.sequence({g.bytes(key), ws(), g.bytes(":"), ws(), value, ws()});
+                                                  : member_text(g.bytes(key), value);
                 };
                 std::vector<expr_id> text(n);
                 std::vector<std::vector<std::pair<unsigned, expr_id>>> special(n);  // (kinds, text)
@@ -550,7 +555,7 @@ namespace xsampler
                     std::vector<expr_id> any;
                     for (const auto& [key, value] : pairs)
                     {
-                        any.push_back(g.sequence({key, ws(), g.bytes(":"), ws(), value, ws()}));
+                        any.push_back(member_text(key, value));
                     }
                     const rule_id r = g.fresh_rule("other-member");
                     g.define(r, g.choice(std::move(any)));
@@ -579,7 +584,7 @@ namespace xsampler
                     std::size_t i, counted, all;
                     unsigned seen = 0;
                     bool lead = false;  // nothing written yet: no comma before the next member
-                    // the kinds of each other member of a kind written (in order): after one, only other
+                    // the kinds of each other member of a kind written (sorted): after one, only other
                     // members of a kind whose keys are apart from its (its key again would replace the
                     // value validators read), no plain one
                     std::vector<unsigned> sealed = {};
