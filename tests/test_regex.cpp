@@ -488,6 +488,77 @@ TEST_CASE("compile_regex: search mode adds any text where the pattern is not anc
     CHECK_FALSE(both.matches("ax"));
     // anchors are no-ops when the whole text must match
     CHECK(compile_regex("^ab$").size() == compile_regex("ab").size());
+    // anywhere in the pattern: ^ at the text's start alone, $ at its end alone
+    const byte_dfa path = compile_regex(R"(^(/?(\.\.|[a-z]*)($|/))*$)", searching());
+    for (const char* t : {"", "a/b", "/a/../b/", "a/b/", "../x"})
+    {
+        CHECK(path.matches(t));
+    }
+    for (const char* t : {"ab.", "a//b.", "A"})
+    {
+        CHECK_FALSE(path.matches(t));
+    }
+    const byte_dfa inner = compile_regex("(^[^7]*$)|9", searching());
+    CHECK(inner.matches("abc"));
+    CHECK(inner.matches("797"));
+    CHECK_FALSE(inner.matches("77"));
+    const byte_dfa mixed = compile_regex("(a|^b)c(d|$)", searching());
+    CHECK(mixed.matches("xacdx"));
+    CHECK(mixed.matches("bc"));
+    CHECK(mixed.matches("xac"));
+    CHECK_FALSE(mixed.matches("xbcd"));
+    CHECK_FALSE(mixed.matches("acx"));
+    // the start's state is its own (a later state with its NFA nodes would take ^ for granted)
+    const byte_dfa again = compile_regex("(^a|b)*c", searching());
+    CHECK(again.matches("abc"));
+    CHECK(again.matches("xbc"));
+    CHECK(again.matches("xac"));  // (a search: "c" alone matches)
+    CHECK_FALSE(compile_regex("(^a|b)*c").matches("bac"));
+    CHECK(compile_regex("(^a|b)*c").matches("abbc"));
+    CHECK(compile_regex("a?($)?b?").matches("a"));
+    CHECK_FALSE(compile_regex("a($)b?").matches("ab"));
+}
+
+TEST_CASE("compile_regex: readings of class escapes in ECMAScript and Python's re", "[regex]")
+{
+    const auto read = [](const char* pattern, regex_reading r) {
+        regex_options o;
+        o.reading = r;
+        return compile_regex(pattern, o);
+    };
+    const std::string arabic_three = "\xD9\xA3", nbsp = "\xC2\xA0", fs = "\x1C", bom = "\xEF\xBB\xBF",
+                      line_separator = "\xE2\x80\xA8", e_acute = "\xC3\xA9";
+    // ECMAScript's: \d ASCII, \s with U+FEFF, . stops at U+2028
+    CHECK_FALSE(compile_regex("\\d").matches(arabic_three));
+    CHECK(compile_regex("\\D").matches(arabic_three));
+    CHECK(compile_regex("\\s").matches(bom));
+    CHECK_FALSE(compile_regex("\\s").matches(fs));
+    CHECK_FALSE(compile_regex(".").matches(line_separator));
+    // both: what ECMAScript and Python both match (Python's \D refuses U+0663, \s takes U+001C but not U+FEFF)
+    using r = regex_reading;
+    CHECK(read("\\d", r::both).matches("7"));
+    CHECK_FALSE(read("\\D", r::both).matches(arabic_three));
+    CHECK(read("\\D", r::both).matches("x"));
+    CHECK(read("\\s", r::both).matches(nbsp));
+    CHECK_FALSE(read("\\s", r::both).matches(bom));
+    CHECK_FALSE(read("\\s", r::both).matches(fs));
+    CHECK(read("\\S", r::both).matches(e_acute));
+    CHECK_FALSE(read("\\S", r::both).matches(bom));
+    CHECK_FALSE(read(".", r::both).matches(line_separator));
+    CHECK_FALSE(read("[^\\d]", r::both).matches(arabic_three));
+    CHECK(read("[^\\d]", r::both).matches("x"));
+    // either: what one of them matches (their complement: what neither does)
+    CHECK(read("\\d", r::either).matches(arabic_three));
+    CHECK(read("\\w", r::either).matches(e_acute));
+    CHECK_FALSE(read("\\w", r::either).matches("-"));
+    CHECK(read("\\s", r::either).matches(bom));
+    CHECK(read("\\s", r::either).matches(fs));
+    CHECK(read("\\S", r::either).matches(bom));
+    CHECK_FALSE(read("\\S", r::either).matches(nbsp));
+    CHECK(read(".", r::either).matches(line_separator));
+    CHECK_FALSE(read(".", r::either).matches("\n"));
+    CHECK(read("[^\\d]", r::either).matches(arabic_three));
+    CHECK_FALSE(read("[^\\d]", r::either).matches("5"));
 }
 
 TEST_CASE("compile_regex: forbidden bytes", "[regex]")
@@ -579,10 +650,8 @@ TEST_CASE("compile_regex: unsupported constructs and malformed patterns name wha
         {"a{", "{ does not begin a quantifier"},
         {"a{x}", "{ does not begin a quantifier"},
         {"a{1,x}", "{ does not begin a quantifier"},
-        {"a^b", "^ is only supported at the start of the pattern, at offset 1"},
-        {"(^a)", "^ is only supported at the start"},
-        {"a$b", "$ is only supported at the end of the pattern, at offset 1"},
-        {"(a$)", "$ is only supported at the end"},
+        {"a^b", "matches no text"},
+        {"a$b", "matches no text"},
         {"\xC3", "invalid UTF-8 byte 0xC3, at offset 0"},
         {"a\x80", "invalid UTF-8 byte 0x80, at offset 1"},
         {"\xC0\x80", "invalid UTF-8 sequence, at offset 0"},

@@ -36,8 +36,8 @@
 //   alternation     |
 //   quantifiers     * + ? {n} {n,} {n,m}, n and m at most 1000; a lazy
 //                   *? +? ?? {n,m}? is accepted and means the same language
-//   anchors         ^ only at the start of the pattern or of one of its
-//                   top-level alternatives, $ only at the end of one
+//   anchors         ^ at the text's start alone, $ at its end alone (no
+//                   multiline), anywhere in the pattern: (^a|b)c, x($|/)
 //   Complements (. [^...] \D \W \S) match the UTF-8 encoding of any code
 //   point outside them: <= U+10FFFF, not a surrogate, shortest form.
 // Not supported (invalid_parameter naming the construct and its byte
@@ -50,13 +50,23 @@
 // Malformed (invalid_parameter with the offset): unbalanced parentheses, an
 //   unclosed [, a range whose ends are reversed (z-a) or a class escape, a
 //   quantifier with nothing to repeat or after another, {n,m} with m < n, a
-//   count over 1000, ^ or $ elsewhere, invalid UTF-8 in the pattern.
+//   count over 1000, invalid UTF-8 in the pattern.
 //
 // regex_options
 //   search = false: the whole text must match (anchored at both ends).
 //   search = true: JSON Schema's `pattern`: the pattern may match anywhere
 //     in the text, i.e. any text may precede a top-level alternative that
 //     does not start with ^ and follow one that does not end with $.
+//   reading: how \d \w \s \D \W \S and '.' read. ecmascript (the default):
+//     as above. both: a subset of what ECMAScript and Python's re (which
+//     python-jsonschema uses: Unicode digits, letters and white space, '.'
+//     all but \n) both match: \d [0-9], \w [A-Za-z0-9_], \s the white space
+//     both list, \D \W outside [0-9] / [A-Za-z0-9_] and ASCII, \S outside
+//     either's white space, '.' ECMAScript's. either: a superset of what
+//     either matches (\d [0-9] and every non-ASCII character, \D anything
+//     but [0-9], '.' anything but \n, ...): its complement is what neither
+//     matches (JSON Schema's pattern under not). A negated bracket [^...]
+//     reads its escapes the other way.
 //   forbidden[b]: bytes no accepted text contains (for a JSON string's
 //     content: '"', '\\' and 0x00-0x1f). A pattern that can then match
 //     nothing (or matches nothing at all, like []): invalid_parameter.
@@ -79,6 +89,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -90,9 +101,18 @@
 
 namespace xsampler
 {
+    /// How class escapes and '.' read (regex_options::reading).
+    enum class regex_reading
+    {
+        ecmascript,  // ECMAScript's classes (the syntax's)
+        both,        // a subset of what both ECMAScript and Python's re match
+        either,      // a superset of what either matches
+    };
+
     struct regex_options
     {
         bool search = false;
+        regex_reading reading = regex_reading::ecmascript;
         std::array<bool, 256> forbidden{};
         std::size_t max_states = 10000;
         std::size_t max_nfa_nodes = 100000;
@@ -178,6 +198,9 @@ namespace xsampler
     byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
     /// Exactly these byte strings.
     byte_dfa dfa_of_texts(const std::vector<std::string>& texts);
+    /// And back: a finite language's texts in byte order where at most `limit`
+    /// (nullopt: more, or infinitely many).
+    std::optional<std::vector<std::string>> dfa_texts(const byte_dfa& d, std::size_t limit);
     /// The texts open + t + close for each text t `d` accepts (a JSON
     /// string's quotes around its content: one lexeme, whose text loops are
     /// not accepting states); `d` reading `close` anywhere is invalid_parameter.
@@ -262,6 +285,52 @@ namespace xsampler
                     {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}, {0xFEFF, 0xFEFF}};
         }
         inline cp_set dot_set() { return complement({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}); }
+        /// Python's re (str patterns): \s is str.isspace(), . all but \n; \d and \w
+        /// are Unicode's digits and alphanumerics, within their ASCII ones and
+        /// every non-ASCII character (py_over).
+        inline cp_set py_space_set()
+        {
+            return {{0x09, 0x0D},     {0x1C, 0x20},     {0x85, 0x85},     {0xA0, 0xA0},     {0x1680, 0x1680},
+                    {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
+        }
+        inline cp_set py_over(cp_set s)
+        {
+            s.emplace_back(0x80, max_code_point);
+            return normalized(std::move(s));
+        }
+        inline cp_set either_set(cp_set a, const cp_set& b)
+        {
+            a.insert(a.end(), b.begin(), b.end());
+            return normalized(std::move(a));
+        }
+        inline cp_set both_sets(const cp_set& a, const cp_set& b) { return complement(either_set(complement(a), complement(b))); }
+
+        /// A complement's reading: within both readings is outside what either reads.
+        inline regex_reading flipped(regex_reading r)
+        {
+            return r == regex_reading::both ? regex_reading::either : r == regex_reading::either ? regex_reading::both : r;
+        }
+
+        /// A class escape's characters (d D w W s S, or '.') in a reading:
+        /// ECMAScript's, within both ECMAScript's and Python's, or within
+        /// either's (a negation flips the last two: within both of \D is
+        /// outside either's \d).
+        inline cp_set class_set(char c, regex_reading r)
+        {
+            const bool negated = c == 'D' || c == 'W' || c == 'S';
+            r = negated ? flipped(r) : r;
+            cp_set ecma, python;
+            switch (c)
+            {
+            case 'd': case 'D': ecma = digit_set(); python = py_over(digit_set()); break;
+            case 'w': case 'W': ecma = word_set(); python = py_over(word_set()); break;
+            case 's': case 'S': ecma = space_set(); python = py_space_set(); break;
+            default: return r == regex_reading::either ? complement({{'\n', '\n'}}) : dot_set();  // (ECMAScript's within Python's)
+            }
+            const cp_set out = r == regex_reading::ecmascript ? ecma : r == regex_reading::both ? both_sets(ecma, python)
+                                                                                                : either_set(ecma, python);
+            return negated ? complement(out) : out;
+        }
         inline cp_set any_set() { return {{0, max_code_point}}; }
 
         /// One UTF-8 byte range per byte of an encoding: the product of the
@@ -347,7 +416,9 @@ namespace xsampler
                 set,
                 concat,
                 alt,
-                repeat
+                repeat,
+                begin,  // ^: at the text's start alone
+                end     // $: at its end alone
             } kind = empty;
             cp_set chars;            // set
             std::vector<int> kids;   // concat, alt; repeat: one
@@ -368,7 +439,7 @@ namespace xsampler
         class parser
         {
         public:
-            parser(std::string_view p) : m_p(p) {}
+            parser(std::string_view p, regex_reading reading = regex_reading::ecmascript) : m_p(p), m_reading(reading) {}
 
             std::vector<ast_node> nodes;
             /// Top-level alternatives and whether each starts with ^ / ends with $.
@@ -411,6 +482,7 @@ namespace xsampler
 
         private:
             std::string_view m_p;
+            regex_reading m_reading;
             std::size_t m_i = 0;
 
             bool at_end() const { return m_i >= m_p.size(); }
@@ -467,7 +539,11 @@ namespace xsampler
                             ++m_i;
                             break;
                         }
-                        fail("$ is only supported at the end of the pattern", m_i);
+                        ++m_i;
+                        ast_node n;
+                        n.kind = ast_node::end;
+                        terms.push_back(add(std::move(n)));
+                        continue;
                     }
                     terms.push_back(parse_term(depth));
                 }
@@ -593,7 +669,7 @@ namespace xsampler
                 {
                 case '(': return parse_group(depth);
                 case '[': return add_set(parse_class());
-                case '.': ++m_i; return add_set(dot_set());
+                case '.': ++m_i; return add_set(class_set('.', m_reading));
                 case '*':
                 case '+':
                 case '?': fail(std::string("quantifier ") + c + " has nothing to repeat", at);
@@ -603,7 +679,13 @@ namespace xsampler
                     parse_quantifier(lo, hi);  // fails unless it is one
                     fail("quantifier " + std::string(m_p.substr(at, m_i - at)) + " has nothing to repeat", at);
                 }
-                case '^': fail("^ is only supported at the start of the pattern", at);
+                case '^':
+                {
+                    ++m_i;
+                    ast_node n;
+                    n.kind = ast_node::begin;
+                    return add(std::move(n));
+                }
                 case '\\':
                 {
                     cp_set s;
@@ -747,12 +829,12 @@ namespace xsampler
                 };
                 switch (c)
                 {
-                case 'd': ++m_i; s = digit_set(); return true;
-                case 'D': ++m_i; s = complement(digit_set()); return true;
-                case 'w': ++m_i; s = word_set(); return true;
-                case 'W': ++m_i; s = complement(word_set()); return true;
-                case 's': ++m_i; s = space_set(); return true;
-                case 'S': ++m_i; s = complement(space_set()); return true;
+                case 'd':
+                case 'D':
+                case 'w':
+                case 'W':
+                case 's':
+                case 'S': ++m_i; s = class_set(c, m_reading); return true;
                 case 'n': ++m_i; return one('\n');
                 case 't': ++m_i; return one('\t');
                 case 'r': ++m_i; return one('\r');
@@ -832,10 +914,12 @@ namespace xsampler
                 const std::size_t at = m_i;
                 ++m_i;
                 bool negated = false;
+                const regex_reading outside = m_reading;
                 if (peek('^'))
                 {
                     negated = true;
                     ++m_i;
+                    m_reading = flipped(m_reading);  // (within both: outside what either reads in it)
                 }
                 cp_set s;
                 for (;;)
@@ -873,6 +957,7 @@ namespace xsampler
                         s.insert(s.end(), lo.begin(), lo.end());
                     }
                 }
+                m_reading = outside;
                 s = normalized(std::move(s));
                 return negated ? complement(s) : s;
             }
@@ -902,7 +987,9 @@ namespace xsampler
             {
                 byte,
                 eps,
-                accept
+                accept,
+                begin,  // an epsilon to out at the text's start alone
+                end     // one to out at its end alone
             } kind;
             unsigned char lo = 0, hi = 0;
             std::int32_t out = -1, out2 = -1;
@@ -913,6 +1000,7 @@ namespace xsampler
         public:
             nfa_builder(const std::vector<ast_node>& ast, std::size_t limit) : m_ast(ast), m_limit(limit) {}
             std::vector<nfa_node> nodes;
+            bool anchored = false;  // a ^ or $ within the pattern (not the top level's)
 
             int node(nfa_node n)
             {
@@ -936,6 +1024,8 @@ namespace xsampler
                 switch (n.kind)
                 {
                 case ast_node::empty: return next;
+                case ast_node::begin: anchored = true; return node({nfa_node::begin, 0, 0, next, -1});
+                case ast_node::end: anchored = true; return node({nfa_node::end, 0, 0, next, -1});
                 case ast_node::set: return build_set(n.chars, next);
                 case ast_node::concat:
                 {
@@ -1203,7 +1293,7 @@ namespace xsampler
     inline byte_dfa compile_regex(std::string_view pattern, const regex_options& options)
     {
         using namespace detail::regex;
-        parser p(pattern);
+        parser p(pattern, options.reading);
         p.parse();
 
         // The root: each top-level alternative, with any text before it and
@@ -1251,13 +1341,16 @@ namespace xsampler
         const int nfa_start = nfa.build(int(p.nodes.size()) - 1, accept);
         const std::vector<nfa_node>& nodes = nfa.nodes;
 
-        // Subset construction: a DFA state is the sorted set of byte and
-        // accept nodes its epsilon closure reaches.
+        // Subset construction: a DFA state is the sorted set of byte, accept
+        // and end nodes its epsilon closure reaches (a begin node passed at the
+        // start alone; the start's set marked with nodes.size() where the
+        // pattern has anchors within, so that no later set is taken for it).
+        const std::int32_t at_start = std::int32_t(nodes.size());
         std::vector<std::uint32_t> mark(nodes.size(), 0);
         std::uint32_t generation = 0;
         std::vector<std::int32_t> stack;
         std::size_t work = 0;
-        auto closure = [&](const std::vector<std::int32_t>& from) {
+        auto closure = [&](const std::vector<std::int32_t>& from, bool start = false) {
             ++generation;
             work += from.size();
             std::vector<std::int32_t> out;
@@ -1283,13 +1376,60 @@ namespace xsampler
                     stack.push_back(n.out2);
                     stack.push_back(n.out);
                 }
+                else if (n.kind == nfa_node::begin)
+                {
+                    if (start)
+                    {
+                        stack.push_back(n.out);
+                    }
+                }
                 else
                 {
                     out.push_back(q);
                 }
             }
             std::sort(out.begin(), out.end());
+            if (start && nfa.anchored)
+            {
+                out.push_back(at_start);
+            }
             return out;
+        };
+        // Whether the text may end at end node q: its epsilons (and ends; begins at the start) reach accept.
+        std::vector<signed char> ends_here(nodes.size(), -1);  // (not at the start)
+        auto may_end = [&](std::int32_t q, bool start) {
+            if (!start && ends_here[std::size_t(q)] >= 0)
+            {
+                return ends_here[std::size_t(q)] == 1;
+            }
+            std::vector<std::int32_t> todo{nodes[std::size_t(q)].out};
+            std::vector<bool> seen(nodes.size(), false);
+            bool found = false;
+            while (!todo.empty() && !found)
+            {
+                const std::int32_t x = todo.back();
+                todo.pop_back();
+                if (x < 0 || seen[std::size_t(x)])
+                {
+                    continue;
+                }
+                seen[std::size_t(x)] = true;
+                const nfa_node& n = nodes[std::size_t(x)];
+                found = n.kind == nfa_node::accept;
+                if (n.kind == nfa_node::eps)
+                {
+                    todo.push_back(n.out2);
+                }
+                if (n.kind == nfa_node::eps || n.kind == nfa_node::end || (n.kind == nfa_node::begin && start))
+                {
+                    todo.push_back(n.out);
+                }
+            }
+            if (!start)
+            {
+                ends_here[std::size_t(q)] = found ? 1 : 0;
+            }
+            return found;
         };
         std::vector<std::vector<std::int32_t>> sets;
         std::unordered_map<std::vector<std::int32_t>, std::int32_t, vector_hash> index;
@@ -1315,7 +1455,7 @@ namespace xsampler
             sets.push_back(std::move(s));
             return id;
         };
-        intern(closure({nfa_start}));
+        intern(closure({nfa_start}, true));
         std::array<std::vector<std::int32_t>, 256> targets;
         for (std::size_t d = 0; d < sets.size(); ++d)
         {
@@ -1324,12 +1464,17 @@ namespace xsampler
                 t.clear();
             }
             bool acc = false;
+            const bool start = sets[d].back() == at_start;
             for (const std::int32_t q : sets[d])
             {
-                const nfa_node& n = nodes[std::size_t(q)];
-                if (n.kind == nfa_node::accept)
+                if (q == at_start)
                 {
-                    acc = true;
+                    continue;
+                }
+                const nfa_node& n = nodes[std::size_t(q)];
+                if (n.kind == nfa_node::accept || n.kind == nfa_node::end)
+                {
+                    acc = acc || n.kind == nfa_node::accept || may_end(q, start);
                     continue;
                 }
                 for (unsigned b = n.lo; b <= n.hi; ++b)
@@ -1605,6 +1750,39 @@ namespace xsampler
             accepting[std::size_t(s)] = true;
         }
         return byte_dfa::from_table(std::move(table), accepting);
+    }
+
+    // (every state is live: a text longer than the states went round a cycle)
+    inline std::optional<std::vector<std::string>> dfa_texts(const byte_dfa& d, std::size_t limit)
+    {
+        std::vector<std::string> out;
+        if (d.size() == 0)
+        {
+            return out;
+        }
+        std::vector<std::pair<std::int32_t, std::string>> todo{{d.start(), std::string()}};
+        while (!todo.empty())
+        {
+            auto [state, text] = std::move(todo.back());
+            todo.pop_back();
+            if (text.size() > d.size())
+            {
+                return std::nullopt;  // a state met twice on the way: a cycle
+            }
+            if (d.accepting(state) && (out.push_back(text), out.size() > limit))
+            {
+                return std::nullopt;
+            }
+            for (int b = 255; b >= 0; --b)
+            {
+                const std::int32_t t = d.next(state, static_cast<unsigned char>(b));
+                if (t != byte_dfa::dead)
+                {
+                    todo.push_back({t, text + static_cast<char>(b)});
+                }
+            }
+        }
+        return out;
     }
 
     inline byte_dfa dfa_enclosed(const byte_dfa& d, unsigned char open, unsigned char close)

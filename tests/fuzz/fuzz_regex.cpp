@@ -1,7 +1,8 @@
 // fuzz_regex: compile_regex (regex.hpp) on any pattern bytes.
 //
 // Input: a flags byte (bit 0: options.search; bit 1: forbid a JSON string's
-// bytes '"', '\\' and 0x00-0x1f), then the pattern (any bytes). Limits:
+// bytes '"', '\\' and 0x00-0x1f; bits 2-3: the reading, ecmascript, both,
+// either), then the pattern (any bytes). Limits:
 // max_states 2000, max_nfa_nodes 20000, max_work 5e6, so that no input is slow.
 //
 // compile_regex either throws invalid_parameter with a message starting
@@ -12,7 +13,8 @@
 // reaches, following completion_byte reaches an accepting state in exactly
 // distance() bytes, each a step closer; every accepted text found so is
 // valid UTF-8 without forbidden bytes. In anchored mode, the shortest text
-// accepted is also accepted by the search-mode DFA of the same pattern.
+// accepted is also accepted by the search-mode DFA of the same pattern; and
+// by the next wider reading's DFA (both, then ecmascript, then either).
 #include <cstdint>
 #include <random>
 #include <string>
@@ -145,6 +147,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::string_view pattern(reinterpret_cast<const char*>(data) + (size > 0 ? 1 : 0), size > 0 ? size - 1 : 0);
     regex_options options;
     options.search = (flags & 1) != 0;
+    options.reading = (flags >> 2 & 3) == 1 ? regex_reading::both : (flags >> 2 & 3) == 2 ? regex_reading::either
+                                                                                          : regex_reading::ecmascript;
     if (flags & 2)
     {
         for (unsigned b = 0; b < 0x20; ++b)
@@ -175,23 +179,32 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         seed = seed * 31 + data[i];
     }
     check(dfa, options, seed);
-    if (!options.search)
-    {
-        std::string shortest;
-        complete(dfa, dfa.start(), shortest);
-        options.search = true;
+    std::string shortest;
+    complete(dfa, dfa.start(), shortest);
+    // the same pattern in another mode or reading accepts it too (or meets a limit)
+    const auto also = [&](const regex_options& other, const char* what) {
         try
         {
-            const byte_dfa search = compile_regex(pattern, options);
-            FUZZ_REQUIRE(search.matches(shortest), "search mode rejects a text the whole pattern matches");
+            FUZZ_REQUIRE(compile_regex(pattern, other).matches(shortest), std::string(what) + " rejects a text");
         }
         catch (const invalid_parameter& e)
         {
-            const std::string_view what(e.what());
-            FUZZ_REQUIRE(what.find("DFA states") != what.npos || what.find("NFA nodes") != what.npos ||
-                             what.find("max_work") != what.npos,
-                         std::string("search mode fails where anchored mode did not: ") + e.what());
+            const std::string_view m(e.what());
+            FUZZ_REQUIRE(m.find("DFA states") != m.npos || m.find("NFA nodes") != m.npos || m.find("max_work") != m.npos,
+                         std::string(what) + " fails: " + e.what());
         }
+    };
+    if (!options.search)
+    {
+        regex_options search = options;
+        search.search = true;
+        also(search, "search mode");
+    }
+    if (options.reading != regex_reading::either)
+    {
+        regex_options wider = options;
+        wider.reading = options.reading == regex_reading::both ? regex_reading::ecmascript : regex_reading::either;
+        also(wider, "a wider reading");
     }
     return 0;
 }

@@ -305,9 +305,10 @@ def npy_seeds():
 
 
 # --- fuzz_regex ---
-def regex_case(pattern, search=False, json=False):
-    """The flags byte (bit 0 search, bit 1 a JSON string's forbidden bytes), then the pattern's UTF-8."""
-    return u8(int(search) | int(json) << 1) + pattern.encode("utf-8")
+def regex_case(pattern, search=False, json=False, reading=0):
+    """The flags byte (bit 0 search, bit 1 a JSON string's forbidden bytes, bits 2-3 the reading: 1 both,
+    2 either), then the pattern's UTF-8."""
+    return u8(int(search) | int(json) << 1 | reading << 2) + pattern.encode("utf-8")
 
 
 def regex_seeds():
@@ -327,6 +328,9 @@ def regex_seeds():
     write("fuzz_regex", "blowup", regex_case(r"(a|b)*a(a|b){12}"))
     write("fuzz_regex", "bad_range", regex_case(r"[z-a]{3,2}"))
     write("fuzz_regex", "empty", regex_case("", search=True))
+    write("fuzz_regex", "inner_anchors", regex_case(r"(^|/)a(\.b|$)|(^x$)*y", search=True))
+    write("fuzz_regex", "reading_both", regex_case(r"^\S+\s\D[^\w.]$", json=True, reading=1))
+    write("fuzz_regex", "reading_either", regex_case(r"\d\W.[^\s]", search=True, reading=2))
 
 
 # --- fuzz_constraint ---
