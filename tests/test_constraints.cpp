@@ -1777,6 +1777,13 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
           bools{false, true});
     CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"integer","const":1})", {"1", "2"}) ==
           bools{true, true});
+    // a number of an enum or const in each spelling validators read as it (2 and 2.0, 2.5 and 2.50, 0 and -0;
+    // draft 4's 2.0 is no integer; past 2^53 a fraction's double is another number)
+    CHECK(accepted(R"({"enum":[2.0,2.5,0,[1]]})", {"2", "2.00", "2.50", "2.51", "-0", "0.0", "[1.0]", "3"}) ==
+          bools{true, true, true, false, true, true, true, false});
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","enum":[2.0,7]})", {"2", "2.0", "7.0"}) ==
+          bools{true, false, false});
+    CHECK(accepted(R"({"const":9007199254740993})", {"9007199254740993", "9007199254740993.0"}) == bools{true, false});
     // enum and const values checked exactly, beside bounds and multiples
     CHECK(accepted(R"({"enum":[1,2.5,3,7.5,-1],"multipleOf":2.5,"minimum":0})", {"1", "2.5", "7.5", "3", "-1"}) ==
           bools{false, true, true, false, false});
@@ -1815,10 +1822,16 @@ TEST_CASE("json_schema: not, as the schema of the values that break one of its k
     CHECK(accepted(R"({"type":"string","not":{"minLength":2}})", {"\"a\"", "\"ab\"", "\"\""}) == bools{true, false, true});
     CHECK(accepted(R"({"type":"string","not":{"pattern":"^a"}})", {"\"abc\"", "\"bac\""}) == bools{false, true});
     // where validators decide otherwise than our automata, not is an error: a format (ours are subsets of their
-    // checkers), a class escape or '.' in a pattern (Unicode in Python's re), a fraction's multiples (doubles)
+    // checkers), a fraction's multiples (doubles)
     fails_with(R"({"type":"string","not":{"format":"date"}})", "unsupported keyword 'format' under not at /not");
-    fails_with(R"({"type":"string","not":{"pattern":"\\d"}})", "unsupported keyword 'pattern' under not (a class escape");
-    fails_with(R"({"type":"string","not":{"pattern":"^a.b"}})", "unsupported keyword 'pattern' under not (a class escape");
+    // a class escape or '.' under not: what neither ECMAScript nor Python's re (Unicode digits, '.' through
+    // U+2028) matches; outside not, what both match (Python's \D refuses U+0663)
+    CHECK(accepted(R"({"type":"string","not":{"pattern":"\\d"}})", {"\"abc\"", "\"a1\"", "\"\xD9\xA3\""}) ==
+          bools{true, false, false});
+    CHECK(accepted(R"({"type":"string","not":{"pattern":"^a.b"}})", {"\"axb\"", "\"ab\"", "\"a\xE2\x80\xA8" "b\""}) ==
+          bools{false, true, false});
+    CHECK(accepted(R"({"type":"string","pattern":"^\\D+$"})", {"\"ab\"", "\"a1\"", "\"\xD9\xA3\""}) == bools{true, false, false});
+    CHECK(accepted(R"({"type":"string","pattern":"^a.b$"})", {"\"axb\"", "\"a\xE2\x80\xA8" "b\""}) == bools{true, false});
     CHECK(accepted(R"({"type":"string","not":{"pattern":"^a\\.b"}})", {"\"a.b\"", "\"axb\""}) == bools{false, true});
     fails_with(R"({"not":{"multipleOf":0.1875}})", "unsupported keyword 'multipleOf' under not (0.1875: only an integer)");
     // draft 4 has no const: it holds for every value, so its negation is nothing
@@ -2006,11 +2019,17 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
           bools{true, true, false, false});
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"a","maxLength":5000})")),
                       Contains("pattern together with a length bound above 1000"));
+    // ... but a class of ASCII characters repeated is counted by the grammar, at any length
+    const auto quoted = [](std::size_t n, char c) { return "\"" + std::string(n, c) + "\""; };
+    CHECK(accepted(R"({"type":"string","pattern":"^[a-c ]+$","maxLength":1500})",
+                   {"\"ab c\"", "\"abd\"", "\"\"", quoted(1500, 'a'), quoted(1501, 'a')}) == bools{true, false, false, true, false});
+    CHECK(accepted(R"({"type":"string","pattern":"^[ab]*$","minLength":1200})", {quoted(1199, 'b'), quoted(1200, 'b')}) ==
+          bools{false, true});
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^a$","minLength":2})")),
                       Contains("validates nothing"));
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":60})")),
                       Contains("pattern together with minLength/maxLength: regex: the product of two automata has more "
-                               "than 1000 states at /"));
+                               "than 5000 states at /"));
 }
 
 TEST_CASE("json_schema: keys in any order, the optional ones and other keys anywhere", "[constraint]")
@@ -2204,6 +2223,23 @@ TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
     CHECK(accepted(postal, {R"({"country":"US","code":"12345"})", R"({"country":"US","code":"A1B"})",
                             R"({"country":"CA","code":"A1B"})", R"({"country":"CA","code":"12345"})"}) ==
           bools{true, false, true, false});
+    // twelve if/then on one discriminating key: 4,096 ways (each if and then, or not if), all but 13 proven
+    // empty as they are formed (a key of two constant values, or required and absent)
+    std::string chain = R"({"type":"object","properties":{"kind":{"type":"string"},"n":{}},"required":["kind"],"allOf":[)";
+    for (int i = 0; i < 12; ++i)
+    {
+        chain += (i == 0 ? "" : ",") + std::string(R"({"if":{"properties":{"kind":{"const":"k)") + std::to_string(i) +
+                 R"("}},"required":["kind"]},"then":{"properties":{"n":{"minimum":)" + std::to_string(i) + "}}}}";
+    }
+    chain += "]}";
+    CHECK(accepted(chain, {R"({"kind":"k3","n":3})", R"({"kind":"k3","n":2})", R"({"n":11,"kind":"k11"})",
+                           R"({"kind":"k11","n":10})", R"({"kind":"k","n":-5})", R"({"kind":"k0"})", R"({"n":1})"}) ==
+          bools{true, false, true, false, true, true, false});
+    // what the proof leaves alone: two constants of a key no one requires (objects without it), other types
+    CHECK(accepted(R"({"allOf":[{"properties":{"a":{"const":1}}},{"properties":{"a":{"const":2}}}]})",
+                   {"{}", R"({"a":1})", R"({"a":2})", R"("x")"}) == bools{true, false, false, true});
+    CHECK(accepted(R"({"required":["a"],"allOf":[{"properties":{"a":{"const":1}}},{"properties":{"a":{"enum":[2,1.0]}}}]})",
+                   {R"({"a":1})", R"({"a":2})", "3"}) == bools{true, false, true});
     // dependencies: names a key requires, or a schema it brings; dependentRequired and dependentSchemas alike
     const std::string deps = R"({"$schema":"http://json-schema.org/draft-07/schema#","type":"object",
         "properties":{"a":{},"b":{},"c":{}},"dependencies":{"a":["b"],"c":{"required":["a"]}}})";
@@ -2314,6 +2350,16 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
           bools{false, true, false});
     fails_with(R"({"type":"object","additionalProperties":{"type":"string"},"minProperties":2})",
                "minProperties 2 beside keys the schema does not list (a key written twice is one key");
+    // other keys that are a few (^[a-c]$ beside additionalProperties false) are listed then: each counts once
+    const std::string few = R"({"type":"object","patternProperties":{"^[a-c]$":{"type":"integer"}},"additionalProperties":false,
+        "minProperties":2})";
+    CHECK(accepted(few, {R"({"a":1,"c":2})", R"({"b":1})", R"({"a":1,"a":2})", R"({"a":1,"b":2,"c":3})", R"({"a":1,"d":2})",
+                         R"({"a":"x","b":1})"}) == bools{true, false, false, true, false, false});
+    // (other keys still count toward a minProperties of 1 alone)
+    CHECK(accepted(R"({"type":"object","properties":{"x":{}},"patternProperties":{"^[ab]$":{}},"minProperties":3})",
+                   {R"({"x":1,"a":2,"b":3})", R"({"x":1,"q":2,"a":3})", R"({"a":1,"b":2})"}, others) == bools{true, false, false});
+    fails_with(R"({"type":"object","patternProperties":{"^[a-c]+$":{}},"additionalProperties":false,"minProperties":2})",
+               "minProperties 2 beside keys the schema does not list");
     fails_with(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1})", "validates nothing");
     CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a"],"not":{"maxProperties":1}})",
                    {R"({"a":1})", R"({"a":1,"b":2})"}) == bools{false, true});

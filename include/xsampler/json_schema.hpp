@@ -77,14 +77,17 @@
 //                 minimum above 1 that the required keys do not meet puts
 //                 the listed keys in the schema's order, each once
 //                 (json_builder::object), other keys counting toward a
-//                 minimum of 1 alone (a key written twice is one key)
+//                 minimum of 1 alone (a key written twice is one key);
+//                 other keys that are a few (dfa_texts: ^[a-d]$) listed then
 //   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
 //                 pattern (a regex.hpp regular expression matched anywhere in
-//                 the string, as JSON Schema does; its characters are then
-//                 unescaped; several patterns and the lengths intersected as
-//                 DFAs, lengths up to 1000 then)
+//                 the string, as JSON Schema does, read as both ECMAScript and
+//                 Python's re match it, under not as either does; its
+//                 characters are then unescaped; several patterns and the
+//                 lengths intersected as DFAs, lengths up to 1000 then, or
+//                 any length for one class of ASCII characters repeated)
 //   enum, const   the value is one of these that every other keyword beside
-//                 them accepts
+//                 them accepts; a number in each spelling of it (2, 2.0)
 //   format        date, time, date-time, uuid, ipv4, email, uri and
 //                 uri-reference asserted, each a regex over the string's
 //                 content met with its pattern and lengths (email and the URIs
@@ -455,6 +458,10 @@ namespace xsampler
                         }
                         parts.push_back(s);
                         check_keywords(s);
+                        if (hopeless(parts))
+                        {
+                            return;  // (proven: no value satisfies them all)
+                        }
                         if (s->contains("$ref"))
                         {
                             if (!(*s)["$ref"].is_string())
@@ -566,6 +573,188 @@ namespace xsampler
                     }
                 }
                 return &m_made.back();
+            }
+
+            /// What one schema alone says of a value, as far as hopeless() reads it.
+            struct facts
+            {
+                struct of_property
+                {
+                    unsigned types = t_all;
+                    std::optional<std::vector<json>> values;  // enum or const (through $ref)
+                    std::vector<json> not_in;                 // a not of enum or const
+                };
+                bool skipped = false;  // a $ref's siblings, ignored (drafts 4 to 7)
+                unsigned types = t_all;
+                std::optional<std::vector<json>> values;
+                std::vector<json> not_in;
+                std::vector<std::string> required;
+                std::map<std::string, of_property> properties;
+            };
+
+            const facts& facts_of(const json* s)
+            {
+                const auto found = m_facts.find(s);
+                if (found != m_facts.end())
+                {
+                    return found->second;
+                }
+                facts f;
+                const auto listed = [](const json& list) {
+                    return list.is_array() ? std::vector<json>(list.begin(), list.end()) : std::vector<json>{};
+                };
+                if (!s->is_object() || ref_only(s))
+                {
+                    f.skipped = true;
+                }
+                else
+                {
+                    f.types = type_bits(s);
+                    if (has_const(s))
+                    {
+                        f.values = std::vector<json>{(*s)["const"]};
+                    }
+                    else if (has(s, "enum"))
+                    {
+                        f.values = listed((*s)["enum"]);
+                    }
+                    if (made(s) && s->contains("$xs:notIn"))
+                    {
+                        f.not_in = listed((*s)["$xs:notIn"]);
+                    }
+                    if (has(s, "required"))
+                    {
+                        for (const auto& r : listed((*s)["required"]))
+                        {
+                            if (r.is_string())
+                            {
+                                f.required.push_back(r.get<std::string>());
+                            }
+                        }
+                    }
+                    if (has(s, "properties") && (*s)["properties"].is_object())
+                    {
+                        for (const auto& kv : (*s)["properties"].items())
+                        {
+                            const json* v = &kv.value();
+                            auto& p = f.properties[kv.key()];
+                            if (v->is_boolean())
+                            {
+                                p.types = v->get<bool>() ? unsigned(t_all) : 0u;
+                                continue;
+                            }
+                            if (!v->is_object())
+                            {
+                                continue;
+                            }
+                            p.types = ref_only(v) ? t_all : type_bits(v);
+                            p.values = finite_values(v);
+                            if (made(v) && v->contains("$xs:not") && v->size() == 1)
+                            {
+                                const auto& [target, types] = m_refs.at((*v)["$xs:not"].get<std::size_t>());
+                                if (const auto out = types == t_all ? finite_values(target) : std::nullopt)
+                                {
+                                    p.not_in = *out;
+                                }
+                            }
+                        }
+                    }
+                }
+                return m_facts.emplace(s, std::move(f)).first->second;
+            }
+
+            /// Whether no value satisfies every schema of `parts`, proven from
+            /// their types, enum and const, and of objects their required keys'
+            /// types and values: expand() drops such a
+            /// way at once (allOf of if/then on one discriminating key: 2^n
+            /// ways, nearly all of them empty). A necessary condition only:
+            /// what it lets through, disjunct() decides exactly.
+            bool hopeless(const conj& parts)
+            {
+                unsigned types = t_all;
+                std::optional<std::vector<json>> values;
+                std::vector<json> not_in;
+                std::vector<const facts*> all;
+                for (const json* s : parts)
+                {
+                    const facts& f = facts_of(s);
+                    if (f.skipped)
+                    {
+                        continue;
+                    }
+                    all.push_back(&f);
+                    types &= f.types;
+                    not_in.insert(not_in.end(), f.not_in.begin(), f.not_in.end());
+                    if (f.values)
+                    {
+                        values = !values ? *f.values : meet(*values, *f.values);
+                    }
+                }
+                if (values)
+                {
+                    return none_left(*values, types, not_in);
+                }
+                if ((types & t_object) != 0 && !object_possible(all))
+                {
+                    types &= ~unsigned(t_object);
+                }
+                return types == 0;
+            }
+
+            /// The values of a that some value of b loosely equals (loosely_same: what enum reads).
+            static std::vector<json> meet(const std::vector<json>& a, const std::vector<json>& b)
+            {
+                std::vector<json> out;
+                for (const json& v : a)
+                {
+                    if (std::any_of(b.begin(), b.end(), [&](const json& w) { return loosely_same(v, w); }))
+                    {
+                        out.push_back(v);
+                    }
+                }
+                return out;
+            }
+
+            /// Whether every value is of none of `types` or is one of not_in.
+            bool none_left(const std::vector<json>& values, unsigned types, const std::vector<json>& not_in) const
+            {
+                return std::all_of(values.begin(), values.end(), [&](const json& v) {
+                    return (type_of(v) & types) == 0 ||
+                           std::any_of(not_in.begin(), not_in.end(), [&](const json& x) { return same(x, v); });
+                });
+            }
+
+            /// hopeless()'s objects: whether each required key may have a value.
+            bool object_possible(const std::vector<const facts*>& all) const
+            {
+                for (const facts* f : all)
+                {
+                    for (const std::string& r : f->required)
+                    {
+                        unsigned types = t_all;
+                        std::optional<std::vector<json>> values;
+                        std::vector<json> not_in;
+                        for (const facts* g : all)
+                        {
+                            const auto p = g->properties.find(r);
+                            if (p == g->properties.end())
+                            {
+                                continue;  // (its patterns or additionalProperties: object() reads them)
+                            }
+                            types &= p->second.types;
+                            not_in.insert(not_in.end(), p->second.not_in.begin(), p->second.not_in.end());
+                            if (p->second.values)
+                            {
+                                values = !values ? *p->second.values : meet(*values, *p->second.values);
+                            }
+                        }
+                        if (types == 0 || (values && none_left(*values, types, not_in)))
+                        {
+                            return false;
+                        }
+                    }
+                }
+                return true;
             }
 
             /// Whether s beside the schemas of `parts` (all applying) is S and not S.
@@ -872,12 +1061,6 @@ namespace xsampler
                     }
                     else if (k == "pattern")
                     {
-                        // their complement would hold strings in which validators find a match
-                        if (unicode_classes(x.is_string() ? x.get<std::string>() : std::string()))
-                        {
-                            fail("unsupported keyword 'pattern' under not (a class escape or '.': validators' "
-                                 "Unicode classes differ)", s);
-                        }
                         out.push_back(typed("string", json{{"$xs:notPattern", x}}));
                     }
                     else if (k == "format")
@@ -1265,7 +1448,8 @@ namespace xsampler
                     {
                         ok = ok && validates(*v, s);
                     }
-                    const std::string text = v->dump();
+                    const std::string spelled = v->is_number() ? spellings(*v) : std::string();
+                    const std::string text = spelled.empty() ? v->dump() : spelled;  // (2 and 2.0 are one)
                     if (ok && std::find(texts.begin(), texts.end(), text) == texts.end())
                     {
                         texts.push_back(text);
@@ -1283,6 +1467,20 @@ namespace xsampler
             /// in the order given, a gap between any two of its tokens.
             expr_id constant(const json& v)
             {
+                if (v.is_number())
+                {
+                    const std::string spelled = spellings(v);
+                    if (spelled.empty())
+                    {
+                        return m_b.literal(v.dump());
+                    }
+                    auto it = m_spellings.find(spelled);
+                    if (it == m_spellings.end())
+                    {
+                        it = m_spellings.emplace(spelled, m_g.lexeme(compile_regex(spelled))).first;
+                    }
+                    return it->second;
+                }
                 if (!v.is_object() && !v.is_array())
                 {
                     return m_b.literal(v.dump());
@@ -1304,6 +1502,43 @@ namespace xsampler
                 }
                 parts.push_back(m_b.literal(v.is_object() ? "}" : "]"));
                 return m_g.sequence(std::move(parts));
+            }
+
+            /// A number's texts that validators read as it: an integer with a
+            /// fraction of zeros (2, 2.0, 2.00; draft 4's 2.0 is no integer, so
+            /// there only 2, and past 2^53 only the integer), a fraction with
+            /// trailing zeros (2.5, 2.50), 0 and -0 alike: a regex, or empty
+            /// where the text as written is the one (an exponent, or a double
+            /// past 2^53, whose digits need not be its value).
+            std::string spellings(const json& v) const
+            {
+                std::string digits;
+                if (v.is_number_integer() || v.is_number_unsigned())
+                {
+                    digits = v.dump();
+                }
+                else
+                {
+                    const double d = v.get<double>();
+                    if (d == std::floor(d) && std::fabs(d) < 9007199254740992.0)
+                    {
+                        digits = std::to_string(static_cast<long long>(d));
+                    }
+                    else if (v.dump().find_first_of("eE") == std::string::npos)
+                    {
+                        std::string t = v.dump();
+                        t.replace(t.find('.'), 1, "\\.");
+                        return t + "0*";
+                    }
+                    else
+                    {
+                        return std::string();
+                    }
+                }
+                // (past 2^53 a fraction's double need not be the integer)
+                const bool exact = digits.size() < 16 || std::fabs(std::stod(digits)) < 9007199254740992.0;
+                const std::string zeros = m_doc.draft() <= schema_document::draft4 || !exact ? "" : "(\\.0+)?";
+                return (digits == "0" || digits == "-0" ? std::string("-?0") : digits) + zeros;
             }
 
             /// A format JSON Schema defines is an assertion: the regular
@@ -1331,16 +1566,40 @@ namespace xsampler
 
             std::optional<expr_id> string(const conj& own)
             {
+                // (the same bounds, patterns, formats and exclusions in many conjunctions: their string once)
+                std::vector<std::string> key;
+                for (const json* s : own)
+                {
+                    for (const char* k : {"minLength", "maxLength", "pattern", "format", "$xs:notPattern", "$xs:notIn"})
+                    {
+                        if (s->contains(k) && (k[0] != '$' || made(s)))
+                        {
+                            key.push_back(std::string(k) + (*s)[k].dump());
+                        }
+                    }
+                }
+                std::sort(key.begin(), key.end());
+                const auto found = m_strings.find(key);
+                if (found != m_strings.end())
+                {
+                    return found->second;
+                }
                 const auto content = string_content(own, false);
-                if (!content)
+                std::optional<expr_id> e;
+                if (content && content->dfa)
                 {
-                    return std::nullopt;
+                    e = m_b.pattern_string(std::move(*content->dfa));
                 }
-                if (content->dfa)
+                else if (content && content->chars)
                 {
-                    return m_b.pattern_string(std::move(*content->dfa));
+                    const expr_id quote = m_g.bytes("\"");
+                    e = m_g.sequence({quote, m_g.repeat(m_g.byte_class(*content->chars), content->min, content->max), quote});
                 }
-                return m_b.string(content->min, content->max);
+                else if (content)
+                {
+                    e = m_b.string(content->min, content->max);
+                }
+                return m_strings.emplace(std::move(key), e).first->second;
             }
 
             /// A string's bounds, and its content's DFA where a pattern, a
@@ -1350,7 +1609,38 @@ namespace xsampler
             {
                 std::size_t min, max;
                 std::optional<byte_dfa> dfa;
+                std::optional<byte_set> chars;  // (or: characters of this ASCII class, min to max of them)
             };
+
+            /// Whether d is C* or C+ for a class C of ASCII bytes: C and 0 or 1.
+            static std::optional<std::pair<byte_set, std::size_t>> repeated_class(const byte_dfa& d)
+            {
+                if (d.size() == 0 || d.size() > 2 || d.accepting(d.start()) != (d.size() == 1))
+                {
+                    return std::nullopt;
+                }
+                const std::int32_t loop = d.size() == 1 ? d.start() : 1 - d.start();
+                byte_set chars;
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    const auto u = static_cast<unsigned char>(b);
+                    const std::int32_t from_start = d.next(d.start(), u), again = d.next(loop, u);
+                    if ((from_start != byte_dfa::dead) != (again != byte_dfa::dead) ||
+                        (again != byte_dfa::dead && (again != loop || from_start != loop || b >= 0x80)))
+                    {
+                        return std::nullopt;
+                    }
+                    if (again != byte_dfa::dead)
+                    {
+                        chars.insert(u);
+                    }
+                }
+                if (!d.accepting(loop))
+                {
+                    return std::nullopt;
+                }
+                return std::make_pair(chars, std::size_t(d.size() == 2 ? 1 : 0));
+            }
             std::optional<string_bounds> string_content(const conj& own, bool dfa)
             {
                 std::size_t min = 0, max = grammar::unbounded;
@@ -1409,7 +1699,7 @@ namespace xsampler
                     {
                         try
                         {
-                            meet(compile_regex((*s)["pattern"].get<std::string>(), content_options(true)));
+                            meet(compile_regex((*s)["pattern"].get<std::string>(), content_options(true, regex_reading::both)));
                         }
                         catch (const invalid_parameter& e)
                         {
@@ -1431,7 +1721,9 @@ namespace xsampler
                     {
                         try
                         {
-                            const byte_dfa broken = compile_regex((*s)["$xs:notPattern"].get<std::string>(), content_options(true));
+                            // (what it matches in ECMAScript or in Python's re: their complement, what neither does)
+                            const byte_dfa broken =
+                                compile_regex((*s)["$xs:notPattern"].get<std::string>(), content_options(true, regex_reading::either));
                             meet(dfa_difference(content_dfa(), broken, max_product));
                         }
                         catch (const invalid_parameter& e)
@@ -1457,6 +1749,11 @@ namespace xsampler
                                                  : "format '" + (*first)["format"].get<std::string>() + "'";
                     if (min > 1000 || (max != grammar::unbounded && max > 1000))
                     {
+                        // (ASCII characters of one class repeated, ^[a-z0-9 _-]+$: counted by the grammar)
+                        if (const auto chars = dfa || !content ? std::nullopt : repeated_class(*content))
+                        {
+                            return string_bounds{std::max(min, chars->second), max, std::nullopt, chars->first};
+                        }
                         fail(what + " together with a length bound above 1000 is not supported", first);
                     }
                     try
@@ -1567,10 +1864,11 @@ namespace xsampler
             }
 
             /// A string's unescaped content: valid UTF-8 without '"', '\\' and the control bytes.
-            static regex_options content_options(bool search)
+            static regex_options content_options(bool search, regex_reading reading = regex_reading::ecmascript)
             {
                 regex_options o;
                 o.search = search;
+                o.reading = reading;
                 for (int b = 0; b < 0x20; ++b)
                 {
                     o.forbidden[std::size_t(b)] = true;
@@ -2005,6 +2303,23 @@ namespace xsampler
                         each(t);
                     }
                 };
+                // a minProperties above the listed keys where other keys are a few (^[a-d]$ beside
+                // additionalProperties false): those listed too, each then counted once
+                auto classes = key_classes(patterns, keys_allowed ? *keys_allowed : content_dfa(), keys_tag);
+                for (std::size_t i = 0; i < classes.size() && min > 1 && min > names.size(); ++i)
+                {
+                    const auto& matched = classes[i].second;
+                    const auto end = matched.begin() + std::ptrdiff_t(real_patterns);
+                    const auto texts = std::find(matched.begin(), end, true) != end || unmatched
+                                           ? dfa_texts(classes[i].first, max_listed_keys) : std::nullopt;
+                    for (const std::string& t : texts ? *texts : std::vector<std::string>{})
+                    {
+                        if (names.size() < max_listed_keys && std::find(names.begin(), names.end(), t) == names.end())
+                        {
+                            names.push_back(t);
+                        }
+                    }
+                }
                 std::vector<json_builder::member> members;
                 for (const auto& name : names)
                 {
@@ -2083,7 +2398,7 @@ namespace xsampler
                 };
                 // (without patterns, names or propertyNames: any key, escapes too, the string's rule)
                 const bool any_key = names.empty() && patterns.empty() && !keys_allowed;
-                for (auto& [keys, matched] : key_classes(patterns, keys_allowed ? *keys_allowed : content_dfa()))
+                for (auto& [keys, matched] : classes)
                 {
                     // (keys of a kind are written where the schemas allow them, without the option: asked for)
                     const auto end = matched.begin() + std::ptrdiff_t(real_patterns);
@@ -2234,12 +2549,25 @@ namespace xsampler
 
             /// The keys' contents split by the patterns they match: each class
             /// non-empty, with which patterns it matches.
-            std::vector<std::pair<byte_dfa, std::vector<bool>>> key_classes(const std::vector<key_pattern>& patterns, const byte_dfa& all)
+            /// (all: the keys propertyNames allows, which `tag` names; the classes
+            /// kept per tag and patterns, as an object's conjunctions share them)
+            std::vector<std::pair<byte_dfa, std::vector<bool>>> key_classes(const std::vector<key_pattern>& patterns, const byte_dfa& all,
+                                                                             const std::string& tag)
             {
                 if (patterns.size() > max_patterns)
                 {
                     fail("patternProperties: more than " + std::to_string(max_patterns) + " patterns on one object",
                          patterns.back().in);
+                }
+                std::vector<std::string> key{tag};
+                for (const auto& p : patterns)
+                {
+                    key.push_back(p.regex);
+                }
+                const auto found = m_key_classes.find(key);
+                if (found != m_key_classes.end())
+                {
+                    return found->second;
                 }
                 std::vector<std::pair<byte_dfa, std::vector<bool>>> classes;
                 byte_dfa start = all;
@@ -2279,7 +2607,7 @@ namespace xsampler
                     }
                     classes = std::move(split);
                 }
-                return classes;
+                return m_key_classes.emplace(std::move(key), std::move(classes)).first->second;
             }
 
             /// A key, quotes included, that is none of the names (grammar::none when there is none) (its content
@@ -2799,17 +3127,18 @@ namespace xsampler
 
             /// Whether the string value v has a match of the pattern (searched, as
             /// JSON Schema does), its DFA compiled once per schema.
-            bool matches_pattern(const json& v, const json& pattern, const json* s)
+            bool matches_pattern(const json& v, const json& pattern, const json* s, regex_reading reading = regex_reading::ecmascript)
             {
                 const std::string p = pattern.get<std::string>();
-                auto it = m_searches.find(p);
+                auto it = m_searches.find({p, reading});
                 if (it == m_searches.end())
                 {
                     regex_options o;
                     o.search = true;
+                    o.reading = reading;
                     try
                     {
-                        it = m_searches.emplace(p, compile_regex(p, o)).first;
+                        it = m_searches.emplace(std::make_pair(p, reading), compile_regex(p, o)).first;
                     }
                     catch (const invalid_parameter& e)
                     {
@@ -2933,7 +3262,8 @@ namespace xsampler
                         return false;
                     }
                 }
-                return !(v.is_string() && s->contains("$xs:notPattern") && matches_pattern(v, (*s)["$xs:notPattern"], s));
+                return !(v.is_string() && s->contains("$xs:notPattern") &&
+                         matches_pattern(v, (*s)["$xs:notPattern"], s, regex_reading::either));
             }
 
             bool validates_typed(const json& v, const std::string& k, const json* s, int depth)
@@ -2950,7 +3280,7 @@ namespace xsampler
                     if (k == "maxLength") return chars <= count(s, "maxLength", 0);
                     if (k == "pattern")
                     {
-                        return matches_pattern(v, x, s);
+                        return matches_pattern(v, x, s, regex_reading::both);
                     }
                     if (k == "format")
                     {
@@ -3084,8 +3414,9 @@ namespace xsampler
                 unsupported(k, s);
             }
 
-            static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 1000;
+            static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 5000;
             static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6, max_contains = 4;
+            static constexpr std::size_t max_listed_keys = 64;  // other keys listed where a minProperties needs them
 
             grammar& m_g;
             schema_document& m_doc;
@@ -3098,16 +3429,20 @@ namespace xsampler
             std::map<const json*, const json*> m_exclusive;  // exclusive_branches()'s
             std::map<const json*, std::vector<const json*>> m_conditions;  // conditions_of()'s
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
-            std::map<std::string, byte_dfa> m_searches;        // matches_pattern's
+            std::map<std::pair<std::string, regex_reading>, byte_dfa> m_searches;  // matches_pattern's
             std::map<std::pair<std::vector<std::string>, std::string>, expr_id> m_other_keys;  // other_key()'s
             std::map<std::string, byte_dfa> m_key_patterns;  // search_dfa()'s
+            std::map<std::vector<std::string>, std::vector<std::pair<byte_dfa, std::vector<bool>>>> m_key_classes;  // key_classes()'s
             std::deque<json> m_made;                     // the compiler's own schemas (negation_of)
             std::set<const json*> m_made_nodes;          // every node of them
+            std::map<const json*, facts> m_facts;        // facts_of's
             std::vector<std::pair<const json*, unsigned>> m_refs;  // "$xs:not" and "$xs:is" targets (a not's types)
             std::map<std::pair<const json*, unsigned>, const json*> m_negations;  // negation_of's, by schema and types
             std::map<const json*, const json*> m_negated;    // and back: the schema a whole negation is of
             byte_dfa m_content;  // a string's content, unescaped ([^]*)
             std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
+            std::map<std::string, expr_id> m_spellings;
+            std::map<std::vector<std::string>, std::optional<expr_id>> m_strings;  // string()'s  // constant()'s numbers, by spellings()
         };
     }
 
