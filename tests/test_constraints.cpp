@@ -1800,7 +1800,6 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
 
 TEST_CASE("json_schema: not, as the schema of the values that break one of its keywords", "[constraint]")
 {
-    const json_options others;
     CHECK(accepted(R"({"not":{"type":"string"}})", {"1", "null", "{}", "\"a\"", "[\"a\"]"}) == bools{true, true, true, false, true});
     // values: strings, integers (and a fraction's trailing zeros), booleans, null
     CHECK(accepted(R"({"type":["string","integer","boolean","null"],"not":{"enum":["a",1,true,null]}})",
@@ -2235,7 +2234,11 @@ TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
     CHECK(accepted(chain, {R"({"kind":"k3","n":3})", R"({"kind":"k3","n":2})", R"({"n":11,"kind":"k11"})",
                            R"({"kind":"k11","n":10})", R"({"kind":"k","n":-5})", R"({"kind":"k0"})", R"({"n":1})"}) ==
           bools{true, false, true, false, true, true, false});
-    // what the proof leaves alone: two constants of a key no one requires (objects without it), other types
+    // what the proof leaves alone: two constants of a key no one requires (objects without it), other types;
+    // a property of a string's schema is not read (its bad type is no error there, as before)
+    CHECK(accepted(R"({"type":"string","properties":{"a":{"type":"any"},"b":{"$ref":"#/nowhere"}}})", {"\"x\""}) ==
+          bools{true});
+    fails_with(R"({"anyOf":[{"enum":"x"},{"type":"string"}]})", "enum must be a list at /anyOf/0");
     CHECK(accepted(R"({"allOf":[{"properties":{"a":{"const":1}}},{"properties":{"a":{"const":2}}}]})",
                    {"{}", R"({"a":1})", R"({"a":2})", R"("x")"}) == bools{true, false, false, true});
     CHECK(accepted(R"({"required":["a"],"allOf":[{"properties":{"a":{"const":1}}},{"properties":{"a":{"enum":[2,1.0]}}}]})",

@@ -614,9 +614,9 @@ namespace xsampler
                     {
                         f.values = std::vector<json>{(*s)["const"]};
                     }
-                    else if (has(s, "enum"))
+                    else if (has(s, "enum") && (*s)["enum"].is_array())
                     {
-                        f.values = listed((*s)["enum"]);
+                        f.values = listed((*s)["enum"]);  // (not a list: an error where it is compiled)
                     }
                     if (made(s) && s->contains("$xs:notIn"))
                     {
@@ -647,15 +647,22 @@ namespace xsampler
                             {
                                 continue;
                             }
-                            p.types = ref_only(v) ? t_all : type_bits(v);
-                            p.values = finite_values(v);
-                            if (made(v) && v->contains("$xs:not") && v->size() == 1)
+                            try
                             {
-                                const auto& [target, types] = m_refs.at((*v)["$xs:not"].get<std::size_t>());
-                                if (const auto out = types == t_all ? finite_values(target) : std::nullopt)
+                                p.types = ref_only(v) ? t_all : type_bits(v);
+                                p.values = finite_values(v);
+                                if (made(v) && v->contains("$xs:not") && v->size() == 1)
                                 {
-                                    p.not_in = *out;
+                                    const auto& [target, types] = m_refs.at((*v)["$xs:not"].get<std::size_t>());
+                                    if (const auto out = types == t_all ? finite_values(target) : std::nullopt)
+                                    {
+                                        p.not_in = *out;
+                                    }
                                 }
+                            }
+                            catch (const invalid_parameter&)
+                            {
+                                p = facts::of_property{};  // (a bad type or $ref is an error where the property is compiled)
                             }
                         }
                     }
@@ -1685,7 +1692,7 @@ namespace xsampler
                 }
                 if (patterns.empty() && !dfa)
                 {
-                    return string_bounds{min, max, std::nullopt};
+                    return string_bounds{min, max, std::nullopt, std::nullopt};
                 }
                 // the patterns' DFAs and the length's intersected (the content unescaped)
                 std::optional<byte_dfa> content;
@@ -1771,7 +1778,7 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
-                return string_bounds{min, max, std::move(content)};
+                return string_bounds{min, max, std::move(content), std::nullopt};
             }
 
             /// The formats enforced, each a regular expression over the string's
