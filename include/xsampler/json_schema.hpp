@@ -1259,12 +1259,7 @@ namespace xsampler
                     const std::string number = v->is_boolean() ? (v->get<bool>() ? "1" : "0") : v->is_number() ? v->dump() : "";
                     if (const auto d = number.empty() ? std::nullopt : decimal::parse(number))
                     {
-                        std::string t = d->text();
-                        if (const std::size_t dot = t.find('.'); dot != std::string::npos)
-                        {
-                            t.replace(dot, 1, "\\.");
-                        }
-                        equal += (equal.empty() ? "" : "|") + (d->is_zero() ? std::string("-?0(\\.0+)?") : t + (d->is_integer() ? "(\\.0+)?" : "0*"));
+                        equal += (equal.empty() ? "" : "|") + equal_texts(d->text(), d->is_zero(), d->is_integer(), true);
                         at = own.front();
                     }
                 }
@@ -1533,9 +1528,7 @@ namespace xsampler
                     }
                     else if (v.dump().find_first_of("eE") == std::string::npos)
                     {
-                        std::string t = v.dump();
-                        t.replace(t.find('.'), 1, "\\.");
-                        return t + "0*";
+                        return equal_texts(v.dump(), false, false, false);
                     }
                     else
                     {
@@ -1544,8 +1537,20 @@ namespace xsampler
                 }
                 // (past 2^53 a fraction's double need not be the integer)
                 const bool exact = digits.size() < 16 || std::fabs(std::stod(digits)) < 9007199254740992.0;
-                const std::string zeros = m_doc.draft() <= schema_document::draft4 || !exact ? "" : "(\\.0+)?";
-                return (digits == "0" || digits == "-0" ? std::string("-?0") : digits) + zeros;
+                return equal_texts(digits, digits == "0" || digits == "-0", true, m_doc.draft() > schema_document::draft4 && exact);
+            }
+
+            /// The texts of a number written `text` (no exponent) that validators
+            /// read as it, a regex: a fraction with trailing zeros (2.5, 2.50), an
+            /// integer with a fraction of zeros where `zeros` (2, 2.0), 0 and -0
+            /// alike.
+            static std::string equal_texts(std::string text, bool zero, bool integer, bool zeros)
+            {
+                if (const std::size_t dot = text.find('.'); dot != std::string::npos)
+                {
+                    text.replace(dot, 1, "\\.");
+                }
+                return (zero ? std::string("-?0") : text) + (!integer ? "0*" : zeros ? "(\\.0+)?" : "");
             }
 
             /// A format JSON Schema defines is an assertion: the regular
@@ -1626,7 +1631,7 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
-                const std::int32_t loop = d.size() == 1 ? d.start() : 1 - d.start();
+                const std::int32_t loop = std::int32_t(d.size()) - 1;  // (the start, or the state after it)
                 byte_set chars;
                 for (unsigned b = 0; b < 256; ++b)
                 {
@@ -2707,65 +2712,37 @@ namespace xsampler
                     summary sm;
                     for (const json* s : d)
                     {
-                        if (ref_only(s))
+                        const facts& f = facts_of(s);
+                        if (f.skipped)
                         {
                             continue;
                         }
-                        sm.types &= type_bits(s);
-                        if (has_const(s) || s->contains("enum"))
+                        sm.types &= f.types;
+                        if (f.values)
                         {
                             std::vector<json> vs;
-                            if (has_const(s))
+                            for (const auto& v : *f.values)
                             {
-                                vs.push_back((*s)["const"]);
-                            }
-                            else if ((*s)["enum"].is_array())
-                            {
-                                for (const auto& v : (*s)["enum"])
+                                if (!sm.values || overlap({v}, *sm.values))
                                 {
                                     vs.push_back(v);
                                 }
                             }
-                            if (sm.values)
-                            {
-                                std::vector<json> both;
-                                for (const auto& v : vs)
-                                {
-                                    if (overlap({v}, *sm.values))
-                                    {
-                                        both.push_back(v);
-                                    }
-                                }
-                                vs = std::move(both);
-                            }
                             sm.values = std::move(vs);
                         }
-                        if (s->contains("required") && (*s)["required"].is_array())
-                        {
-                            for (const auto& r : (*s)["required"])
-                            {
-                                if (r.is_string())
-                                {
-                                    sm.required.push_back(r.get<std::string>());
-                                }
-                            }
-                        }
+                        sm.required.insert(sm.required.end(), f.required.begin(), f.required.end());
                         if (s->contains("additionalProperties") && (*s)["additionalProperties"] == false &&
                             !(s->contains("patternProperties") && !(*s)["patternProperties"].empty()))
                         {
                             sm.closed = true;  // (patterns let other keys in: not closed to them)
                         }
-                        if (s->contains("properties") && (*s)["properties"].is_object())
+                        for (const auto& [name, property] : f.properties)
                         {
-                            for (const auto& kv : (*s)["properties"].items())
+                            sm.listed.insert(name);
+                            auto& slot = sm.property_values[name];
+                            if (property.values && (!slot || slot->size() > property.values->size()))
                             {
-                                sm.listed.insert(kv.key());
-                                const auto vs = finite_values(&kv.value());
-                                auto& slot = sm.property_values[kv.key()];
-                                if (vs && (!slot || slot->size() > vs->size()))
-                                {
-                                    slot = vs;
-                                }
+                                slot = property.values;
                             }
                         }
                     }
@@ -3448,8 +3425,8 @@ namespace xsampler
             std::map<const json*, const json*> m_negated;    // and back: the schema a whole negation is of
             byte_dfa m_content;  // a string's content, unescaped ([^]*)
             std::map<std::string, expr_id> m_numbers;  // number()'s lexemes by their bounds' key (none: no number)
-            std::map<std::string, expr_id> m_spellings;
-            std::map<std::vector<std::string>, std::optional<expr_id>> m_strings;  // string()'s  // constant()'s numbers, by spellings()
+            std::map<std::string, expr_id> m_spellings;  // constant()'s numbers, by spellings()
+            std::map<std::vector<std::string>, std::optional<expr_id>> m_strings;  // string()'s
         };
     }
 
