@@ -1765,6 +1765,20 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
           bools{true, true, false, false, false, false});
     CHECK(accepted(R"({"allOf":[{"multipleOf":2},{"multipleOf":3}],"type":"integer"})", {"6", "4", "9", "12"}) ==
           bools{true, false, false, true});
+    // a remainder modulo a large common multiple: 420 and not 630 (1,260 remainders, each at every digit count)
+    CHECK(accepted(R"({"type":"integer","minimum":10000,"multipleOf":420,"not":{"multipleOf":630}})",
+                   {"10500", "10080", "9660", "10920", "999999999999840", "9999999999998400"}) ==
+          bools{true, false, false, true, true, false});
+    // a few integers between bounds listed: 13, not 2, 3, 5, 7 or 11, between 100 and 1000 (30,030 remainders)
+    const std::string listed = R"({"type":"integer","multipleOf":13,"exclusiveMinimum":100,"exclusiveMaximum":1000,
+        "not":{"anyOf":[{"multipleOf":2},{"multipleOf":3},{"multipleOf":5},{"multipleOf":7},{"multipleOf":11}]}})";
+    CHECK(accepted(listed, {"221", "169", "143", "130", "1001", "91", "-221", "221.0", "0221"}) ==
+          bools{true, true, false, false, false, false, false, false, false});
+    CHECK(accepted(R"({"type":"integer","minimum":-3,"maximum":3,"multipleOf":2})", {"-2", "0", "-0", "2", "4", "-4"}) ==
+          bools{true, true, true, true, false, false});
+    // a multiple of 6 is one of 3: nothing left
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"integer","multipleOf":6,"not":{"multipleOf":3}})")),
+                      Contains("validates nothing"));
     // an enum or const value checked as validators compare: a double by its exact binary value (...768 here)
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"enum":[1234567890123456780],"maximum":1.2345678901234568e18})")),
                       Contains("validates nothing"));

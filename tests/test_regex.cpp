@@ -414,6 +414,28 @@ TEST_CASE("compile_regex: minimal DFAs, equal for equal languages", "[regex]")
     CHECK(compile_regex("").size() == 1);
     CHECK(compile_regex("").matches(""));
     CHECK_FALSE(compile_regex("").matches("a"));
+    // byte classes: the bytes no state tells apart, numbered by their smallest byte
+    const auto [of, classes] = compile_regex("[a-c]x|y").byte_classes();
+    CHECK(classes == 4);  // the rest, a-c, x, y
+    CHECK(std::vector<int>{of[0], of['a'], of['b'], of['c'], of['x'], of['y'], of['z'], of[255]} ==
+          std::vector<int>{0, 1, 1, 1, 2, 3, 0, 0});
+    // a table over classes gives the DFA the same table over bytes does: b*a
+    std::array<std::uint16_t, 256> columns;
+    columns.fill(2);
+    columns['a'] = 0;
+    columns['b'] = 1;
+    const std::int32_t dead = byte_dfa::dead;
+    const byte_dfa over_classes = byte_dfa::from_classes({1, 0, dead, dead, dead, dead}, {false, true}, columns, 3);
+    std::vector<std::int32_t> bytes(2 * 256, dead);
+    bytes['a'] = 1;
+    bytes['b'] = 0;
+    const byte_dfa over_bytes = byte_dfa::from_table(bytes, {false, true});
+    CHECK(over_classes.size() == compile_regex("b*a").size());
+    for (const std::string text : {"a", "bba", "", "ab", "bbc", "c"})
+    {
+        CHECK(over_classes.matches(text) == compile_regex("b*a").matches(text));
+        CHECK(over_bytes.matches(text) == compile_regex("b*a").matches(text));
+    }
 }
 
 TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their parts do", "[regex]")

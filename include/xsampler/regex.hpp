@@ -13,7 +13,10 @@
 //   completion_byte(s), for a state that does not accept: the smallest byte b
 //   with distance(next(s, b)) == distance(s) - 1, so that following it ends in
 //   an accepting state after exactly distance(s) bytes. The DFA is minimal
-//   (Hopcroft), so equal languages give DFAs of equal size.
+//   (Hopcroft), so equal languages give DFAs of equal size. byte_classes():
+//   the bytes no state tells apart, as classes (numbered by their smallest
+//   byte); minimisation and products work over these classes, not 256 bytes.
+//   from_table / from_classes build the minimal DFA of a table of states.
 //
 // Syntax (ECMAScript's, a subset; the pattern is UTF-8, a character is one
 // code point):
@@ -79,7 +82,7 @@
 //     after an unanchored start, like .*a{0,1000}, builds a large DFA before
 //     minimisation shrinks it, and each of its states is a large NFA set.
 // Cost: O(NFA nodes + DFA states x (256 + NFA nodes)) to build, then
-// O(256 x states x log states) to minimise; 1 KiB of table per state.
+// O(classes x states x log states) to minimise; 1 KiB of table per state.
 #ifndef XSAMPLER_REGEX_HPP
 #define XSAMPLER_REGEX_HPP
 
@@ -185,6 +188,14 @@ namespace xsampler
         /// that reach no accepting one dropped, the rest minimised and
         /// numbered breadth first; size() == 0 when it accepts nothing.
         static byte_dfa from_table(std::vector<std::int32_t> table, const std::vector<bool>& accepting);
+        /// The same over byte classes: a table of n x classes targets, where
+        /// byte b reads column class_of[b] (< classes). Minimisation then
+        /// costs the classes, not 256, per state.
+        static byte_dfa from_classes(std::vector<std::int32_t> table, const std::vector<bool>& accepting,
+                                     const std::array<std::uint16_t, 256>& class_of, std::size_t classes);
+        /// The bytes no state tells apart, as classes numbered by their
+        /// smallest byte: class_of and the number of classes.
+        std::pair<std::array<std::uint16_t, 256>, std::size_t> byte_classes() const;
 
     private:
         std::vector<std::int32_t> m_next;         // size() x 256
@@ -1509,19 +1520,87 @@ namespace xsampler
         return dfa;
     }
 
+    namespace detail::regex
+    {
+        /// The classes of bytes whose columns agree in a table of n states
+        /// over 256 bytes, numbered by their smallest byte.
+        inline std::pair<std::array<std::uint16_t, 256>, std::size_t> column_classes(const std::int32_t* table,
+                                                                                     std::size_t n)
+        {
+            std::array<std::uint64_t, 256> hash{};
+            for (std::size_t s = 0; s < n; ++s)
+            {
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    hash[b] = hash[b] * 0x9E3779B97F4A7C15ull + std::uint64_t(std::uint32_t(table[s * 256 + b]) + 1);
+                }
+            }
+            const auto same = [&](unsigned a, unsigned b) {
+                for (std::size_t s = 0; s < n; ++s)
+                {
+                    if (table[s * 256 + a] != table[s * 256 + b])
+                    {
+                        return false;
+                    }
+                }
+                return true;
+            };
+            std::array<std::uint16_t, 256> class_of{};
+            std::vector<unsigned> first;  // each class's smallest byte
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                std::size_t c = 0;
+                while (c < first.size() && !(hash[first[c]] == hash[b] && same(first[c], b)))
+                {
+                    ++c;
+                }
+                if (c == first.size())
+                {
+                    first.push_back(b);
+                }
+                class_of[b] = std::uint16_t(c);
+            }
+            return {class_of, first.size()};
+        }
+    }
+
+    inline std::pair<std::array<std::uint16_t, 256>, std::size_t> byte_dfa::byte_classes() const
+    {
+        return detail::regex::column_classes(m_next.data(), size());
+    }
+
     inline byte_dfa byte_dfa::from_table(std::vector<std::int32_t> table, const std::vector<bool>& accepting)
+    {
+        const std::size_t n = accepting.size();
+        const auto [class_of, classes] = detail::regex::column_classes(table.data(), n);
+        std::vector<std::int32_t> columns(n * classes);
+        for (std::size_t s = 0; s < n; ++s)
+        {
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                columns[s * classes + class_of[b]] = table[s * 256 + b];
+            }
+        }
+        table.clear();
+        table.shrink_to_fit();
+        return from_classes(std::move(columns), accepting, class_of, classes);
+    }
+
+    inline byte_dfa byte_dfa::from_classes(std::vector<std::int32_t> table, const std::vector<bool>& accepting,
+                                           const std::array<std::uint16_t, 256>& class_of, std::size_t classes)
     {
         using namespace detail::regex;
         const std::size_t n = accepting.size();
+        const std::size_t k = classes;
         const std::vector<bool>& accepts = accepting;
 
         // Live states: those that reach an accepting one (reverse BFS).
         std::vector<std::vector<std::int32_t>> reverse(n);
         for (std::size_t s = 0; s < n; ++s)
         {
-            for (unsigned b = 0; b < 256; ++b)
+            for (std::size_t c = 0; c < k; ++c)
             {
-                const std::int32_t t = table[s * 256 + b];
+                const std::int32_t t = table[s * k + c];
                 if (t >= 0 && (reverse[std::size_t(t)].empty() || reverse[std::size_t(t)].back() != std::int32_t(s)))
                 {
                     reverse[std::size_t(t)].push_back(std::int32_t(s));
@@ -1566,7 +1645,7 @@ namespace xsampler
                 live_id[s] = std::int32_t(m++);
             }
         }
-        std::vector<std::int32_t> complete((m + 1) * 256, std::int32_t(m));
+        std::vector<std::int32_t> complete((m + 1) * k, std::int32_t(m));
         std::vector<bool> complete_accept(m + 1, false);
         for (std::size_t s = 0; s < n; ++s)
         {
@@ -1576,19 +1655,19 @@ namespace xsampler
             }
             const std::size_t i = std::size_t(live_id[s]);
             complete_accept[i] = accepts[s];
-            for (unsigned b = 0; b < 256; ++b)
+            for (std::size_t c = 0; c < k; ++c)
             {
-                const std::int32_t t = table[s * 256 + b];
+                const std::int32_t t = table[s * k + c];
                 if (t >= 0 && live[std::size_t(t)])
                 {
-                    complete[i * 256 + b] = live_id[std::size_t(t)];
+                    complete[i * k + c] = live_id[std::size_t(t)];
                 }
             }
         }
         table.clear();
         table.shrink_to_fit();
         reverse.clear();
-        const std::vector<std::int32_t> block = hopcroft(complete, m + 1, complete_accept);
+        const std::vector<std::int32_t> block = hopcroft(complete, m + 1, complete_accept, k);
 
         // Number the blocks breadth first from the start, bytes ascending; the
         // sink's block is dead (the sink is alone in it: every other state is live).
@@ -1606,23 +1685,24 @@ namespace xsampler
             queue.pop_front();
             for (unsigned b = 0; b < 256; ++b)
             {
-                const std::int32_t bt = block[std::size_t(complete[std::size_t(rep) * 256 + b])];
+                const std::int32_t to = complete[std::size_t(rep) * k + class_of[b]];
+                const std::int32_t bt = block[std::size_t(to)];
                 if (bt != sink_block && number[std::size_t(bt)] < 0)
                 {
                     number[std::size_t(bt)] = std::int32_t(representative.size());
-                    representative.push_back(complete[std::size_t(rep) * 256 + b]);
-                    queue.push_back(complete[std::size_t(rep) * 256 + b]);
+                    representative.push_back(to);
+                    queue.push_back(to);
                 }
             }
         }
-        const std::size_t k = representative.size();
-        dfa.m_next.assign(k * 256, byte_dfa::dead);
-        std::vector<std::vector<std::int32_t>> rev(k);
-        for (std::size_t s = 0; s < k; ++s)
+        const std::size_t size = representative.size();
+        dfa.m_next.assign(size * 256, byte_dfa::dead);
+        std::vector<std::vector<std::int32_t>> rev(size);
+        for (std::size_t s = 0; s < size; ++s)
         {
             for (unsigned b = 0; b < 256; ++b)
             {
-                const std::int32_t bt = block[std::size_t(complete[std::size_t(representative[s]) * 256 + b])];
+                const std::int32_t bt = block[std::size_t(complete[std::size_t(representative[s]) * k + class_of[b]])];
                 if (bt != sink_block)
                 {
                     const std::int32_t t = number[std::size_t(bt)];
@@ -1636,8 +1716,8 @@ namespace xsampler
         }
         // Distances: reverse BFS from the accepting states.
         const std::uint32_t unset = ~std::uint32_t(0);
-        dfa.m_distance.assign(k, unset);
-        for (std::size_t s = 0; s < k; ++s)
+        dfa.m_distance.assign(size, unset);
+        for (std::size_t s = 0; s < size; ++s)
         {
             if (complete_accept[std::size_t(representative[s])])
             {
@@ -1696,6 +1776,26 @@ namespace xsampler
                 pairs.push_back(p);
                 return id;
             };
+            // the bytes neither DFA tells apart read as one: a class is a pair of classes
+            const auto [of_a, classes_a] = a.byte_classes();
+            const auto [of_b, classes_b] = b.size() == 0 ? std::make_pair(std::array<std::uint16_t, 256>{}, std::size_t(1))
+                                                         : b.byte_classes();
+            std::array<std::uint16_t, 256> class_of{};
+            std::vector<unsigned char> first;  // each class's smallest byte
+            {
+                std::vector<std::int32_t> joint(classes_a * classes_b, -1);
+                for (unsigned c = 0; c < 256; ++c)
+                {
+                    std::int32_t& j = joint[std::size_t(of_a[c]) * classes_b + of_b[c]];
+                    if (j < 0)
+                    {
+                        j = std::int32_t(first.size());
+                        first.push_back(static_cast<unsigned char>(c));
+                    }
+                    class_of[c] = std::uint16_t(j);
+                }
+            }
+            const std::size_t k = first.size();
             intern(pair_of(a.start(), b.size() == 0 ? byte_dfa::dead : b.start()));
             for (std::size_t d = 0; d < pairs.size(); ++d)
             {
@@ -1704,19 +1804,19 @@ namespace xsampler
                 const std::int32_t y = yy == nb - 1 ? byte_dfa::dead : std::int32_t(yy);
                 const bool b_accepts = y != byte_dfa::dead && b.accepting(y);
                 accepting.push_back(a.accepting(x) && (difference ? !b_accepts : b_accepts));
-                table.resize((d + 1) * 256, byte_dfa::dead);
-                for (unsigned c = 0; c < 256; ++c)
+                table.resize((d + 1) * k, byte_dfa::dead);
+                for (std::size_t c = 0; c < k; ++c)
                 {
-                    const std::int32_t tx = a.next(x, static_cast<unsigned char>(c));
-                    const std::int32_t ty = y == byte_dfa::dead ? byte_dfa::dead : b.next(y, static_cast<unsigned char>(c));
+                    const std::int32_t tx = a.next(x, first[c]);
+                    const std::int32_t ty = y == byte_dfa::dead ? byte_dfa::dead : b.next(y, first[c]);
                     if (tx == byte_dfa::dead || (ty == byte_dfa::dead && !difference))
                     {
                         continue;
                     }
-                    table[d * 256 + c] = intern(pair_of(tx, ty));
+                    table[d * k + c] = intern(pair_of(tx, ty));
                 }
             }
-            return byte_dfa::from_table(std::move(table), accepting);
+            return byte_dfa::from_classes(std::move(table), accepting, class_of, k);
         }
     }
 
@@ -1731,25 +1831,45 @@ namespace xsampler
 
     inline byte_dfa dfa_of_texts(const std::vector<std::string>& texts)
     {
-        std::vector<std::int32_t> table(256, byte_dfa::dead);  // a trie
+        // a trie over the bytes the texts hold, each its own class, and one class for the rest
+        std::array<bool, 256> used{};
+        for (const auto& t : texts)
+        {
+            for (const char c : t)
+            {
+                used[static_cast<unsigned char>(c)] = true;
+            }
+        }
+        std::array<std::uint16_t, 256> class_of{};
+        std::size_t k = 0;
+        for (unsigned b = 0; b < 256; ++b)
+        {
+            class_of[b] = used[b] ? std::uint16_t(k++) : std::uint16_t(0);
+        }
+        for (unsigned b = 0; b < 256; ++b)
+        {
+            class_of[b] = used[b] ? class_of[b] : std::uint16_t(k);
+        }
+        ++k;
+        std::vector<std::int32_t> table(k, byte_dfa::dead);
         std::vector<bool> accepting(1, false);
         for (const auto& t : texts)
         {
             std::int32_t s = 0;
             for (const char c : t)
             {
-                std::int32_t& next = table[std::size_t(s) * 256 + static_cast<unsigned char>(c)];
-                if (next == byte_dfa::dead)
+                const std::size_t at = std::size_t(s) * k + class_of[static_cast<unsigned char>(c)];
+                if (table[at] == byte_dfa::dead)
                 {
-                    next = std::int32_t(accepting.size());
+                    table[at] = std::int32_t(accepting.size());
                     accepting.push_back(false);
-                    table.resize(accepting.size() * 256, byte_dfa::dead);
+                    table.resize(accepting.size() * k, byte_dfa::dead);
                 }
-                s = table[std::size_t(s) * 256 + static_cast<unsigned char>(c)];
+                s = table[at];
             }
             accepting[std::size_t(s)] = true;
         }
-        return byte_dfa::from_table(std::move(table), accepting);
+        return byte_dfa::from_classes(std::move(table), accepting, class_of, k);
     }
 
     // (every state is live: a text longer than the states went round a cycle)

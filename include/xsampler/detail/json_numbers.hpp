@@ -19,6 +19,7 @@
 #define XSAMPLER_DETAIL_JSON_NUMBERS_HPP
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <numeric>
@@ -211,17 +212,26 @@ namespace xsampler
         byte_dfa automaton_of(const State& start, const std::string& bytes, Step step, Accept accept,
                               std::size_t max_states)
         {
+            // each byte read its own class, the others one more (dead everywhere)
+            const std::size_t k = bytes.size() + 1;
+            std::array<std::uint16_t, 256> class_of;
+            class_of.fill(std::uint16_t(bytes.size()));
+            for (std::size_t i = 0; i < bytes.size(); ++i)
+            {
+                class_of[static_cast<unsigned char>(bytes[i])] = std::uint16_t(i);
+            }
             std::unordered_map<State, std::int32_t> id;
             std::vector<State> states{start};
             id.emplace(start, 0);
-            std::vector<std::int32_t> table(256, byte_dfa::dead);
+            std::vector<std::int32_t> table(k, byte_dfa::dead);
             std::vector<bool> accepting;
             for (std::size_t s = 0; s < states.size(); ++s)
             {
                 const State here = states[s];
                 accepting.push_back(accept(here));
-                for (const char c : bytes)
+                for (std::size_t i = 0; i < bytes.size(); ++i)
                 {
+                    const char c = bytes[i];
                     const std::optional<State> next = step(here, c);
                     if (!next)
                     {
@@ -236,18 +246,18 @@ namespace xsampler
                         }
                         it = id.emplace(*next, std::int32_t(states.size())).first;
                         states.push_back(*next);
-                        table.resize(states.size() * 256, byte_dfa::dead);
+                        table.resize(states.size() * k, byte_dfa::dead);
                     }
-                    table[s * 256 + static_cast<unsigned char>(c)] = it->second;
+                    table[s * k + i] = it->second;
                 }
             }
-            return byte_dfa::from_table(std::move(table), accepting);
+            return byte_dfa::from_classes(std::move(table), accepting, class_of, k);
         }
 
         /// The number texts within b (see the top of this file); size() == 0
         /// when there are none. Too many states (a large divisor between
         /// bounds) is invalid_parameter.
-        inline byte_dfa number_dfa(const number_bounds& b, std::size_t max_states = 20000)
+        inline byte_dfa number_dfa(const number_bounds& b, std::size_t max_states = 50000)
         {
             // a text's state: where it is, its sign, digits read (all, fraction), how it
             // compares so far with each bound's magnitude (-1, 0, 1), the remainder
@@ -309,6 +319,54 @@ namespace xsampler
                 m = m / std::gcd(m, n) * n;
             }
             const bool integer = b.integer || m > 1;  // (a divisor is for integers)
+            if (std::any_of(b.not_divisors.begin(), b.not_divisors.end(),
+                            [&](std::uint64_t n) { return n != 0 && (b.divisor == 0 ? 1 : b.divisor) % n == 0; }))
+            {
+                return byte_dfa{};  // every multiple of the divisor is one of a not-divisor's
+            }
+            if (m > 1 && b.lower && b.upper && b.lower->whole.size() <= max_number_digits &&
+                b.upper->whole.size() <= max_number_digits)
+            {
+                // a few integers between the bounds: their texts listed, fewer states
+                // than the remainders modulo a large common multiple take
+                const std::int64_t largest = 999999999999999;  // max_number_digits nines
+                const auto whole = [](const decimal& d) {
+                    const std::int64_t w = std::stoll(d.whole);
+                    return d.negative ? -w : w;
+                };
+                const std::int64_t from = std::max(whole(*b.lower) - 1, -largest),
+                                   to = std::min(whole(*b.upper) + 1, largest);
+                if (from > to)
+                {
+                    return byte_dfa{};
+                }
+                if (std::uint64_t(to - from) <= max_states)
+                {
+                    std::vector<std::string> texts;
+                    for (std::int64_t v = from; v <= to; ++v)
+                    {
+                        const std::uint64_t magnitude = std::uint64_t(v < 0 ? -v : v);
+                        const auto divides = [&](std::uint64_t n) { return n != 0 && magnitude % n == 0; };
+                        if (!divides(b.divisor == 0 ? 1 : b.divisor) ||
+                            std::any_of(b.not_divisors.begin(), b.not_divisors.end(), divides))
+                        {
+                            continue;
+                        }
+                        decimal d;
+                        d.negative = v < 0;
+                        d.whole = std::to_string(magnitude);
+                        if (b.within(d))
+                        {
+                            texts.push_back(d.text());
+                            if (v == 0)
+                            {
+                                texts.push_back("-0");
+                            }
+                        }
+                    }
+                    return dfa_of_texts(texts);
+                }
+            }
             // a missing bound's comparison stays 1 (equal): fewer states
             const auto both = [&](parts& p, auto&& f) {
                 if (b.lower)
