@@ -1525,7 +1525,18 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
         CHECK_THROWS_WITH(make(schema), Contains(message));
     };
     fails(R"({"type":"array","not":{"uniqueItems":true}})", "unsupported keyword 'uniqueItems' under not at /");
-    fails(R"({"not":{"enum":[{"a":1}]}})", "unsupported keyword 'enum' under not (an object or array value)");
+    fails(R"({"not":{"enum":[[1]]}})", "unsupported keyword 'enum' under not (an object or array value)");
+    // nesting: 64 levels at most by default (json_options::max_depth)
+    const auto deep = [](int levels) {
+        std::string s = R"({"type":"integer"})";
+        for (int i = 0; i < levels; ++i)
+        {
+            s = R"({"type":"object","properties":{"a":)" + s + R"(},"required":["a"]})";
+        }
+        return s;
+    };
+    CHECK_NOTHROW(make(deep(63)));
+    fails(deep(64), "objects and arrays nested deeper than 64 at /properties/a/properties/a");
     fails(R"({"not":{}})", "the schema validates nothing at /");
     fails(R"({"type":"object","oneOf":[]})", "oneOf must be a non-empty list of schemas at /");
     fails(R"({"properties":{"a":{"type":"number","multipleOf":0.01}}})",
@@ -1825,6 +1836,13 @@ TEST_CASE("json_schema: not, as the schema of the values that break one of its k
     CHECK(accepted(R"({"type":"number","minimum":0,"not":{"const":1.5}})", {"1.5", "1.50", "1.25", "15"}) ==
           bools{false, false, true, true});
     CHECK(accepted(R"({"enum":[1,2,3],"not":{"const":2}})", {"1", "2", "3"}) == bools{true, false, true});
+    // an object or [] not in an enum: a key missing, another value (not 1, 1.0 or true), another key
+    CHECK(accepted(R"({"not":{"enum":[{"a":1,"b":[]},[],{},"x"]}})",
+                   {R"({"a":1,"b":[]})", R"({"b":[],"a":1.0})", R"({"a":true,"b":[]})", R"({"a":1})", R"({"a":2,"b":[]})",
+                    R"({"a":1,"b":[0]})", R"({"a":1,"b":[],"c":0})", "[]", "{}", "[0]", R"("x")", R"("y")", "0"}) ==
+          bools{false, false, false, true, true, true, true, false, false, true, false, true, true});
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"object","not":{"enum":[{"a":{"b":2}}]}})",
+                   {R"({"a":{"b":2}})", R"({"a":{"b":3}})", R"({"a":{}})"}) == bools{false, true, true});
     // object keywords: a required key absent; a property's value that breaks its schema
     CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {"{}", R"({"a":1})", R"({"b":1})"}) ==
           bools{true, false, true});

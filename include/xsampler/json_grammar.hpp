@@ -39,7 +39,7 @@ namespace xsampler
     struct json_options
     {
         std::size_t whitespace = 2;  ///< whitespace bytes allowed in each gap between JSON tokens
-        std::size_t max_depth = 32;  ///< schemas: objects and arrays nested at most this deep in the schema
+        std::size_t max_depth = 64;  ///< schemas: objects and arrays nested at most this deep in the schema (a compile's recursion)
         bool strict = false;         ///< schemas: a keyword no draft defines is an error (else ignored)
         bool additional_properties = true;  ///< schemas: keys beside the listed ones where additionalProperties allows them, as JSON Schema has it (false: only the listed keys, as XGrammar's strict mode)
     };

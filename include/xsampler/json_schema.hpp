@@ -855,6 +855,26 @@ namespace xsampler
                 return n;
             }
 
+            /// The schema of the values equal to v, an object or []: its keys
+            /// each with its value (an enum of one: const is no keyword in
+            /// draft 4), no other key; no item.
+            const json* equal_to(const json& v, const json* owner)
+            {
+                if (v.is_array())
+                {
+                    return make(json{{"type", "array"}, {"maxItems", 0}}, owner);
+                }
+                json properties = json::object(), required = json::array();
+                for (const auto& kv : v.items())
+                {
+                    properties[kv.key()] = json{{"enum", json::array({kv.value()})}};
+                    required.push_back(kv.key());
+                }
+                return make(json{{"type", "object"}, {"properties", std::move(properties)}, {"required", std::move(required)},
+                                 {"additionalProperties", false}},
+                            owner);
+            }
+
             /// One branch per way of breaking one of s's keywords that apply to `types`.
             json negated_keywords(const json* s, unsigned types = t_all)
             {
@@ -901,7 +921,25 @@ namespace xsampler
                         {
                             fail("enum must be a list", s);
                         }
-                        out.push_back(json{{"$xs:notIn", k == "enum" ? x : json::array({x})}});
+                        // none of the values: an object (or []) by the schema of the values equal
+                        // to it, broken; the others by their texts
+                        json others = json::array(), all = json::array();
+                        for (const json& v : k == "enum" ? x : json::array({x}))
+                        {
+                            if (v.is_object() || (v.is_array() && v.empty()))
+                            {
+                                all.push_back(refer(equal_to(v, s), true, types));
+                            }
+                            else
+                            {
+                                others.push_back(v);
+                            }
+                        }
+                        if (!others.empty() || all.empty())
+                        {
+                            all.push_back(json{{"$xs:notIn", std::move(others)}});
+                        }
+                        out.push_back(all.size() == 1 ? std::move(all[0]) : json{{"allOf", std::move(all)}});
                     }
                     else if (k == "$ref")
                     {
