@@ -1644,6 +1644,12 @@ TEST_CASE("json_schema: formats as regular expressions over the string's content
     CHECK(accepted(of("uri-reference"), {R"("//example.com/a")", R"("/path?q")", R"("rel/path")", R"("#f")",
                                          R"("")", R"("http://x")", R"("a b")", R"("re:l")"}) ==
           bools{true, true, true, true, true, true, false, true});
+    // RFC 6570's templates of level 4: literals, %-escapes, {op? name(:prefix|*)?, ...}
+    CHECK(accepted(of("uri-template"), {R"("http://example.com/{path}")", R"("/search{?q,lang}")", R"("{+base}/x{#frag}")",
+                                        R"("{/list*}{;a.b:30}")", R"("a%20b")", R"("")", R"("http://example.com/{")",
+                                        R"("{}")", R"("{a b}")", R"("{=x}")", R"("{x:0}")", R"("{x:10000}")", R"("a b")",
+                                        R"("a%2")", R"("{a..b}")"}) ==
+          bools{true, true, true, true, true, true, false, false, false, false, false, false, false, false, false});
     // with a length bound and a pattern (intersected); as an enum's filter; a format on another type is ignored
     CHECK(accepted(R"({"type":"string","format":"date","pattern":"^2024"})", {R"("2024-03-01")", R"("2023-03-01")"}) ==
           bools{true, false});

@@ -1831,7 +1831,8 @@ namespace xsampler
             /// digits, ipv4 as four decimal octets without leading zeros; email,
             /// uri and uri-reference as subsets of their RFCs (an email's
             /// dot-atom local part at a host name; a URI without a bracketed IP
-            /// literal host). nullptr for another format.
+            /// literal host), uri-template as RFC 6570's ASCII templates.
+            /// nullptr for another format.
             static const std::string* format_regex(const std::string& f)
             {
                 static const std::map<std::string, std::string> regexes = [] {
@@ -1860,6 +1861,12 @@ namespace xsampler
                     const std::string label = R"re([A-Za-z0-9]([A-Za-z0-9\-]{0,61}[A-Za-z0-9])?)re";
                     const std::string octet = "(25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])";
                     const std::string hex = "[0-9A-Fa-f]";
+                    // RFC 6570's templates: ASCII literals, expressions of level 4 (its reserved
+                    // operators = , ! @ | left out), names without percent-encoding
+                    const std::string varchar = "[A-Za-z0-9_]", varname = varchar + "(\\.?" + varchar + ")*";
+                    const std::string varspec = varname + "(:[1-9][0-9]{0,3}|\\*)?";
+                    const std::string expression = "\\{[+#./;?&]?" + varspec + "(," + varspec + ")*\\}";
+                    const std::string uri_template = "([!#$&(-;=?-\\[\\]_a-z~]|" + pct + "|" + expression + ")*";
                     return std::map<std::string, std::string>{
                         {"date", date},
                         {"time", time},
@@ -1868,7 +1875,8 @@ namespace xsampler
                         {"ipv4", octet + "(\\." + octet + "){3}"},
                         {"email", atext + "+(\\." + atext + "+)*@" + label + "(\\." + label + ")*"},
                         {"uri", scheme + ":" + hier_part + query_fragment},
-                        {"uri-reference", "(" + scheme + ":" + hier_part + "|" + relative_part + ")" + query_fragment}};
+                        {"uri-reference", "(" + scheme + ":" + hier_part + "|" + relative_part + ")" + query_fragment},
+                        {"uri-template", uri_template}};
                 }();
                 const auto it = regexes.find(f);
                 return it == regexes.end() ? nullptr : &it->second;
