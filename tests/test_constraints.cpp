@@ -1849,6 +1849,11 @@ TEST_CASE("json_schema: not, as the schema of the values that break one of its k
           bools{false, false, false, true, true, true, true, false, false, true, false, true, true});
     CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-04/schema#","type":"object","not":{"enum":[{"a":{"b":2}}]}})",
                    {R"({"a":{"b":2}})", R"({"a":{"b":3}})", R"({"a":{}})"}) == bools{false, true, true});
+    // two kinds of other keys (here any key, and keys of 2 characters or more) are two key automata
+    CHECK(accepted(R"({"additionalProperties":{"not":{"const":{}}},"not":{"propertyNames":{"maxLength":1}}})",
+                   {R"({"c":1})", R"({"cc":1})", R"({"cc":{}})"}) == bools{false, true, false});
+    CHECK(accepted(R"({"oneOf":[{"additionalProperties":{"not":{"enum":[{}]}}},{"propertyNames":{"maxLength":1}}]})",
+                   {R"({"c":1})", R"({"cc":1})", R"({"c":{}})"}) == bools{false, true, true});
     // object keywords: a required key absent; a property's value that breaks its schema
     CHECK(accepted(R"({"type":"object","not":{"required":["a"]}})", {"{}", R"({"a":1})", R"({"b":1})"}) ==
           bools{true, false, true});

@@ -2438,16 +2438,18 @@ namespace xsampler
                     subsets(applies, [&](unsigned t) {
                         std::vector<std::string> excluded = names;
                         byte_dfa in = keys;
+                        std::string kinds_tag = tag + "\1";  // (the kinds themselves: their keys differ)
                         for (std::size_t r = 0; r < kinds.size() && in.size() != 0; ++r)
                         {
                             if (t & (1u << r))
                             {
                                 excluded.insert(excluded.end(), kinds[r].names.begin(), kinds[r].names.end());
                                 in = kind_keys(kinds[r], in);
+                                kinds_tag += std::to_string(m_doc.order(kinds[r].some)) + ",";
                             }
                         }
                         const auto v = in.size() != 0 ? with_kinds(c, t) : std::nullopt;
-                        const expr_id key = v ? other_key(excluded, in, tag + "\1" + std::to_string(t)) : grammar::none;
+                        const expr_id key = v ? other_key(excluded, in, kinds_tag) : grammar::none;
                         if (key != grammar::none)
                         {
                             others_of_kind.push_back({t, key, *v});  // (none: no key left beside the names)
