@@ -1564,6 +1564,26 @@ namespace xsampler
         }
     }
 
+    namespace detail::regex
+    {
+        /// Classes for a table built over some bytes alone: each listed byte
+        /// its own class (in byte order), every other byte one more, last.
+        inline std::pair<std::array<std::uint16_t, 256>, std::size_t> listed_classes(const std::array<bool, 256>& listed)
+        {
+            std::array<std::uint16_t, 256> class_of{};
+            std::size_t k = 0;
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                class_of[b] = listed[b] ? std::uint16_t(k++) : std::uint16_t(0);
+            }
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                class_of[b] = listed[b] ? class_of[b] : std::uint16_t(k);
+            }
+            return {class_of, k + 1};
+        }
+    }
+
     inline std::pair<std::array<std::uint16_t, 256>, std::size_t> byte_dfa::byte_classes() const
     {
         return detail::regex::column_classes(m_next.data(), size());
@@ -1831,7 +1851,7 @@ namespace xsampler
 
     inline byte_dfa dfa_of_texts(const std::vector<std::string>& texts)
     {
-        // a trie over the bytes the texts hold, each its own class, and one class for the rest
+        // a trie over the bytes the texts hold
         std::array<bool, 256> used{};
         for (const auto& t : texts)
         {
@@ -1840,17 +1860,7 @@ namespace xsampler
                 used[static_cast<unsigned char>(c)] = true;
             }
         }
-        std::array<std::uint16_t, 256> class_of{};
-        std::size_t k = 0;
-        for (unsigned b = 0; b < 256; ++b)
-        {
-            class_of[b] = used[b] ? std::uint16_t(k++) : std::uint16_t(0);
-        }
-        for (unsigned b = 0; b < 256; ++b)
-        {
-            class_of[b] = used[b] ? class_of[b] : std::uint16_t(k);
-        }
-        ++k;
+        const auto [class_of, k] = detail::regex::listed_classes(used);
         std::vector<std::int32_t> table(k, byte_dfa::dead);
         std::vector<bool> accepting(1, false);
         for (const auto& t : texts)

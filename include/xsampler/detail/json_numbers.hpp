@@ -213,13 +213,12 @@ namespace xsampler
                               std::size_t max_states)
         {
             // each byte read its own class, the others one more (dead everywhere)
-            const std::size_t k = bytes.size() + 1;
-            std::array<std::uint16_t, 256> class_of;
-            class_of.fill(std::uint16_t(bytes.size()));
-            for (std::size_t i = 0; i < bytes.size(); ++i)
+            std::array<bool, 256> listed{};
+            for (const char c : bytes)
             {
-                class_of[static_cast<unsigned char>(bytes[i])] = std::uint16_t(i);
+                listed[static_cast<unsigned char>(c)] = true;
             }
+            const auto [class_of, k] = regex::listed_classes(listed);
             std::unordered_map<State, std::int32_t> id;
             std::vector<State> states{start};
             id.emplace(start, 0);
@@ -229,9 +228,8 @@ namespace xsampler
             {
                 const State here = states[s];
                 accepting.push_back(accept(here));
-                for (std::size_t i = 0; i < bytes.size(); ++i)
+                for (const char c : bytes)
                 {
-                    const char c = bytes[i];
                     const std::optional<State> next = step(here, c);
                     if (!next)
                     {
@@ -248,7 +246,7 @@ namespace xsampler
                         states.push_back(*next);
                         table.resize(states.size() * k, byte_dfa::dead);
                     }
-                    table[s * k + i] = it->second;
+                    table[s * k + class_of[static_cast<unsigned char>(c)]] = it->second;
                 }
             }
             return byte_dfa::from_classes(std::move(table), accepting, class_of, k);
