@@ -30,6 +30,14 @@
 //                                with no top-k (topp_, vLLM's and
 //                                transformers' usual request), beside
 //                                BM_sampler_topp_unconstrained/V
+//   BM_unique_strings_mask/U/M   mask() in an array of 50 strings ("item-0"
+//                                to "item-49", GPT-2), between items (M 0:
+//                                after ", ") or inside one (M 1: after
+//                                "\"item-4"), with uniqueItems (U 1: the
+//                                mask's tokens with a '"' read again through
+//                                the chart) or without (U 0); each iteration
+//                                rolls the last token back and reads it
+//                                again, so the cached part is a hit
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -220,6 +228,31 @@ namespace
         }
         state.SetItemsProcessed(std::int64_t(state.iterations()) * vocab);
     }
+    void BM_unique_strings_mask(benchmark::State& state)
+    {
+        const bool unique = state.range(0) != 0, inside = state.range(1) != 0;
+        const std::string schema = std::string(R"({"type":"array",)") + (unique ? R"("uniqueItems":true,)" : "") +
+                                   R"("items":{"type":"string"}})";
+        auto c = xsampler::json_schema_constraint(index_of(50257), schema);
+        std::string text = "[";
+        for (int k = 0; k < 50; ++k)
+        {
+            text += "\"item-" + std::to_string(k) + "\", ";
+        }
+        text += inside ? "\"item-4" : "";
+        for (const char ch : text)
+        {
+            c.advance(c.vocab().find(std::string(1, ch)));
+        }
+        const xsampler::token_id last = c.read().back();
+        state.counters["allowed"] = double(c.mask().size());
+        for (auto _ : state)
+        {
+            c.rollback(1);
+            c.advance(last);
+            benchmark::DoNotOptimize(c.mask().size());
+        }
+    }
     using ck = chain_kind;
     using mk = mask_kind;
     void BM_sampler_constraint_string(benchmark::State& state) { run_constrained(state, "{\"name\":\"a", ck::defaults); }
@@ -234,6 +267,7 @@ namespace
 
 BENCHMARK(BM_schema_compile)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_constraint_mask)->Arg(50257)->Arg(128256)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_unique_strings_mask)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_sampler_constraint_string)->Arg(50257)->Arg(128256);
 BENCHMARK(BM_sampler_constraint_structure)->Arg(50257)->Arg(128256);
 BENCHMARK(BM_sampler_dense_constraint_string)->Arg(50257)->Arg(128256);

@@ -1087,6 +1087,14 @@ namespace
                 {
                     span_timer timer;
                     timer.start();
+                    if (compiled->rules()->has_distinct())
+                    {
+                        // (uniqueItems over strings: set_budget refuses a grammar with distinct items)
+                        st.budget_setup.add(timer.stop(), [&] { return where + " (refused)"; });
+                        ++counts.budget_refused;
+                        m_findings.push_back({"budget_refused", group, name, "distinct items (uniqueItems over strings)"});
+                        return;
+                    }
                     need = c.shortest_completion();
                     if (need > m_o.max_tokens)
                     {

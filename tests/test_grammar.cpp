@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <xsampler/json_grammar.hpp>
 #include <xsampler/matcher.hpp>
 
 using namespace xsampler;
@@ -437,6 +438,111 @@ TEST_CASE("matcher: the completion is a path", "[grammar]")
         REQUIRE(m.complete());
     }
     CHECK(checked > 100);
+}
+
+TEST_CASE("json_canonical: equal JSON values share a key", "[grammar]")
+{
+    const auto key = [](const std::string& text) {
+        std::string out;
+        REQUIRE(detail::json_canonical::canonical(text, 0, out) == text.size());
+        return out;
+    };
+    const auto same = [&](const std::string& a, const std::string& b) { return key(a) == key(b); };
+    CHECK(same(R"("a")", R"("\u0061")"));
+    CHECK(same(R"("\/")", R"("/")"));
+    CHECK(same(R"("\uD83D\uDE00")", "\"\xF0\x9F\x98\x80\""));
+    CHECK(!same(R"("a")", R"("A")"));
+    CHECK(!same(R"("ab")", R"("a")"));
+    CHECK(same("1", "1.0"));
+    CHECK(same("1", "1e0"));
+    CHECK(same("100", "1E+2"));
+    CHECK(same("0", "-0.0"));
+    CHECK(same("true", "1"));
+    CHECK(same("false", "0"));
+    CHECK(!same("1", "2"));
+    CHECK(!same("null", "0"));
+    // two decimals that round to one double: equal for a validator that reads doubles
+    CHECK(same("1.0000000000000001", "1"));
+    CHECK(!same("1.000000000000001", "1"));
+    // objects by their members in any order, the last of a key written twice
+    CHECK(same(R"({"a":1,"b":[1,"x"]})", R"({ "b" : [ 1.0 , "x" ] , "a" : 1 })"));
+    CHECK(same(R"({"a":1,"a":2})", R"({"a":2})"));
+    CHECK(!same(R"({"a":1})", R"({"a":1,"b":null})"));
+    CHECK(!same(R"([1,2])", R"([2,1])"));
+    CHECK(!same(R"({"a":"b"})", R"(["a","b"])"));
+    // keys are self-delimiting: parts cannot run into each other
+    CHECK(!same(R"(["ab","c"])", R"(["a","bc"])"));
+    std::string out;
+    CHECK(detail::json_canonical::canonical(R"({"a":)", 0, out) == detail::json_canonical::npos);
+    CHECK(detail::json_canonical::canonical(std::string(2000, '[') + std::string(2000, ']'), 0, out) ==
+          detail::json_canonical::npos);
+}
+
+namespace
+{
+    /// '[' strings (min..max of them) ']' whose items are pairwise different (grammar::distinct).
+    std::shared_ptr<const grammar_automaton> distinct_strings(std::size_t min, std::size_t max)
+    {
+        grammar g;
+        detail::json_builder b(g, json_options{});
+        const auto item = g.fresh_rule("item"), array = g.fresh_rule("array");
+        g.define(item, b.string(0, grammar::unbounded));
+        g.define(array, b.array(g.ref(item), min, max));
+        g.distinct(array, item);
+        g.set_root(array);
+        return compile_grammar(g);
+    }
+    std::size_t read(const std::shared_ptr<const grammar_automaton>& a, const std::string& text)
+    {
+        matcher m(a);
+        return m.feed(text);
+    }
+}
+
+TEST_CASE("matcher: distinct items are checked where each ends", "[grammar]")
+{
+    const auto a = distinct_strings(0, grammar::unbounded);
+    CHECK(a->has_distinct());
+    CHECK(a->distinct_last.count() == 1);
+    CHECK(a->distinct_last['"']);
+    // refused at the quote that ends the repeat, escapes decoded
+    CHECK(read(a, R"(["a","a"])") == 7);
+    CHECK(read(a, R"(["a","\u0061"])") == 12);
+    CHECK(read(a, R"(["a", "b" , "a"])") == 14);
+    CHECK(read(a, R"(["ab","a","b"])") == 14);
+    CHECK(read(a, R"(["",""])") == 5);
+    // unchecked: the grammar's language without the mark
+    matcher loose(a);
+    loose.check_distinct(false);
+    CHECK(loose.feed(R"(["a","a"])") == 9);
+    CHECK(loose.complete());
+    // pop forgets the items read past the new position; a copy carries them
+    matcher m(a);
+    REQUIRE(m.feed(R"(["x","y",)") == 9);
+    matcher fork = m;
+    CHECK(fork.feed(R"("y")") == 2);
+    m.pop(4);  // ["x",
+    CHECK(m.feed(R"("y","y")") == 6);
+    m.pop(m.position() - 5);  // ["x", again: "y" is new
+    CHECK(m.feed(R"("y"])") == 4);
+    CHECK(m.complete());
+    // the completion skips items equal to earlier ones: where an item's end is refused, the least
+    // byte that stays closest (a string grows until it is new: not always the shortest)
+    matcher c(a);
+    REQUIRE(c.feed(R"(["",)") == 4);
+    CHECK(c.completion() == R"(" "])");
+    CHECK(c.position() == 4);
+    const auto three = distinct_strings(3, 5);
+    CHECK(matcher(three).completion() == R"([""," ","  "])");
+    matcher d(three);
+    REQUIRE(d.feed(R"([" ","",)") == 8);
+    CHECK(d.completion() == R"("  "])");
+    matcher e(three);
+    REQUIRE(e.feed(R"(["a","b",)") == 9);
+    CHECK(e.completion() == R"(""])");
+    // items inside a counted repetition (minItems, maxItems): found through its origins
+    CHECK(read(three, R"(["a","b","c","d","b"])") == 19);
+    CHECK(read(three, R"(["a","b","c","d","e"])") == 21);
 }
 
 TEST_CASE("grammar: errors name the rule, and limits are errors", "[grammar]")

@@ -33,6 +33,12 @@
 //   walking the trie.
 //   Each cache keeps at most max_cached entries (then starts afresh; entries
 //   in use stay alive through their holders).
+//   A grammar with distinct marks (grammar::distinct: uniqueItems over
+//   strings and objects) is cached without them; inside such an array the
+//   mask's tokens with a byte that may end an item are read again through
+//   the real chart, which checks them (tens to hundreds of tokens a step).
+//   A budget over such a grammar is invalid_parameter (its costs do not
+//   know the marks).
 // constraint(compiled) — one request's state: the text read so far.
 //   mask()        the allowed next tokens: a token whose bytes take the text
 //                 to one the grammar can still complete, and the eos ids of
@@ -217,6 +223,10 @@ namespace xsampler
                 }
                 m_run_of[s] = std::int32_t(at);
             }
+            if (a.has_distinct())
+            {
+                distinct_setup();
+            }
             prime(primed);  // (a first request then composes most of its positions from these)
         }
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
@@ -262,6 +272,19 @@ namespace xsampler
         {
             return m_runs[std::size_t(r)];
         }
+        /// With grammar::distinct marks: the tokens with a byte that may end a
+        /// distinct item (automaton::distinct_last), in id order: the only
+        /// ones that can read past an equal earlier item (none without marks).
+        const std::vector<token_id>& distinct_tokens() const noexcept { return m_distinct_tokens; }
+        /// Of those, the ones with a byte that may begin a distinct array too
+        /// (automaton::distinct_first): outside such an array, the only ones
+        /// that can begin one and end an item in it.
+        const std::vector<token_id>& distinct_opening_tokens() const noexcept { return m_distinct_opening; }
+        /// By automaton rule: whether a distinct array reads it, directly or
+        /// through others (a set with no item of these is no array's: its
+        /// tokens end no distinct item).
+        bool in_distinct(std::uint32_t rule) const noexcept { return !m_in_distinct.empty() && m_in_distinct[rule] != 0; }
+
         /// Entries in the two caches.
         std::pair<std::size_t, std::size_t> cached() const
         {
@@ -331,6 +354,57 @@ namespace xsampler
 
     private:
         void prime(std::size_t most);
+        void distinct_setup()
+        {
+            const grammar_automaton& a = *m_rules;
+            const vocabulary& v = m_index->vocab();
+            for (std::size_t t = 0; t < v.size(); ++t)
+            {
+                const std::string& b = v.bytes(token_id(t));
+                const auto any = [&](const std::bitset<256>& bytes) {
+                    return std::any_of(b.begin(), b.end(), [&](char c) { return bytes[static_cast<unsigned char>(c)]; });
+                };
+                if (!v.special(token_id(t)) && any(a.distinct_last))
+                {
+                    m_distinct_tokens.push_back(token_id(t));
+                    if (any(a.distinct_first))
+                    {
+                        m_distinct_opening.push_back(token_id(t));
+                    }
+                }
+            }
+            std::vector<std::vector<std::uint32_t>> reads(a.rules.size());  // rule -> the rules its states read
+            for (const auto& st : a.states)
+            {
+                for (std::uint32_t e = st.edges_begin; e < st.edges_end; ++e)
+                {
+                    reads[st.rule].push_back(a.edges[e].rule);
+                }
+            }
+            m_in_distinct.assign(a.rules.size(), 0);
+            std::vector<std::uint32_t> todo;
+            for (std::uint32_t r = 0; r < a.rules.size(); ++r)
+            {
+                if (a.rules[r].distinct_array)
+                {
+                    m_in_distinct[r] = 1;
+                    todo.push_back(r);
+                }
+            }
+            while (!todo.empty())
+            {
+                const std::uint32_t r = todo.back();
+                todo.pop_back();
+                for (const std::uint32_t q : reads[r])
+                {
+                    if (!m_in_distinct[q])
+                    {
+                        m_in_distinct[q] = 1;
+                        todo.push_back(q);
+                    }
+                }
+            }
+        }
         template <class T, class Make>
         std::shared_ptr<const T> find_or_make(std::unordered_map<std::string, std::shared_ptr<const T>>& map,
                                               const std::string& key, Make& make, std::size_t& hits,
@@ -370,6 +444,8 @@ namespace xsampler
         std::vector<std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>> m_runs;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
+        std::vector<token_id> m_distinct_tokens, m_distinct_opening;
+        std::vector<std::uint8_t> m_in_distinct;
     };
 
     class constraint
@@ -435,6 +511,12 @@ namespace xsampler
         {
             if (max_tokens != 0)
             {
+                if (m_g->rules()->has_distinct())
+                {
+                    // the costs the budget keeps are the grammar's without the marks: a cheapest completion may repeat an item
+                    throw invalid_parameter(name() + ": a budget over a grammar with distinct items (uniqueItems over "
+                                                     "strings or objects) is not supported");
+                }
                 if (!m_g->index().all_bytes())
                 {
                     // the budget's checks follow the completion byte by byte where they must
@@ -510,6 +592,10 @@ namespace xsampler
                 {
                     m_scratch.insert(e);
                 }
+            }
+            if (!m_g->distinct_tokens().empty())
+            {
+                out = &without_repeats(*out, in_distinct_array() ? m_g->distinct_tokens() : m_g->distinct_opening_tokens());
             }
             if (m_budget != 0)
             {
@@ -614,6 +700,52 @@ namespace xsampler
         }
 
         std::size_t left() const noexcept { return m_budget > m_ids.size() ? m_budget - m_ids.size() : 0; }
+
+        /// Whether the text may be inside an array of a grammar::distinct
+        /// mark (or begin one now): an item of the current set is in a rule
+        /// such an array reads, or is the array's.
+        bool in_distinct_array() const
+        {
+            const compiled_grammar& g = *m_g;
+            const auto& a = *m_matcher.shared_rules();
+            return std::any_of(m_matcher.begin(), m_matcher.end(),
+                               [&](const earley_item& x) { return g.in_distinct(a.states[x.state].rule); });
+        }
+        /// The mask less the tokens that end a distinct item equal to an
+        /// earlier one of its array: the cached masks are the grammar's
+        /// without the marks (their walks do not check them); the tokens of
+        /// `suspects` (compiled_grammar::distinct_tokens inside an array,
+        /// distinct_opening_tokens outside) read again through the real
+        /// chart, which checks.
+        const token_set& without_repeats(const token_set& in, const std::vector<token_id>& suspects)
+        {
+            std::vector<std::uint64_t> words = in.words();
+            const vocabulary& v = vocab();
+            const std::size_t before = m_matcher.position();
+            rewind undo{m_matcher, before};
+            bool dropped = false;
+            for (const token_id t : suspects)
+            {
+                if (!in.contains(t))
+                {
+                    continue;
+                }
+                const std::string& b = v.bytes(t);
+                const bool reads = m_matcher.feed(b) == b.size();
+                m_matcher.pop(m_matcher.position() - before);
+                if (!reads)
+                {
+                    words[std::size_t(t) / 64] &= ~(std::uint64_t(1) << (std::size_t(t) % 64));
+                    dropped = true;
+                }
+            }
+            if (!dropped)
+            {
+                return in;
+            }
+            m_scratch = token_set(std::move(words));
+            return m_scratch;
+        }
 
         void sync(span<const token_id> generated)
         {
@@ -2405,6 +2537,7 @@ namespace xsampler
         {
             const vocabulary_index& ix = m_g->index();
             matcher m = m_matcher;
+            m.check_distinct(false);  // (cached by positions: the grammar without the marks)
             std::vector<resume> starts;
             starts.reserve(p.roots.size());
             for (const std::uint32_t root : p.roots)
@@ -2473,6 +2606,7 @@ namespace xsampler
             const vocabulary_index& ix = m_g->index();
             const detail::token_costs& tc = m_g->token_costs();
             matcher m = m_matcher;
+            m.check_distinct(false);
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
             cheapest cost{tc};
             walk_local(

@@ -16,6 +16,12 @@
 //   choice{a, b, ...}    a text of any of them (ambiguity is fine)
 //   repeat(e, min, max)  min to max texts of e in a row (max = unbounded:
 //                        no limit); optional(e), star(e), plus(e)
+// and one mark that is not context-free:
+//   distinct(array, item)  rule `array` is a JSON array and the texts of
+//                        `item` it reads (its items: `item` is used nowhere
+//                        else) are pairwise different JSON values, as
+//                        validators compare them (uniqueItems); the matcher
+//                        checks it where an item ends
 // Front ends build grammars (gbnf.hpp, json_schema.hpp, json_grammar and
 // regex_grammar in constraint.hpp); the matcher (matcher.hpp) and the
 // constraint (constraint.hpp) know only this IR, never which front end built
@@ -178,6 +184,20 @@ namespace xsampler
             m_bodies[r] = body;
         }
         bool defined(rule_id r) const { return r < m_bodies.size() && m_bodies[r] != none; }
+        /// Marks rule `array`, a JSON array whose items are texts of rule
+        /// `item` (used by `array` alone), as one whose items are pairwise
+        /// different JSON values: strings by their code points (escapes
+        /// decoded), numbers by value (1 = 1.0), objects by their members in
+        /// any order, true = 1 and false = 0 (a subset under either reading).
+        /// Neither rule is inlined.
+        void distinct(rule_id array, rule_id item)
+        {
+            check_rule(array, "distinct");
+            check_rule(item, "distinct");
+            m_distinct.emplace_back(array, item);
+        }
+        /// The distinct() marks: (array, item) pairs.
+        const std::vector<std::pair<rule_id, rule_id>>& distincts() const noexcept { return m_distinct; }
         void set_root(rule_id r)
         {
             check_rule(r, "set_root");
@@ -353,6 +373,7 @@ namespace xsampler
         std::vector<std::string> m_names;
         std::vector<expr_id> m_bodies;
         std::unordered_map<std::string, rule_id> m_by_name;
+        std::vector<std::pair<rule_id, rule_id>> m_distinct;
         rule_id m_root = none;
     };
 }

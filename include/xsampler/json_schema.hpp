@@ -70,7 +70,11 @@
 //                 (containing): each written as the contains it satisfies
 //                 (several in one conjunction count together)
 //   uniqueItems   over items of finite values (enum, const, booleans,
-//                 null): each at most once (distinct_items); else an error
+//                 null): each at most once (distinct_items); over strings
+//                 whose every prefix has endless completions (no maxLength,
+//                 a pattern or format with a loop ahead of every state): a
+//                 grammar::distinct mark the matcher checks where an item
+//                 ends; else an error
 //   propertyNames the keys' contents its schema accepts (key_names): listed
 //                 keys it refuses left out, other keys' automata intersected
 //   minProperties, maxProperties  members counted as they are written; a
@@ -2056,12 +2060,28 @@ namespace xsampler
 
             /// uniqueItems: items of finite values (enum, const, booleans, null),
             /// each value at most once; values equal for validators (1 and
-            /// 1.0, and 1 and true: loosely_same) share a slot. Other items are
+            /// 1.0, and 1 and true: loosely_same) share a slot. Items that are
+            /// strings every prefix of which goes on without end (open_strings)
+            /// are checked where each ends (grammar::distinct). Other items are
             /// an error.
             std::optional<expr_id> distinct_items(const conj& items, std::size_t min, std::size_t max, const json* at)
             {
                 std::vector<conj> ds;
                 expand(conj{}, {{nullptr, items}}, ds);
+                if (open_strings(ds))
+                {
+                    const auto item = value_of(items);
+                    if (!item)
+                    {
+                        return min > 0 ? std::nullopt : std::optional<expr_id>(m_b.array(m_g.empty(), 0, 0));
+                    }
+                    // (fresh rules: the item's ends are the array's alone)
+                    const rule_id u = m_g.fresh_rule("unique-item"), r = m_g.fresh_rule("unique-items");
+                    m_g.define(u, *item);
+                    m_g.define(r, m_b.array(m_g.ref(u), min, max));
+                    m_g.distinct(r, u);
+                    return m_g.ref(r);
+                }
                 std::vector<json> candidates;
                 for (const conj& d : ds)
                 {
@@ -2084,7 +2104,8 @@ namespace xsampler
                     }
                     else
                     {
-                        fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null)", at);
+                        fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; "
+                             "or strings without maxLength whose pattern and format let every prefix go on)", at);
                     }
                 }
                 std::vector<std::vector<json>> slots;
@@ -2123,6 +2144,50 @@ namespace xsampler
                 }
                 const expr_id e = m_b.distinct_array(texts, min, max);
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
+            }
+
+            /// Whether every disjunct is strings alone, with no bound on their
+            /// length and a content every prefix of which has endless
+            /// completions: then a string begun has a completion no earlier
+            /// item equals, and an array of them never ends up with no way on
+            /// (a DFA whose every live state reads on: a path that never ends
+            /// comes back to a state, a loop).
+            bool open_strings(const std::vector<conj>& ds)
+            {
+                if (ds.empty())
+                {
+                    return false;
+                }
+                for (const conj& d : ds)
+                {
+                    const auto [own, types, values_at] = parts_of(d);
+                    if (values_at != nullptr || own.empty() || types != t_string)
+                    {
+                        return false;
+                    }
+                    const auto content = string_content(own, false);
+                    if (!content || content->max != grammar::unbounded)
+                    {
+                        return false;
+                    }
+                    if (content->dfa)
+                    {
+                        const byte_dfa& f = *content->dfa;  // (every state live)
+                        for (std::int32_t q = 0; q < std::int32_t(f.size()); ++q)
+                        {
+                            bool on = false;
+                            for (unsigned c = 0; c < 256 && !on; ++c)
+                            {
+                                on = f.next(q, static_cast<unsigned char>(c)) != byte_dfa::dead;
+                            }
+                            if (!on)
+                            {
+                                return false;
+                            }
+                        }
+                    }
+                }
+                return true;
             }
 
             /// A patternProperties entry: the regex, its schema, and the schema it is in.

@@ -22,11 +22,22 @@
 //                the shortest: a path (reading its first byte leaves the
 //                rest as the completion), since it is defined by the
 //                language alone
+//   check_distinct(on)  whether grammar::distinct marks are checked (on by
+//                default; a chart started from items has them off): where
+//                an item of a marked array ends, the parses that would read
+//                it past an equal earlier item of that array are dropped
+//                (json_canonical's equality: the earlier items are decoded
+//                from the bytes read, once each). Off, the language is the
+//                grammar's without the marks, a superset: walks that cache
+//                what they find by positions alone (masks) need that.
+//                shortest() stays the superset's, a lower bound.
 //   rules_here() the grammar rules the text is in now (messages)
 //   after_kernel() the bytes that may come first once a rule the text is in
 //                ends, whenever it ends (budgets: which tokens may read on)
 // Every state the matcher reaches is live: all rules are productive and
-// every DFA state can end, so a non-empty set is a prefix of the language.
+// every DFA state can end, so a non-empty set is a prefix of the language
+// (with distinct marks, where the front end marks only items every prefix
+// of which has endless completions, as json_schema.hpp does).
 // A matcher is a value: copying it forks it (n samples, beams).
 // Cost: O(items) per byte on grammars whose sets stay small (JSON, most
 // GBNF grammars: a few items); Earley's O(n^3) at worst.
@@ -39,11 +50,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
 #include "detail/automaton.hpp"
+#include "detail/json_canonical.hpp"
 #include "grammar.hpp"
 
 namespace xsampler
@@ -95,6 +108,8 @@ namespace xsampler
             m_sets.assign(1, 0);
             m_popped.assign(1, 0);
             m_bytes.ready = m_tokens.ready = 0;
+            m_text.clear();
+            m_seen.clear();
             add({m_a->rules[m_a->root].start, 0, 0});
             closure();
         }
@@ -110,6 +125,9 @@ namespace xsampler
             m_sets.assign(1, 0);
             m_popped.assign(1, 0);
             m_bytes.ready = m_tokens.ready = 0;
+            m_text.clear();
+            m_seen.clear();
+            m_check = false;  // (no text before the items: nothing to check against)
             for (std::size_t i = 0; i < kernel.size(); ++i)
             {
                 earley_item x = kernel[i];
@@ -122,6 +140,12 @@ namespace xsampler
         const grammar_automaton& rules() const noexcept { return *m_a; }
         std::shared_ptr<const grammar_automaton> shared_rules() const noexcept { return m_a; }
 
+        /// Whether grammar::distinct marks are checked (see the top of this file).
+        void check_distinct(bool on) noexcept { m_check = on; }
+        bool checks_distinct() const noexcept { return m_check; }
+        /// The bytes read, one per position (a repeat() reads a 0 byte).
+        const std::string& text() const noexcept { return m_text; }
+
         /// Reads one byte; false (and nothing changed) if no item can. If it
         /// throws (std::bad_alloc), the set it was building counts as read:
         /// pop() back to the position before undoes it.
@@ -132,6 +156,7 @@ namespace xsampler
             const auto to = std::uint32_t(m_items.size());
             m_sets.push_back(to);
             m_popped.push_back(0);
+            m_text.push_back(char(b));
             for (std::uint32_t i = from; i < to; ++i)
             {
                 const earley_item x = m_items[i];
@@ -149,9 +174,16 @@ namespace xsampler
             {
                 m_sets.pop_back();
                 m_popped.pop_back();
+                m_text.pop_back();
                 return false;
             }
+            m_dropped = false;
             closure();
+            if (m_dropped && !live())  // (the parses that go on read an item equal to an earlier one)
+            {
+                pop(1);
+                return false;
+            }
             return true;
         }
         /// Reads a byte the caller knows leaves the set as it is (a walk that
@@ -164,6 +196,7 @@ namespace xsampler
             const std::uint32_t from = m_sets.back(), to = std::uint32_t(m_items.size());
             m_sets.push_back(to);
             m_popped.push_back(m_popped.back());
+            m_text.push_back('\0');
             for (std::uint32_t i = from; i < to; ++i)
             {
                 earley_item x = m_items[i];
@@ -202,6 +235,11 @@ namespace xsampler
             m_popped.resize(sets);
             m_bytes.ready = std::min(m_bytes.ready, sets);
             m_tokens.ready = std::min(m_tokens.ready, sets);
+            m_text.resize(std::min(m_text.size(), position()));
+            if (!m_seen.empty())
+            {
+                forget_seen_after(position());
+            }
         }
         /// Bytes read.
         std::size_t position() const noexcept { return m_sets.size() - 1; }
@@ -289,43 +327,66 @@ namespace xsampler
             }
             return best;
         }
-        /// The shortest completion, least in byte order among the shortest.
+        /// The shortest completion, least in byte order among the shortest:
+        /// from each set the least byte that brings shortest() one closer.
+        /// Where a distinct item would repeat an earlier one no byte does
+        /// (the item's end is refused): there the least byte that leaves
+        /// shortest() least, so a string item grows until it is new (then
+        /// not always the shortest completion: `[""," ","  "]` for three
+        /// items, where `[" ","!",""]` is a byte shorter).
         std::string completion()
         {
-            std::string out;
-            std::uint64_t left = shortest();
             const std::size_t start = position();
-            while (left > 0 && left != grammar_automaton::infinite)
+            const std::uint64_t first = shortest();
+            std::string out;
+            try
             {
-                bool found = false;
-                for (unsigned b = 0; b < 256 && !found; ++b)
+                for (std::uint64_t left = first; left != grammar_automaton::infinite && !complete();)
                 {
-                    if (!readable(static_cast<unsigned char>(b)))
+                    if (out.size() >= first + max_completion_detour)
                     {
-                        continue;
+                        throw invalid_parameter("matcher::completion: none within " + std::to_string(out.size()) +
+                                                " bytes (distinct items with no new value left)");
                     }
-                    if (step(static_cast<unsigned char>(b)))
+                    int best = -1;
+                    std::uint64_t least = grammar_automaton::infinite;
+                    for (unsigned b = 0; b < 256; ++b)
                     {
-                        if (shortest() + 1 == left)
+                        const auto c = static_cast<unsigned char>(b);
+                        if (!readable(c) || !step(c))
                         {
-                            out += char(b);
-                            --left;
-                            found = true;
+                            continue;
                         }
-                        else
+                        const std::uint64_t rest = shortest();
+                        pop();
+                        if (rest < least)
                         {
-                            pop();
+                            best = int(b);
+                            least = rest;
+                        }
+                        if (rest + 1 == left)
+                        {
+                            break;  // (none is closer)
                         }
                     }
+                    if (best < 0)
+                    {
+                        break;  // unreachable: every set the matcher reaches goes on
+                    }
+                    step(static_cast<unsigned char>(best));
+                    out += char(best);
+                    left = least;
                 }
-                if (!found)
-                {
-                    break;  // unreachable: some byte is one step closer
-                }
+            }
+            catch (...)
+            {
+                pop(position() - start);
+                throw;
             }
             pop(position() - start);
             return out;
         }
+        static constexpr std::uint64_t max_completion_detour = 4096;
 
         /// The bytes that may come first once the rule of one of the current
         /// set's kernel items has ended, whenever it ends: those the items
@@ -337,6 +398,13 @@ namespace xsampler
         {
             const grammar_automaton& a = *m_a;
             std::array<bool, 256> out{};
+            struct unchecked  // (the sets made here read no byte: nothing to check against)
+            {
+                matcher& m;
+                bool was;
+                ~unchecked() { m.m_check = was; }
+            } guard{*this, m_check};
+            m_check = false;
             std::vector<earley_item> kernel;
             for_each_kernel([&](const earley_item& x) { kernel.push_back(x); });
             std::vector<std::pair<std::uint32_t, std::uint32_t>> seen;  // (rule, origin)
@@ -564,10 +632,14 @@ namespace xsampler
             }
         }
         /// Adds to the current set the items of set o (before it) waiting for
-        /// `rule`, moved past it: the rule begun at o has ended here.
+        /// `rule`, moved past it: the rule begun at o has ended here. A
+        /// distinct item (checked) moves no item of an array with an equal
+        /// earlier item.
         void moved_past(std::uint32_t rule, std::uint32_t o)
         {
             const grammar_automaton& a = *m_a;
+            const bool check = m_check && a.rules[rule].distinct_item;
+            std::string item;  // its key, once a waiting item needs it
             const std::uint32_t from = m_sets[o], to = m_sets[o + 1];
             for (std::uint32_t j = from; j < to; ++j)
             {
@@ -579,12 +651,168 @@ namespace xsampler
                 const auto& ys = a.states[y.state];
                 for (std::uint32_t e = ys.edges_begin; e < ys.edges_end; ++e)
                 {
+                    if (a.edges[e].rule != rule)
+                    {
+                        continue;
+                    }
+                    if (check && repeated(y, o, item))
+                    {
+                        m_dropped = true;
+                        continue;
+                    }
+                    add({a.edges[e].target, y.origin, y.count});
+                }
+            }
+        }
+
+        /// Whether the item that began at o and ends here equals an earlier
+        /// item of the array y reads it in (`item`: its key, made on first use).
+        bool repeated(const earley_item& y, std::uint32_t o, std::string& item)
+        {
+            if (item.empty())
+            {
+                const std::string_view t(m_text);
+                const std::size_t end = detail::json_canonical::canonical(t.substr(0, position()), o, item);
+                if (end != position())
+                {
+                    return true;  // (no JSON value: unreachable for a grammar as distinct() asks)
+                }
+            }
+            bool found = false;
+            arrays_of(y, 0, [&](std::uint32_t start) { found = found || seen_in(start, o, item); });
+            return found;
+        }
+        /// f(start) for the start of each array (a distinct mark's) whose item
+        /// item y waits for: y's own, or, where y is in a counted
+        /// rule, those of the items waiting for that rule (the array's body
+        /// repeated), up the chart.
+        template <class F>
+        void arrays_of(const earley_item& y, unsigned depth, F&& f)
+        {
+            const grammar_automaton& a = *m_a;
+            const std::uint32_t rule = a.states[y.state].rule;
+            if (is_context(y.origin))
+            {
+                return;  // (begun before the chart: unchecked)
+            }
+            if (a.rules[rule].distinct_array)
+            {
+                f(y.origin);
+                return;
+            }
+            if (!a.rules[rule].counted || depth == max_array_depth)
+            {
+                return;
+            }
+            for (const earley_item* z = set_begin(y.origin); z != set_end(y.origin); ++z)
+            {
+                if (!can_read(*z))
+                {
+                    continue;
+                }
+                const auto& zs = a.states[z->state];
+                for (std::uint32_t e = zs.edges_begin; e < zs.edges_end; ++e)
+                {
                     if (a.edges[e].rule == rule)
                     {
-                        add({a.edges[e].target, y.origin, y.count});
+                        arrays_of(*z, depth + 1, f);
+                        break;
                     }
                 }
             }
+        }
+        static constexpr unsigned max_array_depth = 8;
+
+        /// The items of the array begun at `start` before position o, by key (once each).
+        struct array_items
+        {
+            std::uint32_t start = 0;
+            std::vector<std::pair<std::uint32_t, std::string>> items;  // (end, key), in order
+            std::unordered_multiset<std::string> keys;
+        };
+        /// Whether the array begun at `start` has an item before o with key `item`.
+        bool seen_in(std::uint32_t start, std::uint32_t o, const std::string& item)
+        {
+            auto it = std::find_if(m_seen.begin(), m_seen.end(), [&](const array_items& s) { return s.start == start; });
+            if (it == m_seen.end())
+            {
+                m_seen.emplace_back();
+                m_seen.back().start = start;
+                it = m_seen.end() - 1;
+            }
+            array_items& s = *it;
+            const std::string_view t = std::string_view(m_text).substr(0, o);
+            namespace jc = detail::json_canonical;
+            while (true)  // read the items after the last one read, up to o
+            {
+                std::size_t i = jc::skip_ws(t, s.items.empty() ? start : s.items.back().first);
+                if (i >= t.size() || t[i] != (s.items.empty() ? '[' : ','))
+                {
+                    break;
+                }
+                i = jc::skip_ws(t, i + 1);
+                if (i >= t.size())
+                {
+                    break;
+                }
+                std::string key;
+                const std::size_t end = jc::canonical(t, i, key);
+                if (end == jc::npos)
+                {
+                    return true;  // (unreachable: see repeated())
+                }
+                s.keys.insert(key);
+                s.items.emplace_back(std::uint32_t(end), std::move(key));
+            }
+            if (!s.items.empty() && s.items.back().first > o)  // (items read past o, by a text popped since)
+            {
+                return std::any_of(s.items.begin(), s.items.end(),
+                                   [&](const auto& x) { return x.first <= o && x.second == item; });
+            }
+            return s.keys.count(item) != 0;
+        }
+        /// After pop(): the items read that end past position k forgotten.
+        void forget_seen_after(std::size_t k)
+        {
+            for (std::size_t i = m_seen.size(); i-- > 0;)
+            {
+                array_items& s = m_seen[i];
+                if (s.start >= k)
+                {
+                    m_seen.erase(m_seen.begin() + std::ptrdiff_t(i));
+                    continue;
+                }
+                while (!s.items.empty() && s.items.back().first > k)
+                {
+                    s.keys.erase(s.keys.find(s.items.back().second));
+                    s.items.pop_back();
+                }
+            }
+        }
+        /// Whether the current set goes on: the text is complete, or some item
+        /// reads a byte (or pops, begun outside the chart).
+        bool live() const noexcept
+        {
+            const grammar_automaton& a = *m_a;
+            if (complete() || popped())
+            {
+                return true;
+            }
+            for (const earley_item* x = begin(); x != end(); ++x)
+            {
+                if (!can_read(*x))
+                {
+                    continue;
+                }
+                for (std::uint32_t c = 0; c < a.classes; ++c)
+                {
+                    if (a.table[std::size_t(x->state) * a.classes + c] >= 0)
+                    {
+                        return true;
+                    }
+                }
+            }
+            return false;
         }
 
         struct byte_costs
@@ -730,6 +958,10 @@ namespace xsampler
         std::vector<std::uint32_t> m_sets;    // set k is m_items[m_sets[k], m_sets[k + 1])
         std::vector<std::uint8_t> m_popped;   // set k saw a context item complete
         cost_cache m_bytes, m_tokens;         // cost(): in bytes, and in the model's units
+        std::string m_text;                   // the bytes read
+        bool m_check = true;                  // check_distinct()
+        bool m_dropped = false;               // a check dropped a parse in the set being closed
+        std::vector<array_items> m_seen;      // distinct arrays' earlier items, by the array's start
     };
 }
 

@@ -116,6 +116,8 @@ namespace xsampler
                 bool counted = false;      // body{min,max}: start is the body's start
                 std::size_t min = 0, max = 0;
                 std::uint64_t body_minlen = 0;  // counted: one iteration's shortest text
+                bool distinct_array = false;    // grammar::distinct's array: its items pairwise different
+                bool distinct_item = false;     // grammar::distinct's item
             };
 
             std::array<std::uint16_t, 256> byte_class{};
@@ -130,6 +132,13 @@ namespace xsampler
             /// By rule: the bytes that may come first after it ends, in any text
             /// (a superset: the root's is empty).
             std::vector<std::bitset<256>> follow;
+            /// The bytes that may end an item of a grammar::distinct mark (a
+            /// superset; none without marks): a text none of whose bytes is here
+            /// ends no item.
+            std::bitset<256> distinct_last;
+            /// The bytes that may begin a distinct() array (a superset).
+            std::bitset<256> distinct_first;
+            bool has_distinct() const noexcept { return distinct_last.any(); }
 
             /// Whether an item in state s ends no more than the text where it
             /// ends: the root's, when no rule reads the root.
@@ -251,6 +260,7 @@ namespace xsampler
                     a->root_read = a->root_read || e.rule == a->root;
                 }
                 follows();
+                distinct_lasts();
                 return a;
             }
 
@@ -665,6 +675,11 @@ namespace xsampler
                 m_size.assign(m_g.size(), 0);
                 m_loop.assign(m_g.size(), 0);
                 m_sized.assign(m_g.size(), 0);
+                std::vector<std::uint8_t> marked(m_g.rules(), 0);  // distinct()'s rules stay rules: the matcher checks them
+                for (const auto& [array, item] : m_g.distincts())
+                {
+                    marked[array] = marked[item] = 1;
+                }
                 // m_order: a rule after the non-recursive rules it refers to
                 for (const rule_id r : m_order)
                 {
@@ -676,7 +691,7 @@ namespace xsampler
                     size_of(b);
                     const bool small = !m_loop[b] && m_size[b] <= 16;
                     const bool once = m_uses[r] <= 1 && m_size[b] <= 4096;
-                    m_inline[r] = small || once;
+                    m_inline[r] = (small || once) && !marked[r];
                 }
             }
             /// Automaton states e takes (capped), with inlined rules expanded.
@@ -784,6 +799,11 @@ namespace xsampler
                     info.name = m_g.name(r);
                     info.minlen = m_rule_min[r];
                     info.nullable = m_rule_min[r] == 0;
+                    for (const auto& [array, item] : m_g.distincts())
+                    {
+                        info.distinct_array = info.distinct_array || array == r;
+                        info.distinct_item = info.distinct_item || item == r;
+                    }
                     m_out->rules.push_back(std::move(info));
                 }
                 return std::uint32_t(m_arule[r]);
@@ -1721,6 +1741,70 @@ namespace xsampler
                         }
                     }
                     work(m + a.edges.size());
+                }
+            }
+
+            /// automaton::distinct_last: the bytes that may end a text of a
+            /// distinct() item (and distinct_first: those its array may begin with), as the bytes into an accepting state and what
+            /// ends the rules read into one (every byte where a nullable rule
+            /// leads there: a superset).
+            void distinct_lasts()
+            {
+                automaton& a = *m_out;
+                if (std::none_of(a.rules.begin(), a.rules.end(), [](const automaton::rule_info& r) { return r.distinct_item; }))
+                {
+                    return;
+                }
+                std::vector<std::bitset<256>> last(a.rules.size());
+                for (bool changed = true; changed;)
+                {
+                    changed = false;
+                    for (std::uint32_t s = 0; s < a.states.size(); ++s)
+                    {
+                        const auto& st = a.states[s];
+                        std::bitset<256> f = last[st.rule];
+                        for (unsigned b = 0; b < 256; ++b)
+                        {
+                            const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
+                            if (t >= 0 && a.states[std::size_t(t)].accepting)
+                            {
+                                f.set(b);
+                            }
+                        }
+                        for (std::uint32_t j = st.edges_begin; j < st.edges_end; ++j)
+                        {
+                            const auto& ed = a.edges[j];
+                            if (a.states[ed.target].accepting)
+                            {
+                                f |= a.rules[ed.rule].nullable ? std::bitset<256>().set() : last[ed.rule];
+                            }
+                        }
+                        if (f != last[st.rule])
+                        {
+                            last[st.rule] = f;
+                            changed = true;
+                        }
+                    }
+                    work(a.states.size() * 256);
+                }
+                for (std::uint32_t r = 0; r < a.rules.size(); ++r)
+                {
+                    if (a.rules[r].distinct_item)
+                    {
+                        a.distinct_last |= last[r].any() ? last[r] : std::bitset<256>().set();
+                    }
+                    if (a.rules[r].distinct_array)
+                    {
+                        const auto& st = a.states[a.rules[r].start];
+                        if (st.edges_begin != st.edges_end)
+                        {
+                            a.distinct_first.set();  // (a rule first: any byte)
+                        }
+                        for (unsigned b = 0; b < 256; ++b)
+                        {
+                            a.distinct_first[b] = a.distinct_first[b] || a.next(a.rules[r].start, static_cast<unsigned char>(b)) >= 0;
+                        }
+                    }
                 }
             }
 

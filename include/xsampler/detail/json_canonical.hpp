@@ -1,0 +1,346 @@
+// xsampler/detail/json_canonical.hpp — a JSON value's text as a key that equal values share. (xsampler, BSD-3-Clause)
+//
+// canonical(text, i, out): reads the JSON value at text[i..] (no whitespace
+// before it) and appends to `out` a key that two values get alike exactly
+// when validators may call them equal (uniqueItems):
+//   strings    by their code points (escapes decoded)
+//   numbers    by their double (1 = 1.0 = 1e0, -0 = 0; two decimals that
+//              round to one double alike, as a validator that reads doubles
+//              has them)
+//   true/false as the numbers 1 and 0 (equal for some validators: a key that
+//              calls them equal is a subset either way)
+//   objects    by their members in any order (a key written twice: the last)
+//   arrays     by their items in order
+// Returns the index past the value, or npos where the text is no JSON value
+// or nests deeper than max_depth. Keys are self-delimiting, so the keys of
+// a value's parts written one after another are the value's key.
+#ifndef XSAMPLER_DETAIL_JSON_CANONICAL_HPP
+#define XSAMPLER_DETAIL_JSON_CANONICAL_HPP
+
+#include <cstdint>
+#include <cstring>
+#include <locale>
+#include <map>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace xsampler::detail::json_canonical
+{
+    constexpr std::size_t npos = ~std::size_t(0);
+    constexpr std::size_t max_depth = 1000;
+
+    inline std::size_t skip_ws(std::string_view t, std::size_t i) noexcept
+    {
+        while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r'))
+        {
+            ++i;
+        }
+        return i;
+    }
+
+    inline void put_utf8(std::uint32_t c, std::string& out)
+    {
+        if (c < 0x80)
+        {
+            out += char(c);
+        }
+        else if (c < 0x800)
+        {
+            out += char(0xC0 | (c >> 6));
+            out += char(0x80 | (c & 0x3F));
+        }
+        else if (c < 0x10000)
+        {
+            out += char(0xE0 | (c >> 12));
+            out += char(0x80 | ((c >> 6) & 0x3F));
+            out += char(0x80 | (c & 0x3F));
+        }
+        else
+        {
+            out += char(0xF0 | (c >> 18));
+            out += char(0x80 | ((c >> 12) & 0x3F));
+            out += char(0x80 | ((c >> 6) & 0x3F));
+            out += char(0x80 | (c & 0x3F));
+        }
+    }
+
+    /// Four hex digits at t[i..]: their value, or npos.
+    inline std::size_t hex4(std::string_view t, std::size_t i) noexcept
+    {
+        if (i + 4 > t.size())
+        {
+            return npos;
+        }
+        std::size_t v = 0;
+        for (std::size_t k = i; k < i + 4; ++k)
+        {
+            const char c = t[k];
+            const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+            if (d < 0)
+            {
+                return npos;
+            }
+            v = v * 16 + std::size_t(d);
+        }
+        return v;
+    }
+
+    /// The string at t[i] == '"': its content decoded into `out`; the index past it, or npos.
+    inline std::size_t decode_string(std::string_view t, std::size_t i, std::string& out)
+    {
+        ++i;
+        while (i < t.size())
+        {
+            const char c = t[i];
+            if (c == '"')
+            {
+                return i + 1;
+            }
+            if (c != '\\')
+            {
+                out += c;
+                ++i;
+                continue;
+            }
+            if (i + 1 >= t.size())
+            {
+                return npos;
+            }
+            const char e = t[i + 1];
+            i += 2;
+            switch (e)
+            {
+            case '"': out += '"'; break;
+            case '\\': out += '\\'; break;
+            case '/': out += '/'; break;
+            case 'b': out += '\b'; break;
+            case 'f': out += '\f'; break;
+            case 'n': out += '\n'; break;
+            case 'r': out += '\r'; break;
+            case 't': out += '\t'; break;
+            case 'u':
+            {
+                std::size_t c1 = hex4(t, i);
+                if (c1 == npos)
+                {
+                    return npos;
+                }
+                i += 4;
+                if (c1 >= 0xD800 && c1 < 0xDC00 && i + 6 <= t.size() && t[i] == '\\' && t[i + 1] == 'u')
+                {
+                    const std::size_t c2 = hex4(t, i + 2);
+                    if (c2 != npos && c2 >= 0xDC00 && c2 < 0xE000)
+                    {
+                        c1 = 0x10000 + ((c1 - 0xD800) << 10) + (c2 - 0xDC00);
+                        i += 6;
+                    }
+                }
+                put_utf8(std::uint32_t(c1), out);  // (a lone surrogate as its 3 bytes: a key of its own)
+                break;
+            }
+            default: return npos;
+            }
+        }
+        return npos;
+    }
+
+    /// A string's key: 's', its decoded length, ':', its bytes.
+    inline void put_string(const std::string& decoded, std::string& out)
+    {
+        out += 's';
+        out += std::to_string(decoded.size());
+        out += ':';
+        out += decoded;
+    }
+    /// A number's key: 'n' and its double's 16 hex digits (0 for -0).
+    inline void put_number(double d, std::string& out)
+    {
+        if (d == 0)
+        {
+            d = 0;
+        }
+        std::uint64_t bits = 0;
+        std::memcpy(&bits, &d, sizeof bits);
+        static const char digits[] = "0123456789abcdef";
+        out += 'n';
+        for (int k = 60; k >= 0; k -= 4)
+        {
+            out += digits[(bits >> k) & 15];
+        }
+    }
+
+    inline std::size_t value(std::string_view t, std::size_t i, std::string& out, std::size_t depth);
+
+    inline std::size_t canonical(std::string_view t, std::size_t i, std::string& out) { return value(t, i, out, 0); }
+
+    inline std::size_t value(std::string_view t, std::size_t i, std::string& out, std::size_t depth)
+    {
+        if (i >= t.size() || depth > max_depth)
+        {
+            return npos;
+        }
+        const char c = t[i];
+        if (c == '"')
+        {
+            std::string s;
+            const std::size_t end = decode_string(t, i, s);
+            if (end != npos)
+            {
+                put_string(s, out);
+            }
+            return end;
+        }
+        if (c == '{')
+        {
+            std::map<std::string, std::string> members;  // by decoded key: the last one's value
+            i = skip_ws(t, i + 1);
+            if (i < t.size() && t[i] == '}')
+            {
+                out += "o0:";
+                return i + 1;
+            }
+            while (true)
+            {
+                if (i >= t.size() || t[i] != '"')
+                {
+                    return npos;
+                }
+                std::string key, val;
+                i = decode_string(t, i, key);
+                if (i == npos)
+                {
+                    return npos;
+                }
+                i = skip_ws(t, i);
+                if (i >= t.size() || t[i] != ':')
+                {
+                    return npos;
+                }
+                i = value(t, skip_ws(t, i + 1), val, depth + 1);
+                if (i == npos)
+                {
+                    return npos;
+                }
+                members[std::move(key)] = std::move(val);
+                i = skip_ws(t, i);
+                if (i < t.size() && t[i] == ',')
+                {
+                    i = skip_ws(t, i + 1);
+                    continue;
+                }
+                if (i < t.size() && t[i] == '}')
+                {
+                    break;
+                }
+                return npos;
+            }
+            out += 'o';
+            out += std::to_string(members.size());
+            out += ':';
+            for (const auto& [k, v] : members)
+            {
+                put_string(k, out);
+                out += v;
+            }
+            return i + 1;
+        }
+        if (c == '[')
+        {
+            std::string items;
+            std::size_t n = 0;
+            i = skip_ws(t, i + 1);
+            if (i < t.size() && t[i] == ']')
+            {
+                out += "a0:";
+                return i + 1;
+            }
+            while (true)
+            {
+                i = value(t, i, items, depth + 1);
+                if (i == npos)
+                {
+                    return npos;
+                }
+                ++n;
+                i = skip_ws(t, i);
+                if (i < t.size() && t[i] == ',')
+                {
+                    i = skip_ws(t, i + 1);
+                    continue;
+                }
+                if (i < t.size() && t[i] == ']')
+                {
+                    break;
+                }
+                return npos;
+            }
+            out += 'a';
+            out += std::to_string(n);
+            out += ':';
+            out += items;
+            return i + 1;
+        }
+        for (const auto& [word, v] : {std::pair<std::string_view, int>{"true", 1}, {"false", 0}, {"null", -1}})
+        {
+            if (t.substr(i, word.size()) == word)
+            {
+                if (v < 0)
+                {
+                    out += 'z';
+                }
+                else
+                {
+                    put_number(v, out);
+                }
+                return i + word.size();
+            }
+        }
+        // a number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+        std::size_t j = i;
+        const auto digits = [&] {
+            const std::size_t from = j;
+            while (j < t.size() && t[j] >= '0' && t[j] <= '9')
+            {
+                ++j;
+            }
+            return j > from;
+        };
+        if (j < t.size() && t[j] == '-')
+        {
+            ++j;
+        }
+        if (!digits())
+        {
+            return npos;
+        }
+        if (j < t.size() && t[j] == '.')
+        {
+            ++j;
+            if (!digits())
+            {
+                return npos;
+            }
+        }
+        if (j < t.size() && (t[j] == 'e' || t[j] == 'E'))
+        {
+            ++j;
+            if (j < t.size() && (t[j] == '+' || t[j] == '-'))
+            {
+                ++j;
+            }
+            if (!digits())
+            {
+                return npos;
+            }
+        }
+        std::istringstream in{std::string(t.substr(i, j - i))};
+        in.imbue(std::locale::classic());
+        double d = 0;
+        in >> d;  // (out of range: the largest double or 0, a key shared by more numbers: a subset)
+        put_number(d, out);
+        return j;
+    }
+}
+
+#endif
