@@ -3,6 +3,7 @@
 // substring of short texts) on random grammars with recursion, left
 // recursion, rules that match the empty text, and repetitions both unrolled
 // and counted; completions are paths; limits are errors that name them.
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <random>
@@ -527,22 +528,55 @@ TEST_CASE("matcher: distinct items are checked where each ends", "[grammar]")
     CHECK(m.feed(R"("y"])") == 4);
     CHECK(m.complete());
     // the completion skips items equal to earlier ones: where an item's end is refused, the least
-    // byte that stays closest (a string grows until it is new: not always the shortest)
+    // byte as close after which some byte is closer (a string grows by a char: not always the shortest)
     matcher c(a);
     REQUIRE(c.feed(R"(["",)") == 4);
     CHECK(c.completion() == R"(" "])");
     CHECK(c.position() == 4);
     const auto three = distinct_strings(3, 5);
-    CHECK(matcher(three).completion() == R"([""," ","  "])");
+    CHECK(matcher(three).completion() == R"([""," ","!"])");
     matcher d(three);
     REQUIRE(d.feed(R"([" ","",)") == 8);
-    CHECK(d.completion() == R"("  "])");
+    CHECK(d.completion() == R"("!"])");
     matcher e(three);
     REQUIRE(e.feed(R"(["a","b",)") == 9);
     CHECK(e.completion() == R"(""])");
     // items inside a counted repetition (minItems, maxItems): found through its origins
     CHECK(read(three, R"(["a","b","c","d","b"])") == 19);
     CHECK(read(three, R"(["a","b","c","d","e"])") == 21);
+    const auto many = distinct_strings(2, 200);  // (the items after the first in a counted rule)
+    CHECK(std::any_of(many->rules.begin(), many->rules.end(), [](const auto& r) { return r.counted; }));
+    CHECK(read(many, R"(["a","b","c","a"])") == 15);
+    CHECK(read(many, R"(["a","b","c","d"])") == 17);
+    // a long completion: each repeated item grows by one char (300 items, not 300 growing ones)
+    const auto hundreds = distinct_strings(300, 400);
+    matcher h(hundreds);
+    const std::string text = h.completion();
+    CHECK(text.size() < 300 * 6);
+    CHECK(h.feed(text) == text.size());
+    CHECK(h.complete());
+    // an item read through another rule: the matcher could not find its array, so compile refuses it
+    grammar g;
+    detail::json_builder b(g, json_options{});
+    const auto item = g.fresh_rule("item"), items = g.fresh_rule("items"), array = g.fresh_rule("array");
+    g.define(item, b.string(0, grammar::unbounded));
+    g.define(items, g.choice({g.ref(item), g.sequence({g.ref(item), g.bytes(","), g.ref(items)})}));
+    g.define(array, g.sequence({g.bytes("["), g.optional(g.ref(items)), g.bytes("]")}));
+    g.distinct(array, item);
+    g.set_root(array);
+    CHECK_THROWS_WITH(compile_grammar(g), Contains("the distinct item 'item' is read outside its array 'array''s own body (in 'items')"));
+    // items that run out of values (against distinct()'s advice): a text no byte continues, and completion() says so
+    grammar f;
+    detail::json_builder fb(f, json_options{});
+    const auto letter = f.fresh_rule("letter"), letters = f.fresh_rule("letters");
+    f.define(letter, f.choice({f.bytes("\"a\""), f.bytes("\"b\"")}));
+    f.define(letters, fb.array(f.ref(letter), 3, 3));
+    f.distinct(letters, letter);
+    f.set_root(letters);
+    matcher two(compile_grammar(f));
+    REQUIRE(two.feed(R"(["a","b",)") == 9);
+    CHECK(two.step('"'));
+    CHECK_THROWS_WITH(two.completion(), Contains("no byte continues the text"));
 }
 
 TEST_CASE("grammar: errors name the rule, and limits are errors", "[grammar]")

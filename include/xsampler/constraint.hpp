@@ -52,7 +52,8 @@
 //                 draft); k > tokens(): invalid_parameter
 //   complete()    the text is a text of the language (eos is allowed now)
 //   can_complete() some completion fits the budget (always true without one)
-//   completion()  the shortest completion, least in byte order (a path)
+//   completion()  the shortest completion, least in byte order (a path;
+//                 past distinct items that repeat, a short one: matcher.hpp)
 //   shortest_completion()  the tokens a completion takes from here, eos
 //                 included: the fewest tokens of this vocabulary that spell
 //                 the completion, plus one
@@ -702,15 +703,58 @@ namespace xsampler
         std::size_t left() const noexcept { return m_budget > m_ids.size() ? m_budget - m_ids.size() : 0; }
 
         /// Whether the text may be inside an array of a grammar::distinct
-        /// mark (or begin one now): an item of the current set is in a rule
-        /// such an array reads, or is the array's.
+        /// mark (or begin one now): up the chart from the current set's
+        /// items, through rules such an array reads, an item of the array's
+        /// own rule (each set and rule looked at once; past max_looked, yes).
         bool in_distinct_array() const
         {
             const compiled_grammar& g = *m_g;
             const auto& a = *m_matcher.shared_rules();
-            return std::any_of(m_matcher.begin(), m_matcher.end(),
-                               [&](const earley_item& x) { return g.in_distinct(a.states[x.state].rule); });
+            std::vector<std::pair<std::uint32_t, std::uint32_t>> todo, seen;  // (set, rule)
+            const auto k = std::uint32_t(m_matcher.position());
+            for (const earley_item* x = m_matcher.begin(); x != m_matcher.end(); ++x)
+            {
+                const std::uint32_t r = a.states[x->state].rule;
+                if (g.in_distinct(r))
+                {
+                    todo.emplace_back(x->origin, r);
+                }
+            }
+            while (!todo.empty())
+            {
+                const auto [set, rule] = todo.back();
+                todo.pop_back();
+                if (a.rules[rule].distinct_array)
+                {
+                    return true;
+                }
+                if (matcher::is_context(set) || set >= k ||
+                    std::find(seen.begin(), seen.end(), std::make_pair(set, rule)) != seen.end())
+                {
+                    continue;
+                }
+                if (seen.size() == max_looked)
+                {
+                    return true;
+                }
+                seen.emplace_back(set, rule);
+                // the items of set `set` that wait for `rule`: their rules, begun at their origins
+                for (const earley_item* z = m_matcher.set_begin(set); z != m_matcher.set_end(set); ++z)
+                {
+                    const auto& zs = a.states[z->state];
+                    for (std::uint32_t e = zs.edges_begin; e < zs.edges_end; ++e)
+                    {
+                        if (a.edges[e].rule == rule && g.in_distinct(zs.rule))
+                        {
+                            todo.emplace_back(z->origin, zs.rule);
+                            break;
+                        }
+                    }
+                }
+            }
+            return false;
         }
+        static constexpr std::size_t max_looked = 256;
         /// The mask less the tokens that end a distinct item equal to an
         /// earlier one of its array: the cached masks are the grammar's
         /// without the marks (their walks do not check them); the tokens of
@@ -934,7 +978,9 @@ namespace xsampler
         {
             std::vector<std::uint32_t> groups(reps.size());
             std::iota(groups.begin(), groups.end(), 0u);
-            return matcher(m_matcher.shared_rules(), reps, groups);
+            matcher m(m_matcher.shared_rules(), reps, groups);
+            m.check_distinct(false);  // (its walks repeat() and are cached by positions: the grammar without the marks)
+            return m;
         }
 
         /// Whether the set {x} is x alone once closed: no rule edge to

@@ -185,11 +185,15 @@ namespace xsampler
         }
         bool defined(rule_id r) const { return r < m_bodies.size() && m_bodies[r] != none; }
         /// Marks rule `array`, a JSON array whose items are texts of rule
-        /// `item` (used by `array` alone), as one whose items are pairwise
-        /// different JSON values: strings by their code points (escapes
-        /// decoded), numbers by value (1 = 1.0), objects by their members in
-        /// any order, true = 1 and false = 0 (a subset under either reading).
-        /// Neither rule is inlined.
+        /// `item`, as one whose items are pairwise different JSON values:
+        /// strings by their code points (escapes decoded), numbers by value
+        /// (1 = 1.0), objects by their members in any order, true = 1 and
+        /// false = 0 (a subset under either reading). `item` must be read in
+        /// `array`'s own body and nowhere else (compile() checks), and every
+        /// prefix of an item should have endless completions: where items
+        /// can run out of values, a text may be left that no byte continues
+        /// (the matcher's step then refuses every byte; completion() is
+        /// invalid_parameter). Neither rule is inlined.
         void distinct(rule_id array, rule_id item)
         {
             check_rule(array, "distinct");

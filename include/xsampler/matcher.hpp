@@ -127,7 +127,6 @@ namespace xsampler
             m_bytes.ready = m_tokens.ready = 0;
             m_text.clear();
             m_seen.clear();
-            m_check = false;  // (no text before the items: nothing to check against)
             for (std::size_t i = 0; i < kernel.size(); ++i)
             {
                 earley_item x = kernel[i];
@@ -143,7 +142,8 @@ namespace xsampler
         /// Whether grammar::distinct marks are checked (see the top of this file).
         void check_distinct(bool on) noexcept { m_check = on; }
         bool checks_distinct() const noexcept { return m_check; }
-        /// The bytes read, one per position (a repeat() reads a 0 byte).
+        /// The bytes read, one per position (a repeat() reads a 0 byte: walks
+        /// that repeat() have the check off).
         const std::string& text() const noexcept { return m_text; }
 
         /// Reads one byte; false (and nothing changed) if no item can. If it
@@ -331,9 +331,11 @@ namespace xsampler
         /// from each set the least byte that brings shortest() one closer.
         /// Where a distinct item would repeat an earlier one no byte does
         /// (the item's end is refused): there the least byte that leaves
-        /// shortest() least, so a string item grows until it is new (then
-        /// not always the shortest completion: `[""," ","  "]` for three
-        /// items, where `[" ","!",""]` is a byte shorter).
+        /// shortest() least and after which some byte brings it closer, so
+        /// a string item grows by one char until it is new (then not always
+        /// the shortest completion: `[""," ","!"]` for three items). A text
+        /// no byte continues (a distinct mark over items that run out of
+        /// values) is invalid_parameter.
         std::string completion()
         {
             const std::size_t start = position();
@@ -371,7 +373,26 @@ namespace xsampler
                     }
                     if (best < 0)
                     {
-                        break;  // unreachable: every set the matcher reaches goes on
+                        throw invalid_parameter("matcher::completion: no byte continues the text (distinct items with "
+                                                "no new value left)");
+                    }
+                    if (least + 1 != left)  // a detour: the least byte of those as close that leaves a way closer
+                    {
+                        for (unsigned b = unsigned(best); b < 256; ++b)
+                        {
+                            const auto c = static_cast<unsigned char>(b);
+                            if (!readable(c) || !step(c))
+                            {
+                                continue;
+                            }
+                            const bool on = shortest() == least && closer();
+                            pop();
+                            if (on)
+                            {
+                                best = int(b);
+                                break;
+                            }
+                        }
                     }
                     step(static_cast<unsigned char>(best));
                     out += char(best);
@@ -386,7 +407,31 @@ namespace xsampler
             pop(position() - start);
             return out;
         }
-        static constexpr std::uint64_t max_completion_detour = 4096;
+        static constexpr std::uint64_t max_completion_detour = 1 << 20;
+        /// Whether some byte brings shortest() one closer (or the text is complete).
+        bool closer()
+        {
+            if (complete())
+            {
+                return true;
+            }
+            const std::uint64_t here = shortest();
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const auto c = static_cast<unsigned char>(b);
+                if (!readable(c) || !step(c))
+                {
+                    continue;
+                }
+                const std::uint64_t rest = shortest();
+                pop();
+                if (rest + 1 == here)
+                {
+                    return true;
+                }
+            }
+            return false;
+        }
 
         /// The bytes that may come first once the rule of one of the current
         /// set's kernel items has ended, whenever it ends: those the items

@@ -230,6 +230,7 @@ namespace xsampler
                     fail("grammar: no root rule");
                 }
                 owners();
+                distinct_uses();
                 lengths();
                 reachable();
                 checks();
@@ -326,6 +327,31 @@ namespace xsampler
                 if (!m_g.defined(m_g.root()))
                 {
                     fail("grammar: the root rule " + rule_name(m_g.root()) + " is never defined");
+                }
+            }
+
+            /// A distinct() item is read by its array's own body alone (the
+            /// matcher finds an item's array through the items waiting for it
+            /// and the counted repetitions the body makes, not other rules).
+            void distinct_uses()
+            {
+                for (const auto& [array, item] : m_g.distincts())
+                {
+                    if (array == item || !m_g.defined(array) || !m_g.defined(item))
+                    {
+                        fail("grammar: distinct(" + rule_name(array) + ", " + rule_name(item) +
+                             "): two different rules, both defined");
+                    }
+                    for (expr_id e = 0; e < m_g.size(); ++e)
+                    {
+                        const auto& x = m_g.at(e);
+                        if (x.kind == op::rule && x.index == item && m_owner[e] != array)
+                        {
+                            fail("grammar: the distinct item " + rule_name(item) + " is read outside its array " +
+                                 rule_name(array) + "'s own body (in " +
+                                 (m_owner[e] == grammar::none ? std::string("no rule") : rule_name(m_owner[e])) + ")");
+                        }
+                    }
                 }
             }
 
