@@ -383,28 +383,11 @@ namespace xsampler
                 }
             }
             m_in_distinct.assign(a.rules.size(), 0);
-            std::vector<std::uint32_t> todo;
             for (std::uint32_t r = 0; r < a.rules.size(); ++r)
             {
-                if (a.rules[r].distinct_array)
-                {
-                    m_in_distinct[r] = 1;
-                    todo.push_back(r);
-                }
+                m_in_distinct[r] = std::uint8_t(a.rules[r].distinct_array);
             }
-            while (!todo.empty())
-            {
-                const std::uint32_t r = todo.back();
-                todo.pop_back();
-                for (const std::uint32_t q : reads[r])
-                {
-                    if (!m_in_distinct[q])
-                    {
-                        m_in_distinct[q] = 1;
-                        todo.push_back(q);
-                    }
-                }
-            }
+            detail::mark_reaching(reads, m_in_distinct);  // (reads as the edges back: the rules the arrays reach)
         }
         template <class T, class Make>
         std::shared_ptr<const T> find_or_make(std::unordered_map<std::string, std::shared_ptr<const T>>& map,

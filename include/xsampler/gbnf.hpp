@@ -422,13 +422,6 @@ namespace xsampler
                 m_i += len;
                 return v;
             }
-            static void append_utf8(std::string& out, std::uint32_t c)
-            {
-                unsigned char b[4];
-                regex::utf8_encode(c, b);
-                out.append(reinterpret_cast<const char*>(b), std::size_t(regex::utf8_length(c)));
-            }
-
             // --- syntax ---
 
             void rule()
@@ -523,7 +516,7 @@ namespace xsampler
                             {
                                 break;
                             }
-                            append_utf8(bytes, character(true));
+                            regex::utf8_append(character(true), bytes);
                         }
                         ++m_i;
                         space(nested);

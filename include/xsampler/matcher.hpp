@@ -350,27 +350,7 @@ namespace xsampler
                         throw invalid_parameter("matcher::completion: none within " + std::to_string(out.size()) +
                                                 " bytes (distinct items with no new value left)");
                     }
-                    int best = -1;
-                    std::uint64_t least = grammar_automaton::infinite;
-                    for (unsigned b = 0; b < 256; ++b)
-                    {
-                        const auto c = static_cast<unsigned char>(b);
-                        if (!readable(c) || !step(c))
-                        {
-                            continue;
-                        }
-                        const std::uint64_t rest = shortest();
-                        pop();
-                        if (rest < least)
-                        {
-                            best = int(b);
-                            least = rest;
-                        }
-                        if (rest + 1 == left)
-                        {
-                            break;  // (none is closer)
-                        }
-                    }
+                    auto [best, least] = closest(left);
                     if (best < 0)
                     {
                         throw invalid_parameter("matcher::completion: no byte continues the text (distinct items with "
@@ -408,30 +388,6 @@ namespace xsampler
             return out;
         }
         static constexpr std::uint64_t max_completion_detour = 1 << 20;
-        /// Whether some byte brings shortest() one closer (or the text is complete).
-        bool closer()
-        {
-            if (complete())
-            {
-                return true;
-            }
-            const std::uint64_t here = shortest();
-            for (unsigned b = 0; b < 256; ++b)
-            {
-                const auto c = static_cast<unsigned char>(b);
-                if (!readable(c) || !step(c))
-                {
-                    continue;
-                }
-                const std::uint64_t rest = shortest();
-                pop();
-                if (rest + 1 == here)
-                {
-                    return true;
-                }
-            }
-            return false;
-        }
 
         /// The bytes that may come first once the rule of one of the current
         /// set's kernel items has ended, whenever it ends: those the items
@@ -567,6 +523,46 @@ namespace xsampler
         }
 
     private:
+        /// Of the bytes that continue the text, the least one that leaves
+        /// shortest() least (-1: none), and that least; the scan stops at a
+        /// byte that leaves it one below `left` (none does better).
+        std::pair<int, std::uint64_t> closest(std::uint64_t left)
+        {
+            int best = -1;
+            std::uint64_t least = grammar_automaton::infinite;
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const auto c = static_cast<unsigned char>(b);
+                if (!readable(c) || !step(c))
+                {
+                    continue;
+                }
+                const std::uint64_t rest = shortest();
+                pop();
+                if (rest < least)
+                {
+                    best = int(b);
+                    least = rest;
+                }
+                if (rest + 1 == left)
+                {
+                    break;
+                }
+            }
+            return {best, least};
+        }
+        /// Whether some byte brings shortest() one closer (or the text is complete).
+        bool closer()
+        {
+            if (complete())
+            {
+                return true;
+            }
+            const std::uint64_t here = shortest();
+            const std::uint64_t least = closest(here).second;
+            return least != grammar_automaton::infinite && least + 1 == here;
+        }
+
         bool readable(unsigned char b) const noexcept
         {
             for (const earley_item* x = begin(); x != end(); ++x)

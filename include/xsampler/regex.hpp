@@ -372,6 +372,13 @@ namespace xsampler
             }
         }
 
+        inline void utf8_append(code_point c, std::string& out)
+        {
+            unsigned char b[4];
+            utf8_encode(c, b);
+            out.append(reinterpret_cast<const char*>(b), std::size_t(utf8_length(c)));
+        }
+
         /// The encodings of [lo, hi] (no surrogates) as byte sequences: split
         /// where the encoding's length changes, then until every trailing
         /// 6-bit group spans its whole range wherever the leading part varies.

@@ -1781,7 +1781,11 @@ namespace xsampler
                 {
                     return;
                 }
-                std::vector<std::bitset<256>> last(a.rules.size());
+                std::vector<std::bitset<256>> of_class(a.classes), last(a.rules.size());
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    of_class[a.byte_class[b]].set(b);
+                }
                 for (bool changed = true; changed;)
                 {
                     changed = false;
@@ -1789,12 +1793,12 @@ namespace xsampler
                     {
                         const auto& st = a.states[s];
                         std::bitset<256> f = last[st.rule];
-                        for (unsigned b = 0; b < 256; ++b)
+                        for (std::uint32_t c = 0; c < a.classes; ++c)
                         {
-                            const std::int32_t t = a.next(s, static_cast<unsigned char>(b));
+                            const std::int32_t t = a.table[std::size_t(s) * a.classes + c];
                             if (t >= 0 && a.states[std::size_t(t)].accepting)
                             {
-                                f.set(b);
+                                f |= of_class[c];
                             }
                         }
                         for (std::uint32_t j = st.edges_begin; j < st.edges_end; ++j)
@@ -1811,7 +1815,7 @@ namespace xsampler
                             changed = true;
                         }
                     }
-                    work(a.states.size() * 256);
+                    work(a.states.size() * a.classes);
                 }
                 for (std::uint32_t r = 0; r < a.rules.size(); ++r)
                 {

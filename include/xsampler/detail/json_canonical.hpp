@@ -25,6 +25,8 @@
 #include <string>
 #include <string_view>
 
+#include "../regex.hpp"
+
 namespace xsampler::detail::json_canonical
 {
     constexpr std::size_t npos = ~std::size_t(0);
@@ -37,32 +39,6 @@ namespace xsampler::detail::json_canonical
             ++i;
         }
         return i;
-    }
-
-    inline void put_utf8(std::uint32_t c, std::string& out)
-    {
-        if (c < 0x80)
-        {
-            out += char(c);
-        }
-        else if (c < 0x800)
-        {
-            out += char(0xC0 | (c >> 6));
-            out += char(0x80 | (c & 0x3F));
-        }
-        else if (c < 0x10000)
-        {
-            out += char(0xE0 | (c >> 12));
-            out += char(0x80 | ((c >> 6) & 0x3F));
-            out += char(0x80 | (c & 0x3F));
-        }
-        else
-        {
-            out += char(0xF0 | (c >> 18));
-            out += char(0x80 | ((c >> 12) & 0x3F));
-            out += char(0x80 | ((c >> 6) & 0x3F));
-            out += char(0x80 | (c & 0x3F));
-        }
     }
 
     /// Four hex digits at t[i..]: their value, or npos.
@@ -136,7 +112,7 @@ namespace xsampler::detail::json_canonical
                         i += 6;
                     }
                 }
-                put_utf8(std::uint32_t(c1), out);  // (a lone surrogate as its 3 bytes: a key of its own)
+                regex::utf8_append(regex::code_point(c1), out);  // (a lone surrogate as its 3 bytes: a key of its own)
                 break;
             }
             default: return npos;
@@ -172,6 +148,36 @@ namespace xsampler::detail::json_canonical
 
     inline std::size_t value(std::string_view t, std::size_t i, std::string& out, std::size_t depth);
 
+    /// The elements of the object or array opened at t[i - 1], up to its
+    /// `close`: each(j) reads one at t[j] and returns the index past it (or
+    /// npos); commas and whitespace between. The index past `close`, or npos.
+    template <class Each>
+    std::size_t elements(std::string_view t, std::size_t i, char close, Each&& each)
+    {
+        i = skip_ws(t, i);
+        if (i < t.size() && t[i] == close)
+        {
+            return i + 1;
+        }
+        while (true)
+        {
+            i = each(i);
+            if (i == npos)
+            {
+                return npos;
+            }
+            i = skip_ws(t, i);
+            if (i < t.size() && t[i] == ',')
+            {
+                i = skip_ws(t, i + 1);
+            }
+            else
+            {
+                return i < t.size() && t[i] == close ? i + 1 : npos;
+            }
+        }
+    }
+
     inline std::size_t canonical(std::string_view t, std::size_t i, std::string& out) { return value(t, i, out, 0); }
 
     inline std::size_t value(std::string_view t, std::size_t i, std::string& out, std::size_t depth)
@@ -194,45 +200,22 @@ namespace xsampler::detail::json_canonical
         if (c == '{')
         {
             std::map<std::string, std::string> members;  // by decoded key: the last one's value
-            i = skip_ws(t, i + 1);
-            if (i < t.size() && t[i] == '}')
-            {
-                out += "o0:";
-                return i + 1;
-            }
-            while (true)
-            {
-                if (i >= t.size() || t[i] != '"')
-                {
-                    return npos;
-                }
+            i = elements(t, i + 1, '}', [&](std::size_t j) {
                 std::string key, val;
-                i = decode_string(t, i, key);
-                if (i == npos)
+                if (j >= t.size() || t[j] != '"' || (j = decode_string(t, j, key)) == npos)
                 {
                     return npos;
                 }
-                i = skip_ws(t, i);
-                if (i >= t.size() || t[i] != ':')
-                {
-                    return npos;
-                }
-                i = value(t, skip_ws(t, i + 1), val, depth + 1);
-                if (i == npos)
+                j = skip_ws(t, j);
+                if (j >= t.size() || t[j] != ':' || (j = value(t, skip_ws(t, j + 1), val, depth + 1)) == npos)
                 {
                     return npos;
                 }
                 members[std::move(key)] = std::move(val);
-                i = skip_ws(t, i);
-                if (i < t.size() && t[i] == ',')
-                {
-                    i = skip_ws(t, i + 1);
-                    continue;
-                }
-                if (i < t.size() && t[i] == '}')
-                {
-                    break;
-                }
+                return j;
+            });
+            if (i == npos)
+            {
                 return npos;
             }
             out += 'o';
@@ -243,43 +226,25 @@ namespace xsampler::detail::json_canonical
                 put_string(k, out);
                 out += v;
             }
-            return i + 1;
+            return i;
         }
         if (c == '[')
         {
             std::string items;
             std::size_t n = 0;
-            i = skip_ws(t, i + 1);
-            if (i < t.size() && t[i] == ']')
-            {
-                out += "a0:";
-                return i + 1;
-            }
-            while (true)
-            {
-                i = value(t, i, items, depth + 1);
-                if (i == npos)
-                {
-                    return npos;
-                }
+            i = elements(t, i + 1, ']', [&](std::size_t j) {
                 ++n;
-                i = skip_ws(t, i);
-                if (i < t.size() && t[i] == ',')
-                {
-                    i = skip_ws(t, i + 1);
-                    continue;
-                }
-                if (i < t.size() && t[i] == ']')
-                {
-                    break;
-                }
+                return value(t, j, items, depth + 1);
+            });
+            if (i == npos)
+            {
                 return npos;
             }
             out += 'a';
             out += std::to_string(n);
             out += ':';
             out += items;
-            return i + 1;
+            return i;
         }
         for (const auto& [word, v] : {std::pair<std::string_view, int>{"true", 1}, {"false", 0}, {"null", -1}})
         {
