@@ -2365,7 +2365,7 @@ TEST_CASE("json_schema: contains, minContains and maxContains; not items", "[con
     CHECK(validating_walks(c, schema, pick, 8, 28, 16, [](const constraint&) {}) > 100);
 }
 
-TEST_CASE("json_schema: uniqueItems over strings every prefix of which goes on", "[constraint]")
+TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
 {
     // strings equal as decoded code points are one value, checked where an item ends
     const std::string plain = R"({"type":"array","uniqueItems":true,"items":{"type":"string"}})";
@@ -2377,14 +2377,11 @@ TEST_CASE("json_schema: uniqueItems over strings every prefix of which goes on",
                    {R"(["ab","abc"])", R"(["ab","ab"])", R"(["ab"])"}) == bools{true, false, false});
     CHECK(accepted(R"({"anyOf":[{"type":"array","uniqueItems":true,"items":{"type":"string"}},{"type":"array","maxItems":2}]})",
                    {R"(["a","a"])", R"(["a","a","a"])", R"(["a","b","c"])"}) == bools{true, false, true});
-    // items that could run out of values stay refused
-    for (const char* items : {R"({"type":"string","maxLength":3})", R"({"type":"string","format":"date"})",
-                              R"({"type":["string","null"]})", R"({"type":"string","pattern":"^(a|b)$"})", "{}",
-                              R"({"anyOf":[{"type":"string"},{"enum":["a",1]}]})"})
+    // other items stay refused
+    for (const char* items : {R"({"type":["string","null"]})", "{}", R"({"anyOf":[{"type":"string"},{"enum":["a",1]}]})"})
     {
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
-                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; or strings "
-                   "without maxLength whose pattern and format let every prefix go on) at /");
+                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; or strings) at /");
     }
     // brute force on a small vocabulary ("\"\"", "\",", "\\u"...): the mask is what advance accepts,
     // every allowed token's text completes to a valid value, and the completions skip repeats
@@ -2392,7 +2389,11 @@ TEST_CASE("json_schema: uniqueItems over strings every prefix of which goes on",
     for (const std::string& text :
          {std::string(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"string"}})"),
           std::string(R"({"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"minItems":2,"maxItems":4,
-              "items":{"type":"string","pattern":"^[a-e]+$"}}},"required":["t"],"additionalProperties":false})")})
+              "items":{"type":"string","pattern":"^[a-e]+$"}}},"required":["t"],"additionalProperties":false})"),
+          // strings that run out: 13 of them, three at most 1 char long ("\u0061" spells one of those)
+          std::string(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"string","pattern":"^[a-c]{0,2}$"}})"),
+          std::string(R"({"type":"array","uniqueItems":true,"minItems":2,"items":{"anyOf":[{"type":"string","maxLength":1},
+              {"enum":["ab","abc"]}]}})")})
     {
         INFO(text);
         const json schema = json::parse(text);
@@ -2402,6 +2403,35 @@ TEST_CASE("json_schema: uniqueItems over strings every prefix of which goes on",
               }) > 200);
         // a budget's costs do not know the marks: refused
         CHECK_THROWS_WITH(c.set_budget(64), Contains("a budget over a grammar with distinct items"));
+    }
+    // bounded strings: a byte after which an item can only repeat an earlier one is refused where it is read
+    // (check B), and an array holds at most as many items as there are strings
+    const auto read = [](const std::string& schema, const std::string& text) {
+        matcher m(compile_grammar(json_schema_grammar(schema)));
+        return m.feed(text);
+    };
+    const std::string one = R"({"type":"array","uniqueItems":true,"items":{"type":"string","maxLength":1}})";
+    CHECK(read(one, R"(["a","a"])") == 6);
+    CHECK(read(one, R"(["a","\u0061"])") == 11);  // (its last hex digit)
+    CHECK(read(one, R"(["a","b"])") == 9);
+    CHECK(read(one, R"(["a",""])") == 8);
+    const std::string three = R"({"type":"array","uniqueItems":true,"items":{"type":"string","pattern":"^(ab|ac|b)$"}})";
+    CHECK(read(three, R"(["ab","ac","b"])") == 15);
+    CHECK(read(three, R"(["ab","ac","b",)") == 14);  // (three strings, three items)
+    CHECK(read(three, R"(["ab","b","a)") == 12);    // ("ac" is left)
+    CHECK(read(three, R"(["ab","ac","a)") == 12);   // (only "ab" and "ac" begin with a)
+    CHECK(read(R"({"type":"array","uniqueItems":true,"items":{"type":"string","format":"date"}})",
+               R"(["2024-02-29","2024-02-29"])") == 24);
+    CHECK(accepted(three, {R"(["b","ac","ab"])", R"(["ab","ab"])"}) == bools{true, false});
+    fails_with(R"({"type":"array","uniqueItems":true,"minItems":4,"items":{"type":"string","pattern":"^(ab|ac|b)$"}})",
+               "the schema validates nothing");
+    fails_with(R"({"type":"array","uniqueItems":true,"minItems":4,"items":{"anyOf":[{"type":"string","pattern":"^(ab|ac|b)$"},
+        {"enum":["c"]}]}})",
+               "uniqueItems with minItems 4 over strings of which 3 are known (branches not counted together) at /");
+    {
+        matcher m(compile_grammar(json_schema_grammar(std::string(R"({"type":"array","uniqueItems":true,"minItems":4,"items":{"type":"string","maxLength":1}})"))));
+        m.feed(R"([" ","!",)");
+        CHECK(m.completion() == R"("","#"])");
     }
     // a token that begins the array and repeats an item in it: read again though the array begins inside it
     const auto index = bytes_and({R"(:["a","a"])", R"(:["a","b"])", R"(["a","a"])", R"("a","a")"});

@@ -281,6 +281,8 @@ namespace xsampler
         /// (automaton::distinct_first): outside such an array, the only ones
         /// that can begin one and end an item in it.
         const std::vector<token_id>& distinct_opening_tokens() const noexcept { return m_distinct_opening; }
+        /// With marks: the tokens with a backslash (one may write any char of a string item).
+        const std::vector<token_id>& escape_tokens() const noexcept { return m_escape_tokens; }
         /// By automaton rule: whether a distinct array reads it, directly or
         /// through others (a set with no item of these is no array's: its
         /// tokens end no distinct item).
@@ -365,6 +367,10 @@ namespace xsampler
                 const auto any = [&](const std::bitset<256>& bytes) {
                     return std::any_of(b.begin(), b.end(), [&](char c) { return bytes[static_cast<unsigned char>(c)]; });
                 };
+                if (!v.special(token_id(t)) && b.find('\\') != std::string::npos)
+                {
+                    m_escape_tokens.push_back(token_id(t));
+                }
                 if (!v.special(token_id(t)) && any(a.distinct_last))
                 {
                     m_distinct_tokens.push_back(token_id(t));
@@ -428,7 +434,7 @@ namespace xsampler
         std::vector<std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>> m_runs;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
-        std::vector<token_id> m_distinct_tokens, m_distinct_opening;
+        std::vector<token_id> m_distinct_tokens, m_distinct_opening, m_escape_tokens;
         std::vector<std::uint8_t> m_in_distinct;
     };
 
@@ -580,6 +586,7 @@ namespace xsampler
             if (!m_g->distinct_tokens().empty())
             {
                 out = &without_repeats(*out, in_distinct_array() ? m_g->distinct_tokens() : m_g->distinct_opening_tokens());
+                out = &without_dead_ends(*out);
             }
             if (m_budget != 0)
             {
@@ -772,6 +779,54 @@ namespace xsampler
             }
             m_scratch = token_set(std::move(words));
             return m_scratch;
+        }
+
+        /// The mask less the tokens after which a distinct string item can
+        /// only become an earlier item of its array (the matcher's check B):
+        /// where it may (matcher::distinct_rests), the tokens that keep the
+        /// item on an earlier one's path (a prefix of its rest, spelt raw) or
+        /// hold a backslash are read again through the real chart; every
+        /// token where an escape is begun. (Tokens with a quote: without_repeats.)
+        const token_set& without_dead_ends(const token_set& in)
+        {
+            if (!m_matcher.distinct_rests(m_rests, m_unfinished))
+            {
+                return in;
+            }
+            std::vector<token_id> suspects;
+            if (m_unfinished)
+            {
+                const auto& words = in.words();
+                for (std::size_t w = 0; w < words.size(); ++w)
+                {
+                    for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
+                    {
+                        suspects.push_back(token_id(w * 64 + std::size_t(__builtin_ctzll(bits))));
+                    }
+                }
+            }
+            else
+            {
+                suspects = m_g->escape_tokens();
+                const vocabulary_index& index = m_g->index();
+                for (const std::string& r : m_rests)
+                {
+                    std::uint32_t node = vocabulary_index::none;
+                    for (const char c : r)
+                    {
+                        const std::int32_t next = index.child(node, static_cast<unsigned char>(c));
+                        if (next < 0)
+                        {
+                            break;
+                        }
+                        node = std::uint32_t(next);
+                        index.for_each_token(node, [&](token_id t) { suspects.push_back(t); });
+                    }
+                }
+                std::sort(suspects.begin(), suspects.end());
+                suspects.erase(std::unique(suspects.begin(), suspects.end()), suspects.end());
+            }
+            return without_repeats(in, suspects);
         }
 
         void sync(span<const token_id> generated)
@@ -2928,6 +2983,8 @@ namespace xsampler
         std::shared_ptr<const compiled_grammar::position_masks> m_current;  // alive while a step uses it
         std::shared_ptr<const compiled_grammar::context_tokens> m_extras;
         token_set m_scratch, m_budgeted;
+        std::vector<std::string> m_rests;  // without_dead_ends' scratch
+        bool m_unfinished = false;
         std::string m_key, m_ctx_key;
         std::vector<earley_item> m_kernel;
         std::vector<std::uint32_t> m_group, m_rep;

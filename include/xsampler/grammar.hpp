@@ -189,11 +189,13 @@ namespace xsampler
         /// strings by their code points (escapes decoded), numbers by value
         /// (1 = 1.0), objects by their members in any order, true = 1 and
         /// false = 0 (a subset under either reading). `item` must be read in
-        /// `array`'s own body and nowhere else (compile() checks), and every
-        /// prefix of an item should have endless completions: where items
-        /// can run out of values, a text may be left that no byte continues
-        /// (the matcher's step then refuses every byte; completion() is
-        /// invalid_parameter). Neither rule is inlined.
+        /// `array`'s own body and nowhere else (compile() checks). Where the
+        /// items are JSON strings the matcher also refuses a byte after which
+        /// an item can only repeat an earlier one, so the array must not
+        /// need more items than the item has strings; other items should
+        /// have endless completions from every prefix: otherwise a text may
+        /// be left that no byte continues (the matcher's step then refuses
+        /// every byte; completion() is invalid_parameter). Neither rule is inlined.
         void distinct(rule_id array, rule_id item)
         {
             check_rule(array, "distinct");

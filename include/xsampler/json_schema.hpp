@@ -71,10 +71,10 @@
 //                 (several in one conjunction count together)
 //   uniqueItems   over items of finite values (enum, const, booleans,
 //                 null): each at most once (distinct_items); over strings
-//                 whose every prefix has endless completions (no maxLength,
-//                 a pattern or format with a loop ahead of every state): a
+//                 (any bounds, pattern, format; enums of strings): a
 //                 grammar::distinct mark the matcher checks where an item
-//                 ends; else an error
+//                 ends and while it is written, at most as many items as
+//                 strings; else an error
 //   propertyNames the keys' contents its schema accepts (key_names): listed
 //                 keys it refuses left out, other keys' automata intersected
 //   minProperties, maxProperties  members counted as they are written; a
@@ -2061,19 +2061,39 @@ namespace xsampler
             /// uniqueItems: items of finite values (enum, const, booleans, null),
             /// each value at most once; values equal for validators (1 and
             /// 1.0, and 1 and true: loosely_same) share a slot. Items that are
-            /// strings every prefix of which goes on without end (open_strings)
-            /// are checked where each ends (grammar::distinct). Other items are
-            /// an error.
+            /// strings (string_values) are checked by the matcher
+            /// (grammar::distinct): where each ends, and while it is written
+            /// (no item is begun that can only end as an earlier one); the
+            /// array holds at most as many items as there are strings. Other
+            /// items are an error.
             std::optional<expr_id> distinct_items(const conj& items, std::size_t min, std::size_t max, const json* at)
             {
                 std::vector<conj> ds;
                 expand(conj{}, {{nullptr, items}}, ds);
-                if (open_strings(ds))
+                if (const auto values = string_values(items, ds))
                 {
                     const auto item = value_of(items);
                     if (!item)
                     {
                         return min > 0 ? std::nullopt : std::optional<expr_id>(m_b.array(m_g.empty(), 0, 0));
+                    }
+                    if (values->first < enough_values)
+                    {
+                        if (min > values->first)
+                        {
+                            if (values->second)
+                            {
+                                return std::nullopt;  // (fewer strings than items)
+                            }
+                            fail("uniqueItems with minItems " + std::to_string(min) + " over strings of which " +
+                                     std::to_string(values->first) + " are known (branches not counted together)",
+                                 at);
+                        }
+                        max = std::min<std::size_t>(max, std::size_t(values->first));
+                    }
+                    if (max <= 1)
+                    {
+                        return m_b.array(*item, min, max);  // (unique already)
                     }
                     // (fresh rules: the item's ends are the array's alone)
                     const rule_id u = m_g.fresh_rule("unique-item"), r = m_g.fresh_rule("unique-items");
@@ -2105,7 +2125,7 @@ namespace xsampler
                     else
                     {
                         fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; "
-                             "or strings without maxLength whose pattern and format let every prefix go on)", at);
+                             "or strings)", at);
                     }
                 }
                 std::vector<std::vector<json>> slots;
@@ -2146,48 +2166,130 @@ namespace xsampler
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 
-            /// Whether every disjunct is strings alone, with no bound on their
-            /// length and a content every prefix of which has endless
-            /// completions: then a string begun has a completion no earlier
-            /// item equals, and an array of them never ends up with no way on
-            /// (a DFA whose every live state reads on: a path that never ends
-            /// comes back to a state, a loop).
-            bool open_strings(const std::vector<conj>& ds)
+            /// A count of values that is as good as endless: a text of 2^32
+            /// bytes is past what a matcher reads.
+            static constexpr std::uint64_t enough_values = std::uint64_t(1) << 32;
+            /// Whether every disjunct is strings alone (a string type with its
+            /// bounds, pattern and format, or an enum of strings), one at least
+            /// a string type; then how many strings one of them has (capped at
+            /// enough_values; an enum's, those that are items) and whether that
+            /// is all of them (one disjunct).
+            std::optional<std::pair<std::uint64_t, bool>> string_values(const conj& items, const std::vector<conj>& ds)
             {
                 if (ds.empty())
                 {
-                    return false;
+                    return std::nullopt;
                 }
+                std::uint64_t most = 0;
+                bool open = false;
                 for (const conj& d : ds)
                 {
                     const auto [own, types, values_at] = parts_of(d);
-                    if (values_at != nullptr || own.empty() || types != t_string)
+                    if (values_at != nullptr)
                     {
-                        return false;
-                    }
-                    const auto content = string_content(own, false);
-                    if (!content || content->max != grammar::unbounded)
-                    {
-                        return false;
-                    }
-                    if (content->dfa)
-                    {
-                        const byte_dfa& f = *content->dfa;  // (every state live)
-                        for (std::int32_t q = 0; q < std::int32_t(f.size()); ++q)
+                        const auto vs = finite_values(values_at);
+                        if (!vs || !std::all_of(vs->begin(), vs->end(), [](const json& v) { return v.is_string(); }))
                         {
-                            bool on = false;
-                            for (unsigned c = 0; c < 256 && !on; ++c)
+                            return std::nullopt;
+                        }
+                        std::set<std::string> listed;  // (those that are items)
+                        for (const json& v : *vs)
+                        {
+                            if (std::all_of(items.begin(), items.end(), [&](const json* s) { return validates(v, s); }))
                             {
-                                on = f.next(q, static_cast<unsigned char>(c)) != byte_dfa::dead;
-                            }
-                            if (!on)
-                            {
-                                return false;
+                                listed.insert(v.get<std::string>());
                             }
                         }
+                        most = std::max<std::uint64_t>(most, listed.size());
+                        continue;
+                    }
+                    if (own.empty() || types != t_string)
+                    {
+                        return std::nullopt;
+                    }
+                    const auto content = string_content(own, false);
+                    most = std::max(most, content ? strings_in(*content) : 0);
+                    open = true;
+                }
+                if (!open)
+                {
+                    return std::nullopt;  // (enums alone: distinct_items' slots, in any order)
+                }
+                return std::make_pair(most, ds.size() == 1);
+            }
+            /// How many strings bounds b holds, capped at enough_values.
+            static std::uint64_t strings_in(const string_bounds& b)
+            {
+                const auto add = [](std::uint64_t x, std::uint64_t y) { return std::min(enough_values, x + y); };
+                const auto times = [](std::uint64_t x, std::uint64_t y) {
+                    return x != 0 && y > enough_values / x ? enough_values : std::min(enough_values, x * y);
+                };
+                if (b.dfa)
+                {
+                    // accepted texts by state, the states after a state first (a cycle: endless)
+                    const byte_dfa& d = *b.dfa;
+                    const auto [class_of, k] = d.byte_classes();
+                    std::vector<std::uint64_t> width(k, 0);
+                    std::vector<unsigned char> first(k, 0);
+                    for (unsigned c = 256; c-- > 0;)
+                    {
+                        ++width[class_of[c]];
+                        first[class_of[c]] = static_cast<unsigned char>(c);
+                    }
+                    std::vector<std::uint64_t> count(d.size(), 0);
+                    std::vector<std::uint8_t> mark(d.size(), 0);  // 1: on the path, 2: counted
+                    std::vector<std::pair<std::int32_t, std::size_t>> path{{d.start(), 0}};
+                    mark[std::size_t(d.start())] = 1;
+                    while (!path.empty())
+                    {
+                        auto& [q, c] = path.back();
+                        if (c == k)
+                        {
+                            std::uint64_t n = d.accepting(q) ? 1 : 0;
+                            for (std::size_t j = 0; j < k; ++j)
+                            {
+                                const std::int32_t t = d.next(q, first[j]);
+                                n = t == byte_dfa::dead ? n : add(n, times(width[j], count[std::size_t(t)]));
+                            }
+                            count[std::size_t(q)] = n;
+                            mark[std::size_t(q)] = 2;
+                            path.pop_back();
+                            continue;
+                        }
+                        const std::int32_t t = d.next(q, first[c++]);
+                        if (t == byte_dfa::dead || mark[std::size_t(t)] == 2)
+                        {
+                            continue;
+                        }
+                        if (mark[std::size_t(t)] == 1)
+                        {
+                            return enough_values;  // (every state reaches an accepting one)
+                        }
+                        mark[std::size_t(t)] = 1;
+                        path.emplace_back(t, 0);
+                    }
+                    return count[std::size_t(d.start())];
+                }
+                std::uint64_t chars = 1112064;  // (Unicode's scalar values)
+                if (b.chars)
+                {
+                    chars = 0;
+                    for (unsigned c = 0; c < 256; ++c)
+                    {
+                        chars += b.chars->contains(static_cast<unsigned char>(c)) ? 1 : 0;
                     }
                 }
-                return true;
+                if (chars <= 1)
+                {
+                    return b.min > 0 && chars == 0 ? 0 : chars == 0 ? 1 : std::min<std::uint64_t>(enough_values, b.max - b.min) + 1;
+                }
+                std::uint64_t n = 0, power = 1;  // power: chars^length
+                for (std::size_t length = 0; length <= b.max && n < enough_values; ++length)
+                {
+                    n = length >= b.min ? add(n, power) : n;
+                    power = times(power, chars);
+                }
+                return n;
             }
 
             /// A patternProperties entry: the regex, its schema, and the schema it is in.

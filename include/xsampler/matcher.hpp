@@ -27,7 +27,11 @@
 //                an item of a marked array ends, the parses that would read
 //                it past an equal earlier item of that array are dropped
 //                (json_canonical's equality: the earlier items are decoded
-//                from the bytes read, once each). Off, the language is the
+//                from the bytes read, once each); and where every item of
+//                the set is inside a string item whose content so far
+//                begins an earlier item, a byte after which no completion
+//                of it is new is refused (a search byte by byte, check B).
+//                Off, the language is the
 //                grammar's without the marks, a superset: walks that cache
 //                what they find by positions alone (masks) need that.
 //                shortest() stays the superset's, a lower bound.
@@ -36,8 +40,9 @@
 //                ends, whenever it ends (budgets: which tokens may read on)
 // Every state the matcher reaches is live: all rules are productive and
 // every DFA state can end, so a non-empty set is a prefix of the language
-// (with distinct marks, where the front end marks only items every prefix
-// of which has endless completions, as json_schema.hpp does).
+// (with distinct marks: string items, in arrays that take no more items
+// than the item has strings, as json_schema.hpp builds them; other items
+// with endless completions from every prefix).
 // A matcher is a value: copying it forks it (n samples, beams).
 // Cost: O(items) per byte on grammars whose sets stay small (JSON, most
 // GBNF grammars: a few items); Earley's O(n^3) at worst.
@@ -46,6 +51,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bitset>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -142,6 +148,20 @@ namespace xsampler
         /// Whether grammar::distinct marks are checked (see the top of this file).
         void check_distinct(bool on) noexcept { m_check = on; }
         bool checks_distinct() const noexcept { return m_check; }
+        /// Where check B (see new_value_left) may refuse what follows: every
+        /// item of the current set is inside a distinct string item, and each
+        /// may still become an earlier item of its array. Then true, with
+        /// `rests` holding those earlier items' bytes past its content so far
+        /// (a byte off all of them, or past one, leaves every later byte
+        /// free) and `unfinished` set where an escape is begun (any byte may
+        /// count). False otherwise, or with the check off.
+        bool distinct_rests(std::vector<std::string>& rests, bool& unfinished)
+        {
+            rests.clear();
+            unfinished = false;
+            std::vector<open_item> open;
+            return m_check && m_a->has_distinct() && inside_items(open) && all_risky(open, &rests, unfinished);
+        }
         /// The bytes read, one per position (a repeat() reads a 0 byte: walks
         /// that repeat() have the check off).
         const std::string& text() const noexcept { return m_text; }
@@ -180,6 +200,11 @@ namespace xsampler
             m_dropped = false;
             closure();
             if (m_dropped && !live())  // (the parses that go on read an item equal to an earlier one)
+            {
+                pop(1);
+                return false;
+            }
+            if (m_check && !m_searching && m_a->has_distinct() && !new_value_left())
             {
                 pop(1);
                 return false;
@@ -771,8 +796,9 @@ namespace xsampler
             std::vector<std::pair<std::uint32_t, std::string>> items;  // (end, key), in order
             std::unordered_multiset<std::string> keys;
         };
-        /// Whether the array begun at `start` has an item before o with key `item`.
-        bool seen_in(std::uint32_t start, std::uint32_t o, const std::string& item)
+        /// The items of the array begun at `start` read up to o (those
+        /// before o; the cache may hold later ones, read by a text since popped).
+        array_items& items_before(std::uint32_t start, std::uint32_t o)
         {
             auto it = std::find_if(m_seen.begin(), m_seen.end(), [&](const array_items& s) { return s.start == start; });
             if (it == m_seen.end())
@@ -800,17 +826,229 @@ namespace xsampler
                 const std::size_t end = jc::canonical(t, i, key);
                 if (end == jc::npos)
                 {
-                    return true;  // (unreachable: see repeated())
+                    break;  // (unreachable: see repeated())
                 }
                 s.keys.insert(key);
                 s.items.emplace_back(std::uint32_t(end), std::move(key));
             }
+            return s;
+        }
+        /// Whether the array begun at `start` has an item before o with key `item`.
+        bool seen_in(std::uint32_t start, std::uint32_t o, const std::string& item)
+        {
+            const array_items& s = items_before(start, o);
             if (!s.items.empty() && s.items.back().first > o)  // (items read past o, by a text popped since)
             {
                 return std::any_of(s.items.begin(), s.items.end(),
                                    [&](const auto& x) { return x.first <= o && x.second == item; });
             }
             return s.keys.count(item) != 0;
+        }
+
+        /// An item of a distinct mark the text is inside: where it began, and its array's start.
+        struct open_item
+        {
+            std::uint32_t origin, start;
+        };
+        /// Check B (string items): false where every item of the current set
+        /// is inside a distinct item that is a JSON string and none of them
+        /// can end as a value its array has not had yet, so every way on
+        /// ends by repeating an earlier item. An item whose content so far
+        /// begins no earlier item (decoded) has a new completion, as any
+        /// text the grammar reaches has one; otherwise a search byte by byte
+        /// (check A on, B off) looks for such a point, or the item's end,
+        /// trying first the bytes that leave every earlier item's path.
+        /// Past max_search steps it gives up: false (a byte refused that
+        /// might have gone on; never one that cannot).
+        bool new_value_left()
+        {
+            m_searching = true;
+            struct off
+            {
+                bool& on;
+                ~off() { on = false; }
+            } restore{m_searching};
+            std::size_t budget = max_search;
+            return new_value_here(budget);
+        }
+        static constexpr std::size_t max_search = 1 << 16;
+        bool new_value_here(std::size_t& budget)
+        {
+            std::vector<open_item> open;
+            std::vector<std::string> rests;
+            bool unfinished = false;
+            if (!inside_items(open) || !all_risky(open, &rests, unfinished))
+            {
+                return true;
+            }
+            std::bitset<256> along;  // bytes that keep some item on an earlier one's path
+            along.set(static_cast<unsigned char>('"'));
+            along.set(static_cast<unsigned char>('\\'));
+            for (const std::string& r : rests)
+            {
+                along.set(r.empty() ? static_cast<unsigned char>('"') : static_cast<unsigned char>(r[0]));
+            }
+            for (const bool second : {false, true})
+            {
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    const auto c = static_cast<unsigned char>(b);
+                    if ((along[b] && !unfinished) != second || !readable(c))
+                    {
+                        continue;
+                    }
+                    if (budget == 0)
+                    {
+                        return false;
+                    }
+                    --budget;
+                    if (!step(c))
+                    {
+                        continue;
+                    }
+                    const bool found = new_value_here(budget);
+                    pop(1);
+                    if (found)
+                    {
+                        return true;
+                    }
+                }
+                if (unfinished)
+                {
+                    break;  // (every byte tried in the first round)
+                }
+            }
+            return false;
+        }
+        /// Whether every item of the current set is inside an item of a
+        /// distinct mark begun before this byte (`open`: those items).
+        bool inside_items(std::vector<open_item>& open)
+        {
+            const auto k = std::uint32_t(position());
+            std::vector<std::pair<std::uint32_t, std::uint32_t>> inside_rules;  // (set, rule) known inside
+            for (const earley_item* x = begin(); x != end(); ++x)
+            {
+                if (!inside(*x, k, 0, open, inside_rules))
+                {
+                    return false;
+                }
+            }
+            return !open.empty();
+        }
+        /// Whether item x is inside an open distinct item: its
+        /// rule is an item's, begun before position k, or every item that
+        /// waits for its rule is inside one (up the chart, max_array_depth
+        /// rules up at most).
+        bool inside(const earley_item& x, std::uint32_t k, unsigned depth, std::vector<open_item>& open,
+                    std::vector<std::pair<std::uint32_t, std::uint32_t>>& inside_rules)
+        {
+            const grammar_automaton& a = *m_a;
+            const std::uint32_t rule = a.states[x.state].rule;
+            if (is_context(x.origin) || depth == max_array_depth)
+            {
+                return false;
+            }
+            if (a.rules[rule].distinct_item)
+            {
+                if (x.origin >= k)
+                {
+                    return false;  // (not begun)
+                }
+                const bool known = std::any_of(open.begin(), open.end(), [&](const open_item& i) { return i.origin == x.origin; });
+                for (const earley_item* y = set_begin(x.origin); !known && y != set_end(x.origin); ++y)
+                {
+                    const auto& ys = a.states[y->state];
+                    for (std::uint32_t e = ys.edges_begin; can_read(*y) && e < ys.edges_end; ++e)
+                    {
+                        if (a.edges[e].rule == rule)
+                        {
+                            arrays_of(*y, 0, [&](std::uint32_t start) { open.push_back({x.origin, start}); });
+                            break;
+                        }
+                    }
+                }
+                return true;
+            }
+            const std::pair<std::uint32_t, std::uint32_t> key{x.origin, rule};
+            if (std::find(inside_rules.begin(), inside_rules.end(), key) != inside_rules.end())
+            {
+                return true;
+            }
+            bool waited = false;
+            for (const earley_item* y = set_begin(x.origin); y != set_end(x.origin); ++y)
+            {
+                const auto& ys = a.states[y->state];
+                for (std::uint32_t e = ys.edges_begin; can_read(*y) && e < ys.edges_end; ++e)
+                {
+                    if (a.edges[e].rule == rule)
+                    {
+                        if (!inside(*y, k, depth + 1, open, inside_rules))
+                        {
+                            return false;
+                        }
+                        waited = true;
+                        break;
+                    }
+                }
+            }
+            if (waited)
+            {
+                inside_rules.push_back(key);
+            }
+            return waited;
+        }
+        /// Whether each open item (a string begun) may still become an
+        /// earlier item of its array: its content so far (decoded) begins
+        /// one, or it ends inside an escape (`unfinished`). `rests` gets the
+        /// bytes of those earlier items past that content. False where an
+        /// item is no string (unchecked).
+        bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished)
+        {
+            namespace jc = detail::json_canonical;
+            const std::string_view t(m_text);
+            const auto k = std::uint32_t(position());
+            std::string content;
+            std::uint32_t decoded = ~std::uint32_t(0);
+            bool pending = false, risky = true;
+            for (const open_item& i : open)
+            {
+                if (i.origin != decoded)
+                {
+                    if (t[i.origin] != '"')
+                    {
+                        return false;
+                    }
+                    content.clear();
+                    const std::size_t stop = jc::decode_chars(t.substr(0, k), i.origin + 1, content);
+                    if (stop == jc::npos || (stop < k && t[stop] == '"'))
+                    {
+                        return false;  // (unreachable: an item inside the chart is well formed, and unfinished)
+                    }
+                    decoded = i.origin;
+                    pending = stop < k;
+                    unfinished = unfinished || pending;
+                }
+                bool begins = pending;
+                const array_items& s = items_before(i.start, i.origin);
+                for (const auto& [item_end, key] : s.items)
+                {
+                    if (item_end > i.origin || key.empty() || key[0] != 's')
+                    {
+                        continue;
+                    }
+                    const std::string_view bytes = std::string_view(key).substr(key.find(':') + 1);
+                    if (bytes.substr(0, content.size()) == content)
+                    {
+                        begins = true;
+                        if (rests != nullptr)
+                        {
+                            rests->emplace_back(bytes.substr(content.size()));
+                        }
+                    }
+                }
+                risky = risky && begins;
+            }
+            return risky;
         }
         /// After pop(): the items read that end past position k forgotten.
         void forget_seen_after(std::size_t k)
@@ -1002,6 +1240,7 @@ namespace xsampler
         std::string m_text;                   // the bytes read
         bool m_check = true;                  // check_distinct()
         bool m_dropped = false;               // a check dropped a parse in the set being closed
+        bool m_searching = false;             // check B's search is stepping (B off)
         std::vector<array_items> m_seen;      // distinct arrays' earlier items, by the array's start
     };
 }

@@ -62,16 +62,20 @@ namespace xsampler::detail::json_canonical
         return v;
     }
 
-    /// The string at t[i] == '"': its content decoded into `out`; the index past it, or npos.
-    inline std::size_t decode_string(std::string_view t, std::size_t i, std::string& out)
+    /// The chars of a string from t[i] (past its opening quote) decoded
+    /// into `out`, up to its closing quote or the text's end: the index of
+    /// that quote, or of where the text ends inside a char (an escape begun,
+    /// or a \\u high surrogate a low one may still follow: not decoded;
+    /// raw UTF-8 bytes are copied as they come, whole or not); npos for an
+    /// invalid escape.
+    inline std::size_t decode_chars(std::string_view t, std::size_t i, std::string& out)
     {
-        ++i;
         while (i < t.size())
         {
             const char c = t[i];
             if (c == '"')
             {
-                return i + 1;
+                return i;
             }
             if (c != '\\')
             {
@@ -81,8 +85,9 @@ namespace xsampler::detail::json_canonical
             }
             if (i + 1 >= t.size())
             {
-                return npos;
+                return i;
             }
+            const std::size_t begun = i;
             const char e = t[i + 1];
             i += 2;
             switch (e)
@@ -97,19 +102,30 @@ namespace xsampler::detail::json_canonical
             case 't': out += '\t'; break;
             case 'u':
             {
+                if (i + 4 > t.size())
+                {
+                    return begun;
+                }
                 std::size_t c1 = hex4(t, i);
                 if (c1 == npos)
                 {
                     return npos;
                 }
                 i += 4;
-                if (c1 >= 0xD800 && c1 < 0xDC00 && i + 6 <= t.size() && t[i] == '\\' && t[i + 1] == 'u')
+                if (c1 >= 0xD800 && c1 < 0xDC00)
                 {
-                    const std::size_t c2 = hex4(t, i + 2);
-                    if (c2 != npos && c2 >= 0xDC00 && c2 < 0xE000)
+                    if (i + 6 > t.size() && std::string_view("\\u").substr(0, t.size() - i) == t.substr(i, 2))
                     {
-                        c1 = 0x10000 + ((c1 - 0xD800) << 10) + (c2 - 0xDC00);
-                        i += 6;
+                        return begun;  // (a low surrogate may follow)
+                    }
+                    if (t[i] == '\\' && t[i + 1] == 'u')
+                    {
+                        const std::size_t c2 = hex4(t, i + 2);
+                        if (c2 != npos && c2 >= 0xDC00 && c2 < 0xE000)
+                        {
+                            c1 = 0x10000 + ((c1 - 0xD800) << 10) + (c2 - 0xDC00);
+                            i += 6;
+                        }
                     }
                 }
                 regex::utf8_append(regex::code_point(c1), out);  // (a lone surrogate as its 3 bytes: a key of its own)
@@ -118,7 +134,13 @@ namespace xsampler::detail::json_canonical
             default: return npos;
             }
         }
-        return npos;
+        return i;
+    }
+    /// The string at t[i] == '"': its content decoded into `out`; the index past it, or npos.
+    inline std::size_t decode_string(std::string_view t, std::size_t i, std::string& out)
+    {
+        const std::size_t end = decode_chars(t, i + 1, out);
+        return end < t.size() && t[end] == '"' ? end + 1 : npos;
     }
 
     /// A string's key: 's', its decoded length, ':', its bytes.
