@@ -96,6 +96,7 @@
 #include <utility>
 #include <vector>
 
+#include "detail/simd.hpp"
 #include "candidates.hpp"
 #include "grammar.hpp"
 #include "json_grammar.hpp"
@@ -799,10 +800,7 @@ namespace xsampler
                 const auto& words = in.words();
                 for (std::size_t w = 0; w < words.size(); ++w)
                 {
-                    for (std::uint64_t bits = words[w]; bits != 0; bits &= bits - 1)
-                    {
-                        suspects.push_back(token_id(w * 64 + std::size_t(__builtin_ctzll(bits))));
-                    }
+                    detail::for_each_bit(words[w], w * 64, [&](std::size_t t) { suspects.push_back(token_id(t)); });
                 }
             }
             else
