@@ -2381,7 +2381,8 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
     for (const char* items : {R"({"type":["string","null"]})", "{}", R"({"anyOf":[{"type":"string"},{"enum":["a",1]}]})"})
     {
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
-                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; or strings) at /");
+                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; or objects "
+                   "with an optional key of endless values, or other keys allowed) at /");
     }
     // brute force on a small vocabulary ("\"\"", "\",", "\\u"...): the mask is what advance accepts,
     // every allowed token's text completes to a valid value, and the completions skip repeats
@@ -2467,6 +2468,70 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
         }
     }
     CHECK(ended > 0);
+}
+
+TEST_CASE("json_schema: uniqueItems over objects that always have a new completion", "[constraint]")
+{
+    // an optional key of endless values can be written again at any gap (the last one counts), so an item
+    // never runs out of new values: checked where it ends only, equal as values (key order, escapes, the
+    // last of a key written twice)
+    const std::string people = R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{
+        "name":{"type":"string"},"age":{"type":"integer","minimum":0}},"additionalProperties":false}})";
+    CHECK(accepted(people, {R"([{"name":"a"},{"name":"b"}])", R"([{"name":"a"},{"name":"a"}])",
+                            R"([{"name":"a","age":1},{"age":1,"name":"a"}])", R"([{"name":"a"},{"name":"\u0061"}])",
+                            R"([{"name":"b","name":"a"},{"name":"a"}])", R"([{"name":"a"},{"name":"a","name":"c"}])",
+                            R"([{},{}])", R"([{},{"age":0}])", R"([{"age":1},{"age":1, "name":"x"},{"name":"x","age":1}])"}) ==
+          bools{true, false, false, false, false, true, false, true, false});
+    const auto read = [](const std::string& schema, const std::string& text) {
+        matcher m(compile_grammar(json_schema_grammar(schema)));
+        return m.feed(text);
+    };
+    // refused at the brace that ends the repeat; the item goes on from there
+    CHECK(read(people, R"([{"name":"a"},{"name":"a"}])") == 25);
+    CHECK(read(people, R"([{"name":"a"},{"name":"b","name":"a"}])") == 36);
+    // other keys allowed (json_options::additional_properties, the default): a fresh key makes a new value
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"type":"object"}})",
+                   {R"([{"k":1},{"k":1.0}])", R"([{"k":1},{"k":[1]}])", R"([{"k":{"a":true}},{"k":{"a":true}}])"}) ==
+          bools{false, true, false});
+    // objects that can run out (every key required, maxProperties, only finite values) stay an error
+    for (const char* items : {R"({"type":"object","properties":{"name":{"type":"string"}},"required":["name"],
+                                 "additionalProperties":false})",
+                              R"({"type":"object","maxProperties":2})",
+                              R"({"type":"object","properties":{"b":{"type":"boolean"}},"additionalProperties":false})",
+                              R"({"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"type":"boolean"}}},
+                                 "additionalProperties":false})"})
+    {
+        INFO(items);
+        fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
+                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; or objects "
+                   "with an optional key of endless values, or other keys allowed) at /");
+    }
+    // brute force on the small vocabulary ("{\"", "\"}", "},", "}]"...): the mask is what advance accepts and every
+    // allowed token's text completes to a valid value; a distinct string array inside each distinct object
+    // keeps its own check B (maxLength 1: three items run it out)
+    std::mt19937 pick(5);
+    for (const std::string& text :
+         {R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"object","properties":{"name":{"type":"string"},
+              "age":{"type":"integer","minimum":0}},"additionalProperties":false}})",
+          R"({"type":"array","uniqueItems":true,"minItems":2,"items":{"type":"object","properties":{"name":{"type":"array",
+              "uniqueItems":true,"items":{"type":"string","maxLength":1}}},"required":["name"]}})"})
+    {
+        INFO(text);
+        const json schema = json::parse(text);
+        constraint c = json_schema_constraint(small_index(), text);
+        CHECK(validating_walks(c, schema, pick, 4, 24, 16, [&](const constraint& end) {
+                  CHECK(valid(json::parse(end.text() + end.completion()), schema, schema));
+              }) > 100);
+    }
+    {
+        matcher m(compile_grammar(json_schema_grammar(std::string(R"({"type":"array","uniqueItems":true,"minItems":2,
+            "items":{"type":"object","properties":{"name":{"type":"array","uniqueItems":true,"items":{"type":"string",
+            "maxLength":1}}},"required":["name"]}})"))));
+        CHECK(m.feed(R"([{"name":["a","a"]}])") == 15);  // (check B inside an object item)
+        m.pop(m.position());
+        m.feed(R"([{"name":[]},)");
+        CHECK(m.completion() == R"({"name":[],"":0}])");  // (from where the repeat is refused: another member)
+    }
 }
 
 TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProperties", "[constraint]")

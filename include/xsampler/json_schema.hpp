@@ -74,7 +74,10 @@
 //                 (any bounds, pattern, format; enums of strings): a
 //                 grammar::distinct mark the matcher checks where an item
 //                 ends and while it is written, at most as many items as
-//                 strings; else an error
+//                 strings; over objects that always have a new completion
+//                 (renewing: an optional key of endless values, or other
+//                 keys allowed): the same mark, checked where an item ends;
+//                 else an error
 //   propertyNames the keys' contents its schema accepts (key_names): listed
 //                 keys it refuses left out, other keys' automata intersected
 //   minProperties, maxProperties  members counted as they are written; a
@@ -2064,8 +2067,9 @@ namespace xsampler
             /// strings (string_values) are checked by the matcher
             /// (grammar::distinct): where each ends, and while it is written
             /// (no item is begun that can only end as an earlier one); the
-            /// array holds at most as many items as there are strings. Other
-            /// items are an error.
+            /// array holds at most as many items as there are strings. Objects
+            /// that renew (renewing()) are marked too, checked where each
+            /// ends. Other items are an error.
             std::optional<expr_id> distinct_items(const conj& items, std::size_t min, std::size_t max, const json* at)
             {
                 std::vector<conj> ds;
@@ -2091,16 +2095,16 @@ namespace xsampler
                         }
                         max = std::min<std::size_t>(max, std::size_t(values->first));
                     }
-                    if (max <= 1)
+                    return marked_array(*item, min, max);
+                }
+                if (renewing(ds))
+                {
+                    const auto item = value_of(items);
+                    if (!item)
                     {
-                        return m_b.array(*item, min, max);  // (unique already)
+                        return min > 0 ? std::nullopt : std::optional<expr_id>(m_b.array(m_g.empty(), 0, 0));
                     }
-                    // (fresh rules: the item's ends are the array's alone)
-                    const rule_id u = m_g.fresh_rule("unique-item"), r = m_g.fresh_rule("unique-items");
-                    m_g.define(u, *item);
-                    m_g.define(r, m_b.array(m_g.ref(u), min, max));
-                    m_g.distinct(r, u);
-                    return m_g.ref(r);
+                    return marked_array(*item, min, max);
                 }
                 std::vector<json> candidates;
                 for (const conj& d : ds)
@@ -2125,7 +2129,7 @@ namespace xsampler
                     else
                     {
                         fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; "
-                             "or strings)", at);
+                             "strings; or objects with an optional key of endless values, or other keys allowed)", at);
                     }
                 }
                 std::vector<std::vector<json>> slots;
@@ -2164,6 +2168,175 @@ namespace xsampler
                 }
                 const expr_id e = m_b.distinct_array(texts, min, max);
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
+            }
+
+            /// An array of `item` marked grammar::distinct (a plain one where
+            /// max <= 1: unique already).
+            expr_id marked_array(expr_id item, std::size_t min, std::size_t max)
+            {
+                if (max <= 1)
+                {
+                    return m_b.array(item, min, max);
+                }
+                // (fresh rules: the item's ends are the array's alone)
+                const rule_id u = m_g.fresh_rule("unique-item"), r = m_g.fresh_rule("unique-items");
+                m_g.define(u, item);
+                m_g.define(r, m_b.array(m_g.ref(u), min, max));
+                m_g.distinct(r, u);
+                return m_g.ref(r);
+            }
+
+            /// Whether every disjunct is objects that can always still become
+            /// a new value, however much of one is written: objects whose
+            /// grammar (json_builder::object_any_order: no maxProperties, no
+            /// members counted) writes at any gap, any number of times, a key
+            /// that takes endless values (an optional listed key, the last
+            /// written being the one validators read), or any other key with
+            /// any value (other keys allowed by json_options and by every
+            /// additionalProperties). So a begun item never runs out of new
+            /// completions and the matcher checks only where an item ends.
+            bool renewing(const std::vector<conj>& ds)
+            {
+                return !ds.empty() && std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return renewing_one(d, 0, false); });
+            }
+            static constexpr unsigned max_endless_depth = 8;
+            /// renewing() for one disjunct; with `proven`, it must also be
+            /// shown to have a value (each required key one).
+            bool renewing_one(const conj& d, unsigned depth, bool proven)
+            {
+                const auto [own, types, values_at] = parts_of(d);
+                if (values_at != nullptr || own.empty() || types != t_object || depth > max_endless_depth)
+                {
+                    return false;
+                }
+                std::size_t min = 0;
+                std::vector<std::string> required, names;
+                bool free_keys = m_o.additional_properties;
+                for (const json* s : own)
+                {
+                    if ((made(s) && s->contains("$xs:some")) || has(s, "maxProperties") || has(s, "patternProperties") ||
+                        has(s, "propertyNames"))
+                    {
+                        return false;
+                    }
+                    min = std::max(min, count(s, "minProperties", 0));
+                    if (has(s, "required") && (*s)["required"].is_array())
+                    {
+                        for (const auto& x : (*s)["required"])
+                        {
+                            if (x.is_string())
+                            {
+                                required.push_back(x.get<std::string>());
+                            }
+                        }
+                    }
+                    if (has(s, "properties") && (*s)["properties"].is_object())
+                    {
+                        for (const auto& kv : (*s)["properties"].items())
+                        {
+                            names.push_back(kv.key());
+                        }
+                    }
+                    const json* extra = s->contains("additionalProperties") ? &(*s)["additionalProperties"] : nullptr;
+                    free_keys = free_keys && (extra == nullptr || *extra == json(true) || *extra == json::object());
+                }
+                std::sort(required.begin(), required.end());
+                required.erase(std::unique(required.begin(), required.end()), required.end());
+                if (min > 1 && min > required.size())
+                {
+                    return false;  // (members counted: each key once)
+                }
+                // the schemas of a listed key's value, as object() takes them (no patterns here)
+                const auto schemas_of = [&](const std::string& name) {
+                    conj c;
+                    for (const json* s : own)
+                    {
+                        if (has(s, "properties") && (*s)["properties"].is_object() && (*s)["properties"].contains(name))
+                        {
+                            c.push_back(&(*s)["properties"][name]);
+                        }
+                        else if (s->contains("additionalProperties"))
+                        {
+                            c.push_back(&(*s)["additionalProperties"]);
+                        }
+                    }
+                    return c;
+                };
+                if (proven && !std::all_of(required.begin(), required.end(),
+                                           [&](const std::string& name) { return value_of(schemas_of(name)).has_value(); }))
+                {
+                    return false;
+                }
+                if (free_keys)
+                {
+                    return true;  // (a key no earlier item has)
+                }
+                return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+                    return !std::binary_search(required.begin(), required.end(), name) && endless(schemas_of(name), depth + 1);
+                });
+            }
+            /// Whether some disjunct of c takes endless values (proven: any
+            /// value; strings the string keywords count past enough_values;
+            /// numbers bounded on one side at most; arrays of any length of
+            /// items that have a value; renewing objects that have one).
+            bool endless(const conj& c, unsigned depth)
+            {
+                if (depth > max_endless_depth)
+                {
+                    return false;
+                }
+                std::vector<conj> ds;
+                expand(conj{}, {{nullptr, c}}, ds);
+                return std::any_of(ds.begin(), ds.end(), [&](const conj& d) {
+                    const auto [own, types, values_at] = parts_of(d);
+                    if (values_at != nullptr)
+                    {
+                        return false;
+                    }
+                    if (own.empty())
+                    {
+                        return true;
+                    }
+                    const auto any_has = [&](std::initializer_list<const char*> keys) {
+                        return std::any_of(own.begin(), own.end(), [&](const json* s) {
+                            return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s->contains(k); });
+                        });
+                    };
+                    if (types & t_string)
+                    {
+                        const auto content = string_content(own, false);
+                        if (content && strings_in(*content) >= enough_values)
+                        {
+                            return true;
+                        }
+                    }
+                    if ((types & (t_integer | t_fraction)) &&
+                        (!any_has({"minimum", "exclusiveMinimum", "$xs:gt", "$xs:ge"}) ||
+                         !any_has({"maximum", "exclusiveMaximum", "$xs:lt", "$xs:le"})))
+                    {
+                        return true;
+                    }
+                    if ((types & t_array) && !any_has({"maxItems", "uniqueItems", "contains", "prefixItems", "$xs:notIn"}))
+                    {
+                        conj items;
+                        for (const json* s : own)
+                        {
+                            if (s->contains("items"))
+                            {
+                                if (!(*s)["items"].is_object() && !(*s)["items"].is_boolean())
+                                {
+                                    return false;
+                                }
+                                items.push_back(&(*s)["items"]);
+                            }
+                        }
+                        if (value_of(items))
+                        {
+                            return true;
+                        }
+                    }
+                    return (types & t_object) && renewing_one(d, depth + 1, true);
+                });
             }
 
             /// A count of values that is as good as endless: a text of 2^32

@@ -21,7 +21,8 @@
 //   completion() the shortest completion, the least in byte order among
 //                the shortest: a path (reading its first byte leaves the
 //                rest as the completion), since it is defined by the
-//                language alone
+//                language alone (with distinct marks: past an item that
+//                would repeat, a search for the shortest way past its end)
 //   check_distinct(on)  whether grammar::distinct marks are checked (on by
 //                default; a chart started from items has them off): where
 //                an item of a marked array ends, the parses that would read
@@ -30,7 +31,8 @@
 //                from the bytes read, once each); and where every item of
 //                the set is inside a string item whose content so far
 //                begins an earlier item, a byte after which no completion
-//                of it is new is refused (a search byte by byte, check B).
+//                of it is new is refused (a search byte by byte, check B;
+//                object items always have a new completion: unchecked).
 //                Off, the language is the
 //                grammar's without the marks, a superset: walks that cache
 //                what they find by positions alone (masks) need that.
@@ -355,19 +357,22 @@ namespace xsampler
         /// The shortest completion, least in byte order among the shortest:
         /// from each set the least byte that brings shortest() one closer.
         /// Where a distinct item would repeat an earlier one no byte does
-        /// (the item's end is refused): there the least byte that leaves
-        /// shortest() least and after which some byte brings it closer, so
-        /// a string item grows by one char until it is new (then not always
-        /// the shortest completion: `[""," ","!"]` for three items). A text
-        /// no byte continues (a distinct mark over items that run out of
-        /// values) is invalid_parameter.
+        /// (the item's end is refused, and shortest(), the grammar's, is
+        /// then only a lower bound): from there a search by iterative
+        /// deepening, bytes in order, a way whose length plus shortest()
+        /// exceeds the bound cut off: from there the shortest way on, least
+        /// in byte order (`["",` completes with `" "]`; an object item that
+        /// would repeat one goes on with another member), of the bytes that
+        /// leave the same set the first few (search_completion). A text no byte continues, or none found
+        /// within max_completion_search steps (a distinct mark over items
+        /// that run out of values), is invalid_parameter.
         std::string completion()
         {
             const std::size_t start = position();
-            const std::uint64_t first = shortest();
             std::string out;
             try
             {
+                const std::uint64_t first = shortest();
                 for (std::uint64_t left = first; left != grammar_automaton::infinite && !complete();)
                 {
                     if (out.size() >= first + max_completion_detour)
@@ -375,29 +380,40 @@ namespace xsampler
                         throw invalid_parameter("matcher::completion: none within " + std::to_string(out.size()) +
                                                 " bytes (distinct items with no new value left)");
                     }
-                    auto [best, least] = closest(left);
+                    const auto [best, least] = closest(left);
                     if (best < 0)
                     {
                         throw invalid_parameter("matcher::completion: no byte continues the text (distinct items with "
                                                 "no new value left)");
                     }
-                    if (least + 1 != left)  // a detour: the least byte of those as close that leaves a way closer
+                    if (least + 1 != left)
                     {
-                        for (unsigned b = unsigned(best); b < 256; ++b)
+                        // a detour: the shortest way past the end of the innermost item open here
+                        std::vector<open_item> open;
+                        inside_items(open);
+                        std::uint32_t item = none_open;
+                        for (const open_item& i : open)
                         {
-                            const auto c = static_cast<unsigned char>(b);
-                            if (!readable(c) || !step(c))
+                            item = item == none_open ? i.origin : std::max(item, i.origin);
+                        }
+                        std::size_t budget = max_completion_search;
+                        std::string rest;
+                        for (std::uint64_t bound = left; !search_completion(bound, rest, budget, item); ++bound)
+                        {
+                            if (budget == 0)
                             {
-                                continue;
-                            }
-                            const bool on = shortest() == least && closer();
-                            pop();
-                            if (on)
-                            {
-                                best = int(b);
-                                break;
+                                throw invalid_parameter("matcher::completion: none within " +
+                                                        std::to_string(max_completion_search) +
+                                                        " steps of search (distinct items with no new value left)");
                             }
                         }
+                        for (const char c : rest)
+                        {
+                            step(static_cast<unsigned char>(c));
+                        }
+                        out += rest;
+                        left = shortest();
+                        continue;
                     }
                     step(static_cast<unsigned char>(best));
                     out += char(best);
@@ -412,7 +428,76 @@ namespace xsampler
             pop(position() - start);
             return out;
         }
+        static constexpr std::size_t max_completion_search = std::size_t(1) << 20;
         static constexpr std::uint64_t max_completion_detour = 1 << 20;
+        static constexpr std::uint32_t none_open = ~std::uint32_t(0);
+
+        /// completion()'s search: whether some way on (`out`) is read with
+        /// the checks on that ends the distinct item begun at `item` (or
+        /// completes the text), within `bound` bytes with shortest() after
+        /// it; the least such, in byte order, appended to out. Of the bytes that
+        /// leave the same set of items (the grammar's future alike: only the
+        /// marks' checks may tell them apart) the first max_tried_alike are
+        /// tried, one whitespace byte among them.
+        static constexpr unsigned max_tried_alike = 4;
+        bool search_completion(std::uint64_t bound, std::string& out, std::size_t& budget, std::uint32_t item)
+        {
+            if (complete() || (item != none_open && ends_here(item)))
+            {
+                return true;
+            }
+            const std::uint64_t rest = shortest();
+            if (rest == grammar_automaton::infinite || out.size() + rest > bound)
+            {
+                return false;
+            }
+            // bytes that leave the same set differ in the text alone: of each such class a few are tried
+            // (those of an item that would repeat, one whitespace byte)
+            struct tried
+            {
+                std::vector<earley_item> set;
+                unsigned bytes, spaces;
+            };
+            std::vector<tried> classes;
+            for (unsigned b = 0; b < 256 && budget != 0; ++b)
+            {
+                const auto c = static_cast<unsigned char>(b);
+                if (!readable(c))
+                {
+                    continue;
+                }
+                --budget;
+                if (!step(c))
+                {
+                    continue;
+                }
+                const bool space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+                auto it = std::find_if(classes.begin(), classes.end(), [&](const tried& t) {
+                    return t.set.size() == items() && std::equal(t.set.begin(), t.set.end(), begin());
+                });
+                if (it == classes.end())
+                {
+                    classes.push_back({std::vector<earley_item>(begin(), end()), 0, 0});
+                    it = classes.end() - 1;
+                }
+                if (it->bytes == max_tried_alike || (space && it->spaces != 0))
+                {
+                    pop();
+                    continue;
+                }
+                ++it->bytes;
+                it->spaces += space ? 1 : 0;
+                out += char(c);
+                const bool found = search_completion(bound, out, budget, item);
+                pop();
+                if (found)
+                {
+                    return true;
+                }
+                out.pop_back();
+            }
+            return false;
+        }
 
         /// The bytes that may come first once the rule of one of the current
         /// set's kernel items has ended, whenever it ends: those the items
@@ -576,18 +661,6 @@ namespace xsampler
             }
             return {best, least};
         }
-        /// Whether some byte brings shortest() one closer (or the text is complete).
-        bool closer()
-        {
-            if (complete())
-            {
-                return true;
-            }
-            const std::uint64_t here = shortest();
-            const std::uint64_t least = closest(here).second;
-            return least != grammar_automaton::infinite && least + 1 == here;
-        }
-
         bool readable(unsigned char b) const noexcept
         {
             for (const earley_item* x = begin(); x != end(); ++x)
@@ -795,6 +868,7 @@ namespace xsampler
             std::uint32_t start = 0;
             std::vector<std::pair<std::uint32_t, std::string>> items;  // (end, key), in order
             std::unordered_multiset<std::string> keys;
+            std::vector<std::pair<std::string, std::uint32_t>> strings;  // the string items' contents and ends, sorted
         };
         /// The items of the array begun at `start` read up to o (those
         /// before o; the cache may hold later ones, read by a text since popped).
@@ -829,6 +903,11 @@ namespace xsampler
                     break;  // (unreachable: see repeated())
                 }
                 s.keys.insert(key);
+                if (key[0] == 's')
+                {
+                    std::pair<std::string, std::uint32_t> str{key.substr(key.find(':') + 1), std::uint32_t(end)};
+                    s.strings.insert(std::upper_bound(s.strings.begin(), s.strings.end(), str), std::move(str));
+                }
                 s.items.emplace_back(std::uint32_t(end), std::move(key));
             }
             return s;
@@ -857,7 +936,8 @@ namespace xsampler
         /// begins no earlier item (decoded) has a new completion, as any
         /// text the grammar reaches has one; otherwise a search byte by byte
         /// (check A on, B off) looks for such a point, or the item's end,
-        /// trying first the bytes that leave every earlier item's path.
+        /// trying the bytes in order, a quote and a backslash last (the
+        /// first byte that reads mostly leaves every earlier item's path).
         /// Past max_search steps it gives up: false (a byte refused that
         /// might have gone on; never one that cannot).
         bool new_value_left()
@@ -874,26 +954,19 @@ namespace xsampler
         static constexpr std::size_t max_search = 1 << 16;
         bool new_value_here(std::size_t& budget)
         {
-            std::vector<open_item> open;
-            std::vector<std::string> rests;
             bool unfinished = false;
-            if (!inside_items(open) || !all_risky(open, &rests, unfinished))
+            m_open.clear();
+            if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished))
             {
                 return true;
             }
-            std::bitset<256> along;  // bytes that keep some item on an earlier one's path
-            along.set(static_cast<unsigned char>('"'));
-            along.set(static_cast<unsigned char>('\\'));
-            for (const std::string& r : rests)
-            {
-                along.set(r.empty() ? static_cast<unsigned char>('"') : static_cast<unsigned char>(r[0]));
-            }
+            // the bytes in order, a quote or a backslash last (most other bytes leave every earlier item's path)
             for (const bool second : {false, true})
             {
                 for (unsigned b = 0; b < 256; ++b)
                 {
                     const auto c = static_cast<unsigned char>(b);
-                    if ((along[b] && !unfinished) != second || !readable(c))
+                    if ((c == '"' || c == '\\') != second || !readable(c))
                     {
                         continue;
                     }
@@ -913,12 +986,15 @@ namespace xsampler
                         return true;
                     }
                 }
-                if (unfinished)
-                {
-                    break;  // (every byte tried in the first round)
-                }
             }
             return false;
+        }
+        /// Whether a distinct item begun at o ends here (its end read: check A passed).
+        bool ends_here(std::uint32_t o) const
+        {
+            return std::any_of(begin(), end(), [&](const earley_item& x) {
+                return x.origin == o && m_a->rules[m_a->states[x.state].rule].distinct_item && completes(x);
+            });
         }
         /// Whether every item of the current set is inside an item of a
         /// distinct mark begun before this byte (`open`: those items).
@@ -1000,8 +1076,9 @@ namespace xsampler
         /// Whether each open item (a string begun) may still become an
         /// earlier item of its array: its content so far (decoded) begins
         /// one, or it ends inside an escape (`unfinished`). `rests` gets the
-        /// bytes of those earlier items past that content. False where an
-        /// item is no string (unchecked).
+        /// bytes of those earlier items past that content. Items that are no
+        /// strings are passed over (objects that always have a new completion:
+        /// json_schema's renewing()); false where no item is a string.
         bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished)
         {
             namespace jc = detail::json_canonical;
@@ -1009,15 +1086,16 @@ namespace xsampler
             const auto k = std::uint32_t(position());
             std::string content;
             std::uint32_t decoded = ~std::uint32_t(0);
-            bool pending = false, risky = true;
+            bool pending = false, risky = true, strings = false;
             for (const open_item& i : open)
             {
+                if (t[i.origin] != '"')
+                {
+                    continue;
+                }
+                strings = true;
                 if (i.origin != decoded)
                 {
-                    if (t[i.origin] != '"')
-                    {
-                        return false;
-                    }
                     content.clear();
                     const std::size_t stop = jc::decode_chars(t.substr(0, k), i.origin + 1, content);
                     if (stop == jc::npos || (stop < k && t[stop] == '"'))
@@ -1030,25 +1108,24 @@ namespace xsampler
                 }
                 bool begins = pending;
                 const array_items& s = items_before(i.start, i.origin);
-                for (const auto& [item_end, key] : s.items)
+                // (the earlier strings that content begins: a run of the sorted ones)
+                for (auto it = std::lower_bound(s.strings.begin(), s.strings.end(), std::make_pair(content, std::uint32_t(0)));
+                     it != s.strings.end() && std::string_view(it->first).substr(0, content.size()) == content; ++it)
                 {
-                    if (item_end > i.origin || key.empty() || key[0] != 's')
+                    if (it->second > i.origin)
                     {
                         continue;
                     }
-                    const std::string_view bytes = std::string_view(key).substr(key.find(':') + 1);
-                    if (bytes.substr(0, content.size()) == content)
+                    begins = true;
+                    if (rests == nullptr)
                     {
-                        begins = true;
-                        if (rests != nullptr)
-                        {
-                            rests->emplace_back(bytes.substr(content.size()));
-                        }
+                        break;  // (risky: no rests asked for)
                     }
+                    rests->emplace_back(std::string_view(it->first).substr(content.size()));
                 }
                 risky = risky && begins;
             }
-            return risky;
+            return strings && risky;
         }
         /// After pop(): the items read that end past position k forgotten.
         void forget_seen_after(std::size_t k)
@@ -1061,10 +1138,17 @@ namespace xsampler
                     m_seen.erase(m_seen.begin() + std::ptrdiff_t(i));
                     continue;
                 }
+                bool popped = false;
                 while (!s.items.empty() && s.items.back().first > k)
                 {
                     s.keys.erase(s.keys.find(s.items.back().second));
                     s.items.pop_back();
+                    popped = true;
+                }
+                if (popped)
+                {
+                    s.strings.erase(std::remove_if(s.strings.begin(), s.strings.end(), [&](const auto& x) { return x.second > k; }),
+                                    s.strings.end());
                 }
             }
         }
@@ -1241,6 +1325,7 @@ namespace xsampler
         bool m_check = true;                  // check_distinct()
         bool m_dropped = false;               // a check dropped a parse in the set being closed
         bool m_searching = false;             // check B's search is stepping (B off)
+        std::vector<open_item> m_open;        // new_value_here's scratch
         std::vector<array_items> m_seen;      // distinct arrays' earlier items, by the array's start
     };
 }

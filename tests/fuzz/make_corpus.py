@@ -369,6 +369,10 @@ def constraint_seeds():
     write("fuzz_constraint", "unique_counted", constraint_case(
         '{"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"enum":["a",1,true,null]}},'
         '"u":{"type":"boolean"},"v":{}},"minProperties":2,"maxProperties":2}', budget=2, seed=10))
+    write("fuzz_constraint", "unique_objects", constraint_case(
+        '{"type":"array","uniqueItems":true,"minItems":2,"items":{"type":"object","properties":{"n":{"type":"string"},'
+        '"t":{"type":"array","uniqueItems":true,"items":{"type":"string","maxLength":1}}},"additionalProperties":false}}',
+        seed=14))
     write("fuzz_constraint", "conditions", constraint_case(
         '{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"n":{"type":"integer",'
         '"if":{"maximum":3},"then":{"minimum":1},'
