@@ -2204,7 +2204,10 @@ namespace xsampler
             /// shown to have a value (each required key one).
             bool renewing_one(const conj& d, unsigned depth, bool proven)
             {
-                const auto [own, types, values_at] = parts_of(d);
+                const disjunct_parts parts = parts_of(d);  // (no structured binding: lambdas below read own)
+                const conj& own = parts.own;
+                const unsigned types = parts.types;
+                const json* values_at = parts.values_at;
                 if (values_at != nullptr || own.empty() || types != t_object || depth > max_endless_depth)
                 {
                     return false;
@@ -2288,7 +2291,10 @@ namespace xsampler
                 std::vector<conj> ds;
                 expand(conj{}, {{nullptr, c}}, ds);
                 return std::any_of(ds.begin(), ds.end(), [&](const conj& d) {
-                    const auto [own, types, values_at] = parts_of(d);
+                    const disjunct_parts parts = parts_of(d);  // (no structured binding: lambdas below read own)
+                const conj& own = parts.own;
+                const unsigned types = parts.types;
+                const json* values_at = parts.values_at;
                     if (values_at != nullptr)
                     {
                         return false;
