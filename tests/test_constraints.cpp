@@ -2498,6 +2498,9 @@ TEST_CASE("json_schema: uniqueItems over objects that always have a new completi
                                  "additionalProperties":false})",
                               R"({"type":"object","maxProperties":2})",
                               R"({"type":"object","properties":{"b":{"type":"boolean"}},"additionalProperties":false})",
+                              // (bounded numbers are number_dfa's, at most 15 digits: here none, the key left out)
+                              R"({"type":"object","properties":{"id":{"type":"integer","minimum":10000000000000000}},
+                                 "additionalProperties":false})",
                               R"({"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"type":"boolean"}}},
                                  "additionalProperties":false})"})
     {

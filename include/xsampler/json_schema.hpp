@@ -2275,12 +2275,14 @@ namespace xsampler
                     return true;  // (a key no earlier item has)
                 }
                 return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
-                    return !std::binary_search(required.begin(), required.end(), name) && endless(schemas_of(name), depth + 1);
+                    // (a key no value fits is left out of the grammar: its value must be written)
+                    return !std::binary_search(required.begin(), required.end(), name) && endless(schemas_of(name), depth + 1) &&
+                           value_of(schemas_of(name)).has_value();
                 });
             }
             /// Whether some disjunct of c takes endless values (proven: any
             /// value; strings the string keywords count past enough_values;
-            /// numbers bounded on one side at most; arrays of any length of
+            /// numbers under no numeric keyword; arrays of any length of
             /// items that have a value; renewing objects that have one).
             bool endless(const conj& c, unsigned depth)
             {
@@ -2292,9 +2294,9 @@ namespace xsampler
                 expand(conj{}, {{nullptr, c}}, ds);
                 return std::any_of(ds.begin(), ds.end(), [&](const conj& d) {
                     const disjunct_parts parts = parts_of(d);  // (no structured binding: lambdas below read own)
-                const conj& own = parts.own;
-                const unsigned types = parts.types;
-                const json* values_at = parts.values_at;
+                    const conj& own = parts.own;
+                    const unsigned types = parts.types;
+                    const json* values_at = parts.values_at;
                     if (values_at != nullptr)
                     {
                         return false;
@@ -2316,9 +2318,11 @@ namespace xsampler
                             return true;
                         }
                     }
+                    // (numbers under no numeric keyword: the builder's, of any length; a bound or a
+                    // multiple is number_dfa's, at most 15 digits: maybe few values, or none)
                     if ((types & (t_integer | t_fraction)) &&
-                        (!any_has({"minimum", "exclusiveMinimum", "$xs:gt", "$xs:ge"}) ||
-                         !any_has({"maximum", "exclusiveMaximum", "$xs:lt", "$xs:le"})))
+                        !any_has({"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "$xs:gt", "$xs:ge",
+                                  "$xs:lt", "$xs:le", "$xs:notMultipleOf", "$xs:notIn", "$xs:types"}))
                     {
                         return true;
                     }
