@@ -1786,6 +1786,9 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
     CHECK(accepted(R"({"type":"integer","minimum":10000,"multipleOf":420,"not":{"multipleOf":630}})",
                    {"10500", "10080", "9660", "10920", "999999999999840", "9999999999998400"}) ==
           bools{true, false, false, true, true, false});
+    // without a bound the sign is not kept: 429 and not 8 (3,432 remainders at each of 15 digit counts) compile
+    CHECK(accepted(R"({"type":"number","allOf":[{"multipleOf":33},{"multipleOf":13},{"not":{"multipleOf":8}}]})",
+                   {"429", "-858", "3432", "-3432", "0", "-4290"}) == bools{true, true, false, false, false, true});
     // a few integers between bounds listed: 13, not 2, 3, 5, 7 or 11, between 100 and 1000 (30,030 remainders)
     const std::string listed = R"({"type":"integer","multipleOf":13,"exclusiveMinimum":100,"exclusiveMaximum":1000,
         "not":{"anyOf":[{"multipleOf":2},{"multipleOf":3},{"multipleOf":5},{"multipleOf":7},{"multipleOf":11}]}})";
@@ -2381,8 +2384,8 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
     for (const char* items : {R"({"type":["string","null"]})", "{}", R"({"anyOf":[{"type":"string"},{"enum":["a",1]}]})"})
     {
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
-                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; or objects "
-                   "with an optional key of endless values, or other keys allowed) at /");
+                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; integers "
+                   "under no numeric keyword; or objects with an optional key of endless values, or other keys allowed) at /");
     }
     // brute force on a small vocabulary ("\"\"", "\",", "\\u"...): the mask is what advance accepts,
     // every allowed token's text completes to a valid value, and the completions skip repeats
@@ -2506,14 +2509,14 @@ TEST_CASE("json_schema: uniqueItems over objects that always have a new completi
     {
         INFO(items);
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
-                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; or objects "
-                   "with an optional key of endless values, or other keys allowed) at /");
+                   "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; integers "
+                   "under no numeric keyword; or objects with an optional key of endless values, or other keys allowed) at /");
     }
     // brute force on the small vocabulary ("{\"", "\"}", "},", "}]"...): the mask is what advance accepts and every
     // allowed token's text completes to a valid value; a distinct string array inside each distinct object
     // keeps its own check B (maxLength 1: three items run it out)
     std::mt19937 pick(5);
-    for (const std::string& text :
+    for (const std::string text :
          {R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"object","properties":{"name":{"type":"string"},
               "age":{"type":"integer","minimum":0}},"additionalProperties":false}})",
           R"({"type":"array","uniqueItems":true,"minItems":2,"items":{"type":"object","properties":{"name":{"type":"array",
@@ -2535,6 +2538,51 @@ TEST_CASE("json_schema: uniqueItems over objects that always have a new completi
         m.feed(R"([{"name":[]},)");
         CHECK(m.completion() == R"({"name":[],"":0}])");  // (from where the repeat is refused: another member)
     }
+}
+
+TEST_CASE("json_schema: uniqueItems over integers", "[constraint]")
+{
+    // integers under no numeric keyword (a not's enum aside), equal as values (-0 is 0), checked where each ends
+    const std::string ints = R"({"type":"array","uniqueItems":true,"items":{"type":"integer"}})";
+    CHECK(accepted(ints, {"[1,2,3]", "[1,1]", "[0,-0]", "[12, 13 ,12]", "[-5,5]", "[]", "[7,70,700]"}) ==
+          bools{true, false, false, false, true, true, true});
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"type":"integer","not":{"enum":[0]}}})",
+                   {"[1,2]", "[0]", "[3,3]"}) == bools{true, false, false});
+    const auto read = [&](const std::string& text) {
+        matcher m(compile_grammar(json_schema_grammar(ints)));
+        return m.feed(text);
+    };
+    // refused where the repeat would end: the comma after 1 (it may still become 10), the 0 itself (it ends there)
+    CHECK(read("[1,1,") == 4);
+    CHECK(read("[0,0") == 3);
+    CHECK(read("[0,-0") == 4);
+    // check B: past 5 digits an item may run out of new values (at most 15 digits); here every completion of
+    // 12345678901234 is taken, so its last 4 is refused, and 1234567890123 may still end
+    std::string taken = "[12345678901234";
+    for (int d = 0; d <= 9; ++d)
+    {
+        taken += ",12345678901234" + std::to_string(d);
+    }
+    taken += ",1234567890123";
+    CHECK(read(taken + "4") == taken.size());
+    CHECK(read(taken + "5]") == taken.size() + 2);
+    CHECK(read(taken + "]") == taken.size() + 1);
+    // bounded integers (number_dfa's: maybe few values) and numbers with a fraction (an exponent of few values
+    // is begun by a byte that ends no item) stay an error
+    for (const char* items : {R"({"type":"integer","minimum":0})", R"({"type":"number"})", R"({"type":["integer","string"]})"})
+    {
+        INFO(items);
+        fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}", "unsupported keyword 'uniqueItems'");
+    }
+    // brute force on the small vocabulary ("12", "-1", "000", "e+"...): the mask is what advance accepts and every
+    // allowed token's text completes to a valid value
+    std::mt19937 pick(7);
+    const std::string text = R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"integer"}})";
+    const json schema = json::parse(text);
+    constraint c = json_schema_constraint(small_index(), text);
+    CHECK(validating_walks(c, schema, pick, 4, 24, 16, [&](const constraint& end) {
+              CHECK(valid(json::parse(end.text() + end.completion()), schema, schema));
+          }) > 100);
 }
 
 TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProperties", "[constraint]")

@@ -77,7 +77,9 @@
 //                 strings; over objects that always have a new completion
 //                 (renewing: an optional key of endless values, or other
 //                 keys allowed): the same mark, checked where an item ends;
-//                 else an error
+//                 over integers under no numeric keyword: the same mark,
+//                 checked where an item ends and, past 5 digits, while it is
+//                 written; else an error
 //   propertyNames the keys' contents its schema accepts (key_names): listed
 //                 keys it refuses left out, other keys' automata intersected
 //   minProperties, maxProperties  members counted as they are written; a
@@ -116,6 +118,7 @@
 #define XSAMPLER_JSON_SCHEMA_HPP
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -2097,7 +2100,7 @@ namespace xsampler
                     }
                     return marked_array(*item, min, max);
                 }
-                if (renewing(ds))
+                if (renewing(ds) || std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return many_integers(d); }))
                 {
                     const auto item = value_of(items);
                     if (!item)
@@ -2129,7 +2132,8 @@ namespace xsampler
                     else
                     {
                         fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; "
-                             "strings; or objects with an optional key of endless values, or other keys allowed)", at);
+                             "strings; integers under no numeric keyword; or objects with an optional key of endless values, or other "
+                             "keys allowed)", at);
                     }
                 }
                 std::vector<std::vector<json>> slots;
@@ -2305,11 +2309,7 @@ namespace xsampler
                     {
                         return true;
                     }
-                    const auto any_has = [&](std::initializer_list<const char*> keys) {
-                        return std::any_of(own.begin(), own.end(), [&](const json* s) {
-                            return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s->contains(k); });
-                        });
-                    };
+                    const auto any_has = [&](std::initializer_list<const char*> keys) { return any_keyword(own, keys); };
                     if (types & t_string)
                     {
                         const auto content = string_content(own, false);
@@ -2318,11 +2318,7 @@ namespace xsampler
                             return true;
                         }
                     }
-                    // (numbers under no numeric keyword: the builder's, of any length; a bound or a
-                    // multiple is number_dfa's, at most 15 digits: maybe few values, or none)
-                    if ((types & (t_integer | t_fraction)) &&
-                        !any_has({"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "$xs:gt", "$xs:ge",
-                                  "$xs:lt", "$xs:le", "$xs:notMultipleOf", "$xs:notIn", "$xs:types"}))
+                    if ((types & (t_integer | t_fraction)) && !any_keyword(own, numeric_keywords) && !any_has({"$xs:notIn"}))
                     {
                         return true;
                     }
@@ -2347,6 +2343,33 @@ namespace xsampler
                     }
                     return (types & t_object) && renewing_one(d, depth + 1, true);
                 });
+            }
+
+            /// (numbers under none of these: the builder's, of up to 15 integer digits; a bound or a
+            /// multiple is number_dfa's, at most 15 digits: maybe few values, or none)
+            static constexpr std::array<const char*, 11> numeric_keywords = {
+                "minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf", "$xs:gt", "$xs:ge",
+                "$xs:lt", "$xs:le", "$xs:notMultipleOf", "$xs:types"};
+            template <class Keys>
+            static bool any_keyword(const conj& own, const Keys& keys)
+            {
+                return std::any_of(own.begin(), own.end(), [&](const json* s) {
+                    return std::any_of(keys.begin(), keys.end(), [&](const char* k) { return s->contains(k); });
+                });
+            }
+            /// Whether d is integers under no numeric keyword, some values
+            /// excluded at most (a not's enum): written without a fraction or
+            /// an exponent, up to 15 digits, so from a prefix of up to 5
+            /// digits more than enough_values complete it, and past that the
+            /// matcher's check B searches (matcher.hpp); every byte that
+            /// leads there is a digit, one that may end an item. (Numbers
+            /// with a fraction may enter an exponent, of few values, by a
+            /// byte that ends none: not yet.)
+            bool many_integers(const conj& d) const
+            {
+                const disjunct_parts parts = parts_of(d);
+                return parts.values_at == nullptr && !parts.own.empty() && parts.types == t_integer &&
+                       !any_keyword(parts.own, numeric_keywords);
             }
 
             /// A count of values that is as good as endless: a text of 2^32

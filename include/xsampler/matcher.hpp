@@ -30,9 +30,10 @@
 //                (json_canonical's equality: the earlier items are decoded
 //                from the bytes read, once each); and where every item of
 //                the set is inside a string item whose content so far
-//                begins an earlier item, a byte after which no completion
-//                of it is new is refused (a search byte by byte, check B;
-//                object items always have a new completion: unchecked).
+//                begins an earlier item, or an integer item of more than 5
+//                digits (or 0), a byte after which no completion of it is
+//                new is refused (a search byte by byte, check B; object
+//                items always have a new completion: unchecked).
 //                Off, the language is the
 //                grammar's without the marks, a superset: walks that cache
 //                what they find by positions alone (masks) need that.
@@ -43,8 +44,9 @@
 // Every state the matcher reaches is live: all rules are productive and
 // every DFA state can end, so a non-empty set is a prefix of the language
 // (with distinct marks: string items, in arrays that take no more items
-// than the item has strings, as json_schema.hpp builds them; other items
-// with endless completions from every prefix).
+// than the item has strings, and integers of at most 15 digits, as
+// json_schema.hpp builds them; other items with endless completions from
+// every prefix).
 // A matcher is a value: copying it forks it (n samples, beams).
 // Cost: O(items) per byte on grammars whose sets stay small (JSON, most
 // GBNF grammars: a few items); Earley's O(n^3) at worst.
@@ -929,12 +931,13 @@ namespace xsampler
         {
             std::uint32_t origin, start;
         };
-        /// Check B (string items): false where every item of the current set
-        /// is inside a distinct item that is a JSON string and none of them
-        /// can end as a value its array has not had yet, so every way on
-        /// ends by repeating an earlier item. An item whose content so far
-        /// begins no earlier item (decoded) has a new completion, as any
-        /// text the grammar reaches has one; otherwise a search byte by byte
+        /// Check B (string and integer items): false where every item of the
+        /// current set is inside a distinct item that is a JSON string or
+        /// integer and none of them can end as a value its array has not had
+        /// yet, so every way on ends by repeating an earlier item. A string
+        /// whose content so far begins no earlier item (decoded), or an
+        /// integer of up to 5 digits, has a new completion, as any text the
+        /// grammar reaches has one; otherwise a search byte by byte
         /// (check A on, B off) looks for such a point, or the item's end,
         /// trying the bytes in order, a quote and a backslash last (the
         /// first byte that reads mostly leaves every earlier item's path).
@@ -989,12 +992,32 @@ namespace xsampler
             }
             return false;
         }
-        /// Whether a distinct item begun at o ends here (its end read: check A passed).
-        bool ends_here(std::uint32_t o) const
+        /// Whether a distinct item begun at o ends here and check A passes it
+        /// (an integer's completion may be dropped while it reads on).
+        bool ends_here(std::uint32_t o)
         {
-            return std::any_of(begin(), end(), [&](const earley_item& x) {
-                return x.origin == o && m_a->rules[m_a->states[x.state].rule].distinct_item && completes(x);
-            });
+            const grammar_automaton& a = *m_a;
+            std::string item;  // (its key, made on first use)
+            for (const earley_item* x = begin(); x != end(); ++x)
+            {
+                const std::uint32_t rule = a.states[x->state].rule;
+                if (x->origin != o || !a.rules[rule].distinct_item || !completes(*x))
+                {
+                    continue;
+                }
+                for (const earley_item* y = set_begin(o); y != set_end(o); ++y)
+                {
+                    const auto& ys = a.states[y->state];
+                    for (std::uint32_t e = ys.edges_begin; can_read(*y) && e < ys.edges_end; ++e)
+                    {
+                        if (a.edges[e].rule == rule && !repeated(*y, o, item))
+                        {
+                            return true;
+                        }
+                    }
+                }
+            }
+            return false;
         }
         /// Whether every item of the current set is inside an item of a
         /// distinct mark begun before this byte (`open`: those items).
@@ -1073,12 +1096,15 @@ namespace xsampler
             }
             return waited;
         }
-        /// Whether each open item (a string begun) may still become an
-        /// earlier item of its array: its content so far (decoded) begins
-        /// one, or it ends inside an escape (`unfinished`). `rests` gets the
-        /// bytes of those earlier items past that content. Items that are no
-        /// strings are passed over (objects that always have a new completion:
-        /// json_schema's renewing()); false where no item is a string.
+        /// Whether each open item (a string or an integer begun) may still
+        /// become an earlier item of its array: a string's content so far
+        /// (decoded) begins one, or it ends inside an escape (`unfinished`);
+        /// an integer has more than 5 digits, or is 0 (json_schema's
+        /// integers, of at most 15 digits: with fewer, more than 2^32 values
+        /// complete it). `rests` gets the bytes of those earlier strings past
+        /// that content. Other items are passed over (objects that always
+        /// have a new completion: json_schema's renewing()); false where no
+        /// item is a string or an integer.
         bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished)
         {
             namespace jc = detail::json_canonical;
@@ -1086,14 +1112,22 @@ namespace xsampler
             const auto k = std::uint32_t(position());
             std::string content;
             std::uint32_t decoded = ~std::uint32_t(0);
-            bool pending = false, risky = true, strings = false;
+            bool pending = false, risky = true, checked = false;
             for (const open_item& i : open)
             {
+                if (t[i.origin] == '-' || (t[i.origin] >= '0' && t[i.origin] <= '9'))
+                {
+                    const std::uint32_t sign = t[i.origin] == '-' ? 1 : 0;
+                    const std::string_view digits = t.substr(i.origin + sign, k - i.origin - sign);
+                    checked = true;
+                    risky = risky && !digits.empty() && (digits.size() > 5 || digits[0] == '0');
+                    continue;
+                }
                 if (t[i.origin] != '"')
                 {
                     continue;
                 }
-                strings = true;
+                checked = true;
                 if (i.origin != decoded)
                 {
                     content.clear();
@@ -1125,7 +1159,7 @@ namespace xsampler
                 }
                 risky = risky && begins;
             }
-            return strings && risky;
+            return checked && risky;
         }
         /// After pop(): the items read that end past position k forgotten.
         void forget_seen_after(std::size_t k)

@@ -386,7 +386,7 @@ namespace xsampler
                     if (c == '-')
                     {
                         p.where = signed_;
-                        p.negative = 1;
+                        p.negative = b.lower || b.upper ? 1 : 0;  // (without a bound the sign is never read)
                         return pack(p);
                     }
                     [[fallthrough]];
