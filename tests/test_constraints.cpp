@@ -2065,6 +2065,15 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
           bools{true, true, true, false, false, false});
     CHECK(accepted(R"({"allOf":[{"pattern":"^a"},{"pattern":"b$"}],"type":"string"})", {"\"ab\"", "\"axb\"", "\"a\"", "\"b\""}) ==
           bools{true, true, false, false});
+    // word boundaries, where ECMAScript and Python's re agree (next to a character past ASCII, Python's \w may
+    // hold: there \b holds for neither reading, and under not for either)
+    CHECK(accepted(R"({"type":"string","pattern":"^https?://[a-z]+\\.[a-z]{2,6}\\b([-a-z/]*)$"})",
+                   {"\"http://ab.com/x\"", "\"https://ab.comx\"", "\"http://ab.c\"", "\"http://ab.co-\""}) ==
+          bools{true, true, false, true});
+    CHECK(accepted(R"({"type":"string","pattern":"^a\\b"})", {"\"a\"", "\"a-\"", "\"ab\"", "\"a\u00e9\"", "\"aé\""}) ==
+          bools{true, true, false, false, false});
+    CHECK(accepted(R"({"type":"string","not":{"pattern":"\\bx"}})", {"\"ax\"", "\"x\"", "\"-x\"", "\"éx\"", "\"éax\""}) ==
+          bools{true, false, false, false, true});
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"a","maxLength":5000})")),
                       Contains("pattern together with a length bound above 1000"));
     // ... but a class of ASCII characters repeated is counted by the grammar, at any length
@@ -2556,6 +2565,16 @@ TEST_CASE("json_schema: uniqueItems over integers", "[constraint]")
     CHECK(read("[1,1,") == 4);
     CHECK(read("[0,0") == 3);
     CHECK(read("[0,-0") == 4);
+    {
+        // completion() past a repeat: a short way (the greedy step takes -1, which is one byte from the end in
+        // the grammar without the mark, then searches: 11], where 2] is the shortest)
+        matcher m(compile_grammar(json_schema_grammar(ints)));
+        m.feed("[0,-1,-10,-");
+        const std::string rest = m.completion();
+        CHECK(rest.size() <= 3);
+        CHECK(m.feed(rest) == rest.size());
+        CHECK(m.complete());
+    }
     // check B: past 5 digits an item may run out of new values (at most 15 digits); here every completion of
     // 12345678901234 is taken, so its last 4 is refused, and 1234567890123 may still end
     std::string taken = "[12345678901234";

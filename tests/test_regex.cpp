@@ -225,6 +225,12 @@ namespace
             {R"([\w.]+|\d{1,3})", "a.1 ", {"a.1", "123"}},
             {"(a(b(c)?)?)?d", "abcd", {"abcd", "abd", "d"}},
             {"[^x]y|x[^y]", "xyz", {"ay", "xz"}},
+            {R"(\bcat\b)", "cat s", {"cat", "a cat s", "cats"}},
+            {R"(\w\Bat\B\w)", "cat s", {"cats", "catsat", "ats"}},
+            {R"(a\b|\b-)", "a- ", {"a", "a -", "-"}},
+            {R"(\b\w+\b(\s\b\w+\b)*)", "ab -", {"ab ab", "a"}},
+            {R"(\B|x\B-|^\b$)", "x- ", {"", " ", "x-"}},
+            {R"(\b\B|(\b)+a(\B)*)", "ab", {"a", "ab"}},
         };
         return cases;
     }
@@ -581,6 +587,24 @@ TEST_CASE("compile_regex: readings of class escapes in ECMAScript and Python's r
     CHECK_FALSE(read(".", r::either).matches("\n"));
     CHECK(read("[^\\d]", r::either).matches(arabic_three));
     CHECK_FALSE(read("[^\\d]", r::either).matches("5"));
+    // \b and \B: ECMAScript's word characters are ASCII, Python's re's Unicode: next to a character past ASCII
+    // both holds neither, either holds both
+    CHECK(compile_regex("a\\b.").matches("a" + e_acute));
+    CHECK_FALSE(compile_regex("a\\B.").matches("a" + e_acute));
+    CHECK(read("a\\b.", r::both).matches("a-"));
+    CHECK_FALSE(read("a\\b.", r::both).matches("a" + e_acute));
+    CHECK_FALSE(read("a\\B.", r::both).matches("a" + e_acute));
+    CHECK_FALSE(read(".\\b", r::both).matches(e_acute));
+    CHECK(read("a\\b.", r::either).matches("a" + e_acute));
+    CHECK(read("a\\B.", r::either).matches("a" + e_acute));
+    CHECK(read(".\\B", r::either).matches(e_acute));
+    CHECK_FALSE(read("a\\B.", r::either).matches("a-"));
+    // \B in the empty text: ECMAScript holds it, Python's re (before 3.14) not
+    CHECK(compile_regex("^\\B$").matches(""));
+    CHECK_THROWS_WITH(read("^\\B$", r::both), Catch::Contains("matches no text"));
+    CHECK_FALSE(read("\\B|a", r::both).matches(""));
+    CHECK(read("\\B-", r::both).matches("-"));
+    CHECK(read("^\\B$", r::either).matches(""));
 }
 
 TEST_CASE("compile_regex: forbidden bytes", "[regex]")
@@ -643,8 +667,9 @@ TEST_CASE("compile_regex: unsupported constructs and malformed patterns name wha
         {"(?i)abc", "inline flags or group modifiers (?i are not supported, at offset 0"},
         {"(a)\\1", "backreference \\1 is not supported, at offset 3"},
         {"\\k<a>", "named backreference \\k is not supported"},
-        {"a\\b", "word boundary \\b is not supported, at offset 1"},
-        {"\\B", "word boundary \\B is not supported"},
+        {"[\\B]", "unknown escape \\B inside a class, at offset 1"},
+        {"a\\b+", "quantifier + has nothing to repeat, at offset 3"},
+        {"\\B{2}", "quantifier {2} has nothing to repeat, at offset 2"},
         {"\\p{L}", "Unicode property \\p is not supported"},
         {"\\P{L}", "Unicode property \\P is not supported"},
         {"a*+", "possessive quantifier *+ is not supported, at offset 1"},

@@ -444,14 +444,14 @@ namespace xsampler
         static constexpr unsigned max_tried_alike = 4;
         bool search_completion(std::uint64_t bound, std::string& out, std::size_t& budget, std::uint32_t item)
         {
-            if (complete() || (item != none_open && ends_here(item)))
-            {
-                return true;
-            }
             const std::uint64_t rest = shortest();
             if (rest == grammar_automaton::infinite || out.size() + rest > bound)
             {
                 return false;
+            }
+            if (complete() || (item != none_open && ends_here(item)))
+            {
+                return true;  // (within the bound: an item ended past it is found at a later one)
             }
             // bytes that leave the same set differ in the text alone: of each such class a few are tried
             // (those of an item that would repeat, one whitespace byte)

@@ -40,14 +40,18 @@
 //   quantifiers     * + ? {n} {n,} {n,m}, n and m at most 1000; a lazy
 //                   *? +? ?? {n,m}? is accepted and means the same language
 //   anchors         ^ at the text's start alone, $ at its end alone (no
-//                   multiline), anywhere in the pattern: (^a|b)c, x($|/)
+//                   multiline), anywhere in the pattern: (^a|b)c, x($|/);
+//                   \b between a word character [A-Za-z0-9_] and another
+//                   (the text's start and end are none), \B elsewhere;
+//                   next to a character past ASCII (a word character in
+//                   Python's re) reading both holds neither, either both
 //   Complements (. [^...] \D \W \S) match the UTF-8 encoding of any code
 //   point outside them: <= U+10FFFF, not a surrogate, shortest form.
 // Not supported (invalid_parameter naming the construct and its byte
 // offset: "regex: lookahead (?= is not supported, at offset 3"):
 //   backreferences \1 \k<name>, lookahead (?= (?!, lookbehind (?<= (?<!,
-//   named groups (?<name> (?P<name>, inline flags (?i), word boundaries \b
-//   \B, Unicode properties \p{..} \P{..}, possessive quantifiers *+, other
+//   named groups (?<name> (?P<name>, inline flags (?i), \B inside a
+//   bracket, Unicode properties \p{..} \P{..}, possessive quantifiers *+, other
 //   letter escapes (\a \e \z ...), a { that does not begin a quantifier
 //   (write \{).
 // Malformed (invalid_parameter with the offset): unbalanced parentheses, an
@@ -436,7 +440,9 @@ namespace xsampler
                 alt,
                 repeat,
                 begin,  // ^: at the text's start alone
-                end     // $: at its end alone
+                end,    // $: at its end alone
+                word,   // \b: between a word character and another
+                inside  // \B: not there
             } kind = empty;
             cp_set chars;            // set
             std::vector<int> kids;   // concat, alt; repeat: one
@@ -650,11 +656,18 @@ namespace xsampler
 
             int parse_term(int depth)
             {
+                const std::size_t atom_at = m_i;
                 int atom = parse_atom(depth);
                 int lo = 0, hi = 0;
                 const std::size_t at = m_i;
                 if (!at_end() && parse_quantifier(lo, hi))
                 {
+                    const auto k = nodes[std::size_t(atom)].kind;
+                    if ((k == ast_node::word || k == ast_node::inside) && m_p[atom_at] == '\\')
+                    {
+                        // (ECMAScript and Python's re refuse it: write (?:\b)*)
+                        fail("quantifier " + std::string(m_p.substr(at, m_i - at)) + " has nothing to repeat", at);
+                    }
                     if (peek('?'))
                     {
                         ++m_i;  // lazy: the same language
@@ -706,6 +719,13 @@ namespace xsampler
                 }
                 case '\\':
                 {
+                    if (m_i + 1 < m_p.size() && (m_p[m_i + 1] == 'b' || m_p[m_i + 1] == 'B'))
+                    {
+                        ast_node n;
+                        n.kind = m_p[m_i + 1] == 'b' ? ast_node::word : ast_node::inside;
+                        m_i += 2;
+                        return add(std::move(n));
+                    }
                     cp_set s;
                     parse_escape(false, s);
                     return add_set(std::move(s));
@@ -909,8 +929,8 @@ namespace xsampler
                         ++m_i;
                         return one('\b');
                     }
-                    fail("word boundary \\b is not supported", at);
-                case 'B': fail("word boundary \\B is not supported", at);
+                    [[fallthrough]];  // (outside a class: a word boundary, read before)
+                case 'B': fail("unknown escape \\B inside a class", at);
                 case 'k': fail("named backreference \\k is not supported", at);
                 case 'p':
                 case 'P': fail(std::string("Unicode property \\") + c + " is not supported", at);
@@ -1007,7 +1027,9 @@ namespace xsampler
                 eps,
                 accept,
                 begin,  // an epsilon to out at the text's start alone
-                end     // one to out at its end alone
+                end,    // one to out at its end alone
+                word,   // one to out between a word character and another (\b)
+                inside  // one to out elsewhere (\B)
             } kind;
             unsigned char lo = 0, hi = 0;
             std::int32_t out = -1, out2 = -1;
@@ -1019,6 +1041,7 @@ namespace xsampler
             nfa_builder(const std::vector<ast_node>& ast, std::size_t limit) : m_ast(ast), m_limit(limit) {}
             std::vector<nfa_node> nodes;
             bool anchored = false;  // a ^ or $ within the pattern (not the top level's)
+            bool bounded = false;   // a \b or \B
 
             int node(nfa_node n)
             {
@@ -1044,6 +1067,8 @@ namespace xsampler
                 case ast_node::empty: return next;
                 case ast_node::begin: anchored = true; return node({nfa_node::begin, 0, 0, next, -1});
                 case ast_node::end: anchored = true; return node({nfa_node::end, 0, 0, next, -1});
+                case ast_node::word: bounded = true; return node({nfa_node::word, 0, 0, next, -1});
+                case ast_node::inside: bounded = true; return node({nfa_node::inside, 0, 0, next, -1});
                 case ast_node::set: return build_set(n.chars, next);
                 case ast_node::concat:
                 {
@@ -1363,12 +1388,40 @@ namespace xsampler
         // and end nodes its epsilon closure reaches (a begin node passed at the
         // start alone; the start's set marked with nodes.size() where the
         // pattern has anchors within, so that no later set is taken for it).
-        const std::int32_t at_start = std::int32_t(nodes.size());
+        // Where the pattern has \b or \B, a set also ends with what the character before it is
+        // (bounded_mark + one of these), and its assertions wait in it for the next byte.
+        const std::int32_t at_start = std::int32_t(nodes.size()), bounded_mark = at_start + 1;
+        enum : int
+        {
+            non_word,  // the text's end, or an ASCII character that is not a word character
+            word,      // [A-Za-z0-9_]
+            other,     // a character past ASCII: no word character in ECMAScript, maybe one in Python's re
+            none       // (before alone) the text's start: as non_word
+        };
+        const auto word_class = [](unsigned b) {
+            const bool w = (b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || b == '_';
+            return b >= 0x80 ? other : w ? word : non_word;
+        };
+        // whether assertion k holds between a character of class `before` and one of class `after`
+        // (past ASCII, where ECMAScript and Python's re may differ: never for reading both, always for
+        // either; \B in the empty text, where Python's re (before 3.14) refuses it, never for both)
+        const auto holds = [&](nfa_node::kind_t k, int before, int after, bool at_end = false) {
+            if ((before == other || after == other) && options.reading != regex_reading::ecmascript)
+            {
+                return options.reading == regex_reading::either;
+            }
+            if (k == nfa_node::inside && before == none && at_end && options.reading == regex_reading::both)
+            {
+                return false;
+            }
+            return ((before == word) != (after == word)) == (k == nfa_node::word);
+        };
         std::vector<std::uint32_t> mark(nodes.size(), 0);
         std::uint32_t generation = 0;
         std::vector<std::int32_t> stack;
         std::size_t work = 0;
-        auto closure = [&](const std::vector<std::int32_t>& from, bool start = false) {
+        // (with `after` a class: the nodes that read a byte of it, past the assertions that hold before it)
+        auto closure = [&](const std::vector<std::int32_t>& from, bool start = false, int before = none, int after = -1) {
             ++generation;
             work += from.size();
             std::vector<std::int32_t> out;
@@ -1401,24 +1454,41 @@ namespace xsampler
                         stack.push_back(n.out);
                     }
                 }
+                else if (after >= 0 && (n.kind == nfa_node::word || n.kind == nfa_node::inside))
+                {
+                    if (holds(n.kind, before, after))
+                    {
+                        stack.push_back(n.out);
+                    }
+                }
                 else
                 {
                     out.push_back(q);
                 }
+            }
+            if (after >= 0)
+            {
+                return out;
             }
             std::sort(out.begin(), out.end());
             if (start && nfa.anchored)
             {
                 out.push_back(at_start);
             }
+            if (nfa.bounded && !out.empty())
+            {
+                out.push_back(bounded_mark + before);
+            }
             return out;
         };
-        // Whether the text may end at end node q: its epsilons (and ends; begins at the start) reach accept.
-        std::vector<signed char> ends_here(nodes.size(), -1);  // (not at the start)
-        auto may_end = [&](std::int32_t q, bool start) {
-            if (!start && ends_here[std::size_t(q)] >= 0)
+        // Whether the text may end at end node q (or at an assertion that holds there): its epsilons
+        // (and ends, assertions that hold at the end; begins at the start) reach accept.
+        std::vector<signed char> ends_here(nodes.size() * 4, -1);  // (not at the start; by the character before)
+        auto may_end = [&](std::int32_t q, bool start, int before) {
+            const std::size_t memo = std::size_t(q) * 4 + std::size_t(before);
+            if (!start && ends_here[memo] >= 0)
             {
-                return ends_here[std::size_t(q)] == 1;
+                return ends_here[memo] == 1;
             }
             std::vector<std::int32_t> todo{nodes[std::size_t(q)].out};
             std::vector<bool> seen(nodes.size(), false);
@@ -1438,14 +1508,15 @@ namespace xsampler
                 {
                     todo.push_back(n.out2);
                 }
-                if (n.kind == nfa_node::eps || n.kind == nfa_node::end || (n.kind == nfa_node::begin && start))
+                if (n.kind == nfa_node::eps || n.kind == nfa_node::end || (n.kind == nfa_node::begin && start) ||
+                    ((n.kind == nfa_node::word || n.kind == nfa_node::inside) && holds(n.kind, before, non_word, true)))
                 {
                     todo.push_back(n.out);
                 }
             }
             if (!start)
             {
-                ends_here[std::size_t(q)] = found ? 1 : 0;
+                ends_here[memo] = found ? 1 : 0;
             }
             return found;
         };
@@ -1482,24 +1553,45 @@ namespace xsampler
                 t.clear();
             }
             bool acc = false;
-            const bool start = sets[d].back() == at_start;
-            for (const std::int32_t q : sets[d])
-            {
-                if (q == at_start)
-                {
-                    continue;
-                }
-                const nfa_node& n = nodes[std::size_t(q)];
-                if (n.kind == nfa_node::accept || n.kind == nfa_node::end)
-                {
-                    acc = acc || n.kind == nfa_node::accept || may_end(q, start);
-                    continue;
-                }
+            std::size_t held = sets[d].size();
+            const int before = nfa.bounded ? sets[d][--held] - bounded_mark : none;
+            const bool start = held > 0 && sets[d][held - 1] == at_start;
+            held -= start ? 1 : 0;
+            std::vector<std::int32_t> asserts;  // \b and \B, decided by the next byte
+            const auto reads = [&](const nfa_node& n, int only) {
                 for (unsigned b = n.lo; b <= n.hi; ++b)
                 {
-                    if (!options.forbidden[b])
+                    if (!options.forbidden[b] && (only < 0 || word_class(b) == only))
                     {
                         targets[b].push_back(n.out);
+                    }
+                }
+            };
+            for (std::size_t i = 0; i < held; ++i)
+            {
+                const std::int32_t q = sets[d][i];
+                const nfa_node& n = nodes[std::size_t(q)];
+                if (n.kind == nfa_node::accept || n.kind == nfa_node::end || n.kind == nfa_node::word ||
+                    n.kind == nfa_node::inside)
+                {
+                    acc = acc || n.kind == nfa_node::accept ||
+                          ((n.kind == nfa_node::end || holds(n.kind, before, non_word, true)) && may_end(q, start, before));
+                    if (n.kind == nfa_node::word || n.kind == nfa_node::inside)
+                    {
+                        asserts.push_back(q);
+                    }
+                    continue;
+                }
+                reads(n, -1);
+            }
+            // past each assertion that holds before a byte of a class, what its epsilons reach reads that byte
+            for (const int after : {non_word, word, other})
+            {
+                for (const std::int32_t q : asserts.empty() ? asserts : closure(asserts, start, before, after))
+                {
+                    if (nodes[std::size_t(q)].kind == nfa_node::byte)
+                    {
+                        reads(nodes[std::size_t(q)], after);
                     }
                 }
             }
@@ -1507,8 +1599,14 @@ namespace xsampler
             table.resize((d + 1) * 256);
             for (unsigned b = 0; b < 256; ++b)
             {
-                table[d * 256 + b] = b > 0 && targets[b] == targets[b - 1] ? table[d * 256 + b - 1]
-                                                                           : intern(closure(targets[b]));
+                std::vector<std::int32_t>& t = targets[b];
+                if (!asserts.empty())
+                {
+                    std::sort(t.begin(), t.end());
+                    t.erase(std::unique(t.begin(), t.end()), t.end());
+                }
+                const bool same = b > 0 && t == targets[b - 1] && (!nfa.bounded || word_class(b) == word_class(b - 1));
+                table[d * 256 + b] = same ? table[d * 256 + b - 1] : intern(closure(t, false, word_class(b)));
             }
         }
         sets.clear();

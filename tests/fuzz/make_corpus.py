@@ -331,6 +331,7 @@ def regex_seeds():
     write("fuzz_regex", "inner_anchors", regex_case(r"(^|/)a(\.b|$)|(^x$)*y", search=True))
     write("fuzz_regex", "reading_both", regex_case(r"^\S+\s\D[^\w.]$", json=True, reading=1))
     write("fuzz_regex", "reading_either", regex_case(r"\d\W.[^\s]", search=True, reading=2))
+    write("fuzz_regex", "word_boundaries", regex_case(r"\bcat\b|x\B-|^\b$|é\b.", search=True, reading=1))
 
 
 # --- fuzz_constraint ---
