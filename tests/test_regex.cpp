@@ -501,6 +501,41 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
     CHECK_THROWS_WITH(dfa_enclosed(compile_regex("a\"b"), '"', '"'), Catch::Contains("closing byte 34"));
 }
 
+TEST_CASE("dfa_code_points: the product with [^]{min,max}, the same language and size", "[regex]")
+{
+    regex_options json;  // (a JSON string's content)
+    json.search = true;
+    for (unsigned b = 0; b < 0x20; ++b)
+    {
+        json.forbidden[b] = true;
+    }
+    json.forbidden['"'] = json.forbidden['\\'] = true;
+    const std::size_t none = ~std::size_t(0);
+    for (const char* pattern : {"^[a-z0-9]{1,8}(\\.[a-z]{1,4}){0,2}$", "^(\\S+\\s+){0,3}\\S+$", "é|ab|[^a]{2,5}", "^x*$",
+                                "^([a-z][0-9])+$", "", "^[^.]{1,3}(\\.[^.]{1,3}){1,2}$"})
+    {
+        const byte_dfa p = compile_regex(pattern, json);
+        for (const auto& [min, max] : std::vector<std::pair<std::size_t, std::size_t>>{
+                 {0, 3}, {2, 5}, {1, none}, {4, 4}, {0, 12}, {3, 40}, {7, none}, {0, 0}})
+        {
+            INFO(pattern << " " << min << ".." << max);
+            regex_options plain = json;
+            plain.search = false;
+            const byte_dfa length =
+                compile_regex("[^]{" + std::to_string(min) + "," + (max == none ? "" : std::to_string(max)) + "}", plain);
+            const byte_dfa old = dfa_intersection(p, length, 1000000), now = dfa_code_points(p, min, max, 1000000);
+            CHECK(now.size() == old.size());
+            CHECK(dfa_difference(now, old, 1000000).size() == 0);
+            CHECK(dfa_difference(old, now, 1000000).size() == 0);
+        }
+    }
+    // a bounded pattern far from max keeps no count: up to 4 words of up to 8 letters under maxLength 100 stay
+    // the pattern's own size (the plain product copies each state for every length it is reached at)
+    const byte_dfa words = compile_regex("^[a-z]{1,8}(-[a-z]{1,8}){0,3}$", json);
+    CHECK_THROWS_WITH(dfa_intersection(words, compile_regex("[^]{0,100}"), 200), Catch::Contains("more than 200 states"));
+    CHECK(dfa_code_points(words, 0, 100, 200).size() == words.size());
+}
+
 TEST_CASE("compile_regex: search mode adds any text where the pattern is not anchored", "[regex]")
 {
     const byte_dfa a = compile_regex("a", searching());

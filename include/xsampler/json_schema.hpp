@@ -1818,9 +1818,7 @@ namespace xsampler
                     }
                     try
                     {
-                        meet(compile_regex("[^]{" + std::to_string(min) + "," +
-                                               (max == grammar::unbounded ? std::string() : std::to_string(max)) + "}",
-                                           content_options(false)));
+                        content = dfa_code_points(*content, min, max, max_product);
                     }
                     catch (const invalid_parameter& e)
                     {

@@ -17,6 +17,8 @@
 //   the bytes no state tells apart, as classes (numbered by their smallest
 //   byte); minimisation and products work over these classes, not 256 bytes.
 //   from_table / from_classes build the minimal DFA of a table of states.
+//   dfa_intersection / dfa_difference: products; dfa_code_points(d, min, max):
+//   d's texts of min to max code points, counted only while it matters.
 //
 // Syntax (ECMAScript's, a subset; the pattern is UTF-8, a character is one
 // code point):
@@ -1952,6 +1954,119 @@ namespace xsampler
     inline byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states)
     {
         return detail::regex::product(a, b, true, max_states);
+    }
+
+    /// The texts of d of min to max code points (a byte that is no UTF-8
+    /// continuation byte begins one; max = SIZE_MAX: no maximum), none with
+    /// a JSON string's forbidden bytes (", \\, 0x00-0x1f): d's product with
+    /// a count of code points, dropped once it is settled (at least min,
+    /// and the longest way on from the state, in code points, keeps it
+    /// within max), so a bounded pattern far from max costs no copies.
+    /// More than max_states pairs: invalid_parameter.
+    inline byte_dfa dfa_code_points(const byte_dfa& d, std::size_t min, std::size_t max, std::size_t max_states)
+    {
+        const std::size_t n = d.size();
+        if (n == 0)
+        {
+            return byte_dfa{};
+        }
+        const std::uint64_t endless = ~std::uint64_t(0);
+        const auto begins = [](unsigned b) { return (b & 0xC0u) != 0x80u ? 1u : 0u; };
+        const auto readable = [](unsigned b) { return b >= 0x20 && b != '"' && b != '\\'; };
+        // the longest way on from each state (endless past a cycle), depth first
+        std::vector<std::uint64_t> longest(n, 0);
+        {
+            std::vector<std::uint8_t> color(n, 0);  // 1 on the path, 2 done
+            std::vector<std::pair<std::int32_t, unsigned>> path{{d.start(), 0u}};
+            color[std::size_t(d.start())] = 1;
+            while (!path.empty())
+            {
+                auto& [s, b] = path.back();
+                if (b == 256)
+                {
+                    color[std::size_t(s)] = 2;
+                    const std::int32_t done = s;
+                    path.pop_back();
+                    if (!path.empty())
+                    {
+                        const auto& [p, pb] = path.back();
+                        const std::uint64_t l = longest[std::size_t(done)];
+                        const std::uint64_t via = l == endless ? endless : l + begins(pb - 1);
+                        longest[std::size_t(p)] = std::max(longest[std::size_t(p)], via);
+                    }
+                    continue;
+                }
+                const unsigned byte = b++;
+                const std::int32_t t = readable(byte) ? d.next(s, static_cast<unsigned char>(byte)) : byte_dfa::dead;
+                if (t == byte_dfa::dead)
+                {
+                    continue;
+                }
+                if (color[std::size_t(t)] == 1)
+                {
+                    longest[std::size_t(s)] = endless;  // a cycle
+                }
+                else if (color[std::size_t(t)] == 2)
+                {
+                    const std::uint64_t l = longest[std::size_t(t)];
+                    longest[std::size_t(s)] = std::max(longest[std::size_t(s)], l == endless ? endless : l + begins(byte));
+                }
+                else
+                {
+                    color[std::size_t(t)] = 1;
+                    path.push_back({t, 0u});
+                }
+            }
+        }
+        const std::size_t unbounded = ~std::size_t(0);
+        const std::uint64_t settled = std::uint64_t(max == unbounded ? min : max) + 1;  // the count's value once settled
+        const auto canonical = [&](std::int32_t s, std::uint64_t c) {
+            if (c >= min &&
+                (max == unbounded || (longest[std::size_t(s)] != endless && c + longest[std::size_t(s)] <= max)))
+            {
+                return settled;
+            }
+            return c;
+        };
+        std::unordered_map<std::uint64_t, std::int32_t> index;
+        std::vector<std::pair<std::int32_t, std::uint64_t>> pairs;
+        std::vector<std::int32_t> table;
+        std::vector<bool> accepting;
+        const auto intern = [&](std::int32_t s, std::uint64_t c) {
+            const std::uint64_t key = std::uint64_t(s) * (settled + 1) + c;
+            const auto it = index.find(key);
+            if (it != index.end())
+            {
+                return it->second;
+            }
+            if (pairs.size() >= max_states)
+            {
+                throw invalid_parameter("regex: the product of two automata has more than " + std::to_string(max_states) +
+                                        " states");
+            }
+            const auto id = std::int32_t(pairs.size());
+            index.emplace(key, id);
+            pairs.push_back({s, c});
+            return id;
+        };
+        intern(d.start(), canonical(d.start(), 0));
+        for (std::size_t i = 0; i < pairs.size(); ++i)
+        {
+            const auto [s, c] = pairs[i];
+            accepting.push_back(d.accepting(s) && (c == settled || (c >= min && c <= max)));
+            table.resize((i + 1) * 256, byte_dfa::dead);
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                const std::int32_t t = readable(b) ? d.next(s, static_cast<unsigned char>(b)) : byte_dfa::dead;
+                const std::uint64_t next = c == settled ? settled : c + begins(b);  // (a count <= max: never settled's)
+                if (t == byte_dfa::dead || (c != settled && next > max))
+                {
+                    continue;
+                }
+                table[i * 256 + b] = intern(t, canonical(t, next));
+            }
+        }
+        return byte_dfa::from_table(std::move(table), accepting);
     }
 
     inline byte_dfa dfa_of_texts(const std::vector<std::string>& texts)
