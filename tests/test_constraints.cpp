@@ -1998,6 +1998,30 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
     // a closed branch with patternProperties takes the keys its patterns match: not told apart by a required one
     CHECK(accepted(R"({"oneOf":[{"required":["xa"]},{"patternProperties":{"^x":{}},"additionalProperties":false}]})",
                    {R"({"xa":1})", "{}", R"({"y":1})"}) == bools{false, true, false});
+    // told apart without negations (twelve branches: their negations' product is past the limit): a required
+    // key's patterns that no string matches both, or closed objects with no key in common, where {} matches
+    // both of them (so an object of one needs a key) or fails one of them
+    {
+        std::string tagged_by_pattern = R"({"oneOf":[)", closed_apart = R"({"oneOf":[{"enum":["k0","k1"]})";
+        for (int i = 0; i < 12; ++i)
+        {
+            const std::string k = "k" + std::to_string(i);
+            tagged_by_pattern += std::string(i ? "," : "") + R"({"type":"object","properties":{"id":{"type":"string","pattern":"^)" + k +
+                                 R"(/"},"a":{"type":"integer"},"b":{"type":"boolean"},"c":{"enum":[1,2]}},"required":["id"],"additionalProperties":false})";
+            closed_apart += R"(,{"type":"object","additionalProperties":false,"properties":{")" + k +
+                            R"(":{"additionalProperties":false,"properties":{"g":{"type":"boolean"}}}}})";
+        }
+        CHECK(accepted(tagged_by_pattern + "]}", {R"({"id":"k0/x","a":1})", R"({"id":"k11/","c":2})", R"({"id":"k12/"})", "{}"}) ==
+              bools{true, true, false, false});
+        CHECK(accepted(closed_apart + "]}", {R"({"k0":{}})", R"({"k11":{"g":true}})", "{}", R"({"k0":{},"k1":{}})", R"("k1")"}) ==
+              bools{true, true, false, false, true});
+    }
+    CHECK(accepted(R"({"oneOf":[{"properties":{"a":{}},"required":["a"],"additionalProperties":false},
+        {"properties":{"b":{}},"additionalProperties":false}]})", {"{}", R"({"a":1})", R"({"b":1})", R"({"a":1,"b":1})"}) ==
+          bools{true, true, true, false});
+    // patterns tell strings apart, not other values
+    CHECK(accepted(R"({"oneOf":[{"properties":{"id":{"pattern":"^a"}},"required":["id"]},{"properties":{"id":{"pattern":"^b"}},
+        "required":["id"]}]})", {R"({"id":"a"})", R"({"id":"b"})", R"({"id":1})", R"({"id":"c"})"}) == bools{true, true, false, false});
     // its negation: no branch, or two
     CHECK(accepted(R"({"type":"integer","not":{"oneOf":[{"minimum":3},{"maximum":5}]}})", {"2", "3", "5", "6"}) ==
           bools{false, true, true, false});

@@ -18,10 +18,14 @@
 //                 beside it
 //   oneOf         as anyOf where the branches are provably disjoint (types
 //                 that do not overlap; a required property whose values
-//                 differ, by const or enum; a property one requires and the
-//                 other forbids; values of enum or const); else each branch
-//                 with the not of each other one it may share a value with
-//                 (within the types both may accept: exclusive_branches)
+//                 differ, by const or enum, by type, or by patterns no
+//                 string matches both; a property one requires and the
+//                 other forbids; closed properties with no name in common
+//                 where one refuses {}; values of enum or const); else each
+//                 branch with the not of each other one it may share a value
+//                 with (within the types both may accept: exclusive_branches;
+//                 of two closed objects with no name in common, {} alone:
+//                 the not is minProperties 1)
 //   not           the values breaking one of its keywords: a schema the
 //                 compiler makes (see negation_of), each keyword's breaking
 //                 a branch (not minimum 3: a number below 3; not required
@@ -593,6 +597,7 @@ namespace xsampler
                     unsigned types = t_all;
                     std::optional<std::vector<json>> values;  // enum or const (through $ref)
                     std::vector<json> not_in;                 // a not of enum or const
+                    std::vector<std::string> patterns;        // of its strings (through $ref)
                 };
                 bool skipped = false;  // a $ref's siblings, ignored (drafts 4 to 7)
                 unsigned types = t_all;
@@ -659,7 +664,6 @@ namespace xsampler
                             }
                             try
                             {
-                                p.types = ref_only(v) ? t_all : type_bits(v);
                                 p.values = finite_values(v);
                                 if (made(v) && v->contains("$xs:not") && v->size() == 1)
                                 {
@@ -668,6 +672,22 @@ namespace xsampler
                                     {
                                         p.not_in = *out;
                                     }
+                                }
+                                for (int hops = 0; hops < 32 && v->is_object(); ++hops)
+                                {
+                                    if (!ref_only(v))
+                                    {
+                                        p.types &= type_bits(v);
+                                        if (v->contains("pattern") && (*v)["pattern"].is_string())
+                                        {
+                                            p.patterns.push_back((*v)["pattern"].get<std::string>());
+                                        }
+                                    }
+                                    if (!v->contains("$ref") || !(*v)["$ref"].is_string())
+                                    {
+                                        break;
+                                    }
+                                    v = m_doc.resolve(v, (*v)["$ref"].get<std::string>());
                                 }
                             }
                             catch (const invalid_parameter&)
@@ -978,7 +998,7 @@ namespace xsampler
                         out.push_back(json{{"allOf", all}});
                         if (k == "oneOf")
                         {
-                            const auto& shared = overlaps(s);
+                            const auto& shared = overlaps(s).types;
                             for (std::size_t i = 0; i < branches.size(); ++i)
                             {
                                 for (std::size_t j = i + 1; j < branches.size(); ++j)
@@ -3117,7 +3137,10 @@ namespace xsampler
                 std::optional<std::vector<json>> values;
                 std::vector<std::string> required;
                 std::map<std::string, std::optional<std::vector<json>>> property_values;  // of the listed ones
+                std::map<std::string, unsigned> property_types;                           // (absent: any)
+                std::map<std::string, std::vector<std::string>> property_patterns;        // all apply to its strings
                 bool closed = false;
+                bool empty_fails = false;  // {} fails it (proven)
                 std::set<std::string> listed;
             };
 
@@ -3163,7 +3186,11 @@ namespace xsampler
                             {
                                 slot = property.values;
                             }
+                            sm.property_types.emplace(name, t_all).first->second &= property.types;
+                            auto& patterns = sm.property_patterns[name];
+                            patterns.insert(patterns.end(), property.patterns.begin(), property.patterns.end());
                         }
+                        sm.empty_fails = sm.empty_fails || fails_empty_object(s);
                     }
                     out.push_back(std::move(sm));
                 }
@@ -3224,7 +3251,7 @@ namespace xsampler
             }
 
             /// The types of the values a and b may both accept (0: none, proven).
-            unsigned shared(const summary& a, const summary& b) const
+            unsigned shared(const summary& a, const summary& b)
             {
                 unsigned both = a.types & b.types;
                 for (const summary* x : {&a, &b})
@@ -3250,10 +3277,18 @@ namespace xsampler
                 return both;
             }
 
-            /// Whether no object satisfies both: a required key whose listed
-            /// values differ, or one the other's closed properties lack.
-            static bool separated(const summary& a, const summary& b)
+            /// Whether no object satisfies both: a required key whose values
+            /// cannot be the same (listed values that differ, types, patterns
+            /// no string matches both), one the other's closed properties lack,
+            /// or closed properties with no name in common (only {} is both)
+            /// where {} fails one.
+            bool separated(const summary& a, const summary& b)
             {
+                if (a.closed && b.closed && (a.empty_fails || b.empty_fails) &&
+                    std::none_of(a.listed.begin(), a.listed.end(), [&](const std::string& n) { return b.listed.count(n) != 0; }))
+                {
+                    return true;
+                }
                 for (const auto& r : a.required)
                 {
                     if (std::find(b.required.begin(), b.required.end(), r) != b.required.end())
@@ -3263,6 +3298,27 @@ namespace xsampler
                             ib->second && !overlap(*ia->second, *ib->second))
                         {
                             return true;  // a discriminator
+                        }
+                        const auto ta = a.property_types.find(r), tb = b.property_types.find(r);
+                        const unsigned types = (ta != a.property_types.end() ? ta->second : unsigned(t_all)) &
+                                               (tb != b.property_types.end() ? tb->second : unsigned(t_all));
+                        if (types == 0)
+                        {
+                            return true;
+                        }
+                        const auto pa = a.property_patterns.find(r), pb = b.property_patterns.find(r);
+                        if (types == t_string && pa != a.property_patterns.end() && pb != b.property_patterns.end())
+                        {
+                            for (const std::string& x : pa->second)
+                            {
+                                for (const std::string& y : pb->second)
+                                {
+                                    if (patterns_apart(x, y))
+                                    {
+                                        return true;  // (pkg:cargo/... and pkg:gem/...)
+                                    }
+                                }
+                            }
                         }
                     }
                     if (b.closed && b.listed.count(r) == 0)
@@ -3280,8 +3336,52 @@ namespace xsampler
                 return false;
             }
 
-            /// For a oneOf, per pair of branches the types of the values both may accept.
-            const std::vector<std::vector<unsigned>>& overlaps(const json* s)
+            /// Whether {} fails s's own keywords (proven: not an object, a required key, minProperties).
+            bool fails_empty_object(const json* s)
+            {
+                const facts& f = facts_of(s);
+                if (f.skipped)
+                {
+                    return false;
+                }
+                return (f.types & t_object) == 0 || !f.required.empty() ||
+                       (has(s, "minProperties") && (*s)["minProperties"].is_number() && (*s)["minProperties"].get<double>() > 0);
+            }
+
+            /// Whether no string is found by both patterns, in either reading (their product is empty).
+            bool patterns_apart(const std::string& x, const std::string& y)
+            {
+                const auto key = std::minmax(x, y);
+                const auto found = m_patterns_apart.find(key);
+                if (found != m_patterns_apart.end())
+                {
+                    return found->second;
+                }
+                bool apart = false;
+                try
+                {
+                    regex_options o;
+                    o.search = true;
+                    o.reading = regex_reading::either;
+                    apart = dfa_intersection(compile_regex(x, o), compile_regex(y, o), max_product).size() == 0;
+                }
+                catch (const invalid_parameter&)
+                {
+                    apart = false;  // (a pattern that does not compile, or a product too large: not proven)
+                }
+                return m_patterns_apart.emplace(std::make_pair(key.first, key.second), apart).first->second;
+            }
+
+            /// For a oneOf, per pair of branches the types of the values both
+            /// may accept, and whether the objects both accept are {} alone
+            /// (closed properties with no name in common).
+            struct pairs
+            {
+                std::vector<std::vector<unsigned>> types;
+                std::vector<std::vector<bool>> empty_only;
+            };
+
+            const pairs& overlaps(const json* s)
             {
                 auto found = m_overlaps.find(s);
                 if (found != m_overlaps.end())
@@ -3294,19 +3394,29 @@ namespace xsampler
                 {
                     all.push_back(summaries(b));
                 }
-                std::vector<std::vector<unsigned>> out(all.size(), std::vector<unsigned>(all.size(), 0));
-                for (std::size_t i = 0; i < all.size(); ++i)
+                const std::size_t n = all.size();
+                pairs out{std::vector<std::vector<unsigned>>(n, std::vector<unsigned>(n, 0)),
+                          std::vector<std::vector<bool>>(n, std::vector<bool>(n, true))};
+                for (std::size_t i = 0; i < n; ++i)
                 {
-                    for (std::size_t j = i + 1; j < all.size(); ++j)
+                    for (std::size_t j = i + 1; j < n; ++j)
                     {
                         for (const auto& x : all[i])
                         {
                             for (const auto& y : all[j])
                             {
-                                out[i][j] |= shared(x, y);
+                                const unsigned both = shared(x, y);
+                                out.types[i][j] |= both;
+                                if ((both & t_object) != 0 &&
+                                    !(x.closed && y.closed &&
+                                      std::none_of(x.listed.begin(), x.listed.end(), [&](const std::string& k) { return y.listed.count(k) != 0; })))
+                                {
+                                    out.empty_only[i][j] = false;
+                                }
                             }
                         }
-                        out[j][i] = out[i][j];
+                        out.types[j][i] = out.types[i][j];
+                        out.empty_only[j][i] = out.empty_only[i][j] = out.empty_only[i][j] && (out.types[i][j] & t_object) != 0;
                     }
                 }
                 return m_overlaps.emplace(s, std::move(out)).first->second;
@@ -3400,20 +3510,32 @@ namespace xsampler
             /// its branches are proven disjoint.
             const json* exclusive_branches(const json* s)
             {
-                const auto& shared = overlaps(s);
+                const auto& [shared, empty_only] = overlaps(s);
                 const auto& branches = list_of(s, "oneOf");
                 bool disjoint = true;
                 json out = json::array();
                 for (std::size_t i = 0; i < branches.size(); ++i)
                 {
                     json all = json::array({refer(branches[i], false)});
+                    bool nonempty = false;
                     for (std::size_t j = 0; j < branches.size(); ++j)
                     {
-                        if (j != i && shared[i][j] != 0)
+                        if (j == i || shared[i][j] == 0)
                         {
-                            all.push_back(refer(branches[j], true, shared[i][j]));
-                            disjoint = false;
+                            continue;
                         }
+                        disjoint = false;
+                        // (both accept {} alone of the objects: an object of i fails j where it has a key)
+                        const unsigned types = empty_only[i][j] ? shared[i][j] & ~unsigned(t_object) : shared[i][j];
+                        nonempty = nonempty || empty_only[i][j];
+                        if (types != 0)
+                        {
+                            all.push_back(refer(branches[j], true, types));
+                        }
+                    }
+                    if (nonempty)
+                    {
+                        all.push_back(json{{"minProperties", 1}});
                     }
                     out.push_back(json{{"allOf", std::move(all)}});
                 }
@@ -3828,8 +3950,9 @@ namespace xsampler
             std::size_t m_depth = 0;
             std::map<std::vector<std::size_t>, std::pair<rule_id, int>> m_rules;  // 0 compiling, 1 done, 2 nothing
             std::map<const json*, std::vector<const json*>> m_lists;
-            std::map<const json*, std::vector<std::vector<unsigned>>> m_overlaps;  // overlaps()'s
+            std::map<const json*, pairs> m_overlaps;  // overlaps()'s
             std::map<const json*, const json*> m_exclusive;  // exclusive_branches()'s
+            std::map<std::pair<std::string, std::string>, bool> m_patterns_apart;
             std::map<const json*, std::vector<const json*>> m_conditions;  // conditions_of()'s
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
             std::map<std::pair<std::string, regex_reading>, byte_dfa> m_searches;  // matches_pattern's
