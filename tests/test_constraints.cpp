@@ -2418,7 +2418,8 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
     {
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
                    "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; integers "
-                   "under no numeric keyword; or objects with an optional key of endless values, or other keys allowed) at /");
+                   "under no numeric keyword; objects with an optional key of endless values, or other keys allowed; or closed objects of "
+                   "required strings) at /");
     }
     // brute force on a small vocabulary ("\"\"", "\",", "\\u"...): the mask is what advance accepts,
     // every allowed token's text completes to a valid value, and the completions skip repeats
@@ -2529,21 +2530,22 @@ TEST_CASE("json_schema: uniqueItems over objects that always have a new completi
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"type":"object"}})",
                    {R"([{"k":1},{"k":1.0}])", R"([{"k":1},{"k":[1]}])", R"([{"k":{"a":true}},{"k":{"a":true}}])"}) ==
           bools{false, true, false});
-    // objects that can run out (every key required, maxProperties, only finite values) stay an error
-    for (const char* items : {R"({"type":"object","properties":{"name":{"type":"string"}},"required":["name"],
-                                 "additionalProperties":false})",
-                              R"({"type":"object","maxProperties":2})",
+    // an optional array of distinct endless strings has endless values too
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"k":{"type":"string"},
+        "tags":{"type":"array","uniqueItems":true,"items":{"type":"string"}}},"required":["k"],"additionalProperties":false}})",
+                   {R"([{"k":"a"},{"k":"a"}])", R"([{"k":"a"},{"k":"a","tags":["x"]}])", R"([{"k":"a","tags":["x"]},{"tags":["x"],"k":"a"}])",
+                    R"([{"k":"a","tags":["x","x"]}])"}) == bools{false, true, false, false});
+    // objects that can run out (maxProperties, only finite values) stay an error (closed objects of strings: below)
+    for (const char* items : {R"({"type":"object","maxProperties":2})",
                               R"({"type":"object","properties":{"b":{"type":"boolean"}},"additionalProperties":false})",
-                              // (bounded numbers are number_dfa's, at most 15 digits: here none, the key left out)
-                              R"({"type":"object","properties":{"id":{"type":"integer","minimum":10000000000000000}},
-                                 "additionalProperties":false})",
                               R"({"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"items":{"type":"boolean"}}},
                                  "additionalProperties":false})"})
     {
         INFO(items);
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":)") + items + "}",
                    "unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; strings; integers "
-                   "under no numeric keyword; or objects with an optional key of endless values, or other keys allowed) at /");
+                   "under no numeric keyword; objects with an optional key of endless values, or other keys allowed; or closed objects of "
+                   "required strings) at /");
     }
     // brute force on the small vocabulary ("{\"", "\"}", "},", "}]"...): the mask is what advance accepts and every
     // allowed token's text completes to a valid value; a distinct string array inside each distinct object
@@ -2570,6 +2572,96 @@ TEST_CASE("json_schema: uniqueItems over objects that always have a new completi
         m.pop(m.position());
         m.feed(R"([{"name":[]},)");
         CHECK(m.completion() == R"({"name":[],"":0}])");  // (from where the repeat is refused: another member)
+    }
+}
+
+TEST_CASE("json_schema: uniqueItems over closed objects of required strings", "[constraint]")
+{
+    // every name required, each a string that can always read on: an item has a new completion until the quote
+    // that ends its last member, which is refused where only an earlier item's end can follow; equal as values
+    const std::string hashes = R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{
+        "value":{"type":"string"},"algorithm":{"type":"string","pattern":"^[a-z]+[0-9]*$"}},"required":["value","algorithm"],
+        "additionalProperties":false}})";
+    CHECK(accepted(hashes, {R"([{"value":"a","algorithm":"b"},{"value":"a","algorithm":"c"}])",
+                            R"([{"value":"a","algorithm":"b"},{"algorithm":"b","value":"a"}])",
+                            R"([{"value":"a","algorithm":"b"},{"value":"\u0061","algorithm":"b"}])",
+                            R"([{"value":"a","algorithm":"b"}, { "value" : "a" ,"algorithm":"b" } ])",
+                            R"([{"value":"ab","algorithm":"b"},{"value":"a","algorithm":"bb"}])",
+                            R"([{"value":"a","algorithm":"b"},{"value":"a","algorithm":"b1"},{"value":"a","algorithm":"b"}])"}) ==
+          bools{true, false, false, false, true, false});
+    const auto read = [](const std::string& schema, const std::string& text) {
+        matcher m(compile_grammar(json_schema_grammar(schema)));
+        return m.feed(text);
+    };
+    for (const std::string text : {R"([{"value":"a","algorithm":"b"},{"value":"a","algorithm":"b"}])",
+                                   R"([{"value":"a","algorithm":"b"},{"algorithm":"b","value":"a"}])",
+                                   R"([{"value":"a","algorithm":"b"},{"algorithm":"b", "value":"\u0061"}])"})
+    {
+        INFO(text);
+        CHECK(read(hashes, text) == text.rfind('"'));  // (the quote that ends the last member)
+    }
+    {
+        matcher m(compile_grammar(json_schema_grammar(hashes)));
+        m.feed(R"([{"value":"a","algorithm":"b"},{"algorithm":"b","value":"a)");
+        const std::string done = m.text() + m.completion();
+        CHECK(done.substr(m.text().size(), 2) != "\"}");
+        CHECK(json::parse(done)[1] != json::parse(done)[0]);
+    }
+    // the key left out of a closed object (bounded numbers are number_dfa's, at most 15 digits: here none) leaves {}:
+    // one item at most
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"id":{"type":"integer",
+        "minimum":10000000000000000}},"additionalProperties":false}})", {"[{}]", "[{},{}]", "[]"}) == bools{true, false, true});
+    // strings that can run out (an enum, maxLength, a pattern's last state), an optional name of few values: an error
+    for (const char* value : {R"({"enum":["a","b"]})", R"({"type":"string","maxLength":3})", R"({"type":"string","pattern":"^a+b$"})"})
+    {
+        INFO(value);
+        fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"k":)") + value +
+                       R"(},"required":["k"],"additionalProperties":false}})",
+                   "unsupported keyword 'uniqueItems'");
+    }
+    fails_with(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"k":{"type":"string"},
+        "b":{"type":"boolean"}},"required":["k"],"additionalProperties":false}})", "unsupported keyword 'uniqueItems'");
+    // brute force on the small vocabulary: the mask is what advance accepts (check B refuses "\"}" and "\"" where
+    // the item would repeat), and every allowed token's text completes to a valid value
+    std::mt19937 pick(8);
+    for (const std::string text :
+         {R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"object","properties":{"name":{"type":"string"}},
+              "required":["name"],"additionalProperties":false}})",
+          R"({"type":"array","uniqueItems":true,"minItems":2,"items":{"type":"object","properties":{"name":{"type":"string"},
+              "age":{"type":"string","pattern":"^[0-9]+$"}},"required":["name","age"],"additionalProperties":false}})"})
+    {
+        INFO(text);
+        const json schema = json::parse(text);
+        constraint c = json_schema_constraint(small_index(), text);
+        CHECK(validating_walks(c, schema, pick, 4, 28, 18, [&](const constraint& end) {
+                  CHECK(valid(json::parse(end.text() + end.completion()), schema, schema));
+              }) > 100);
+    }
+    // a walk that writes an earlier item again token by token: the mask drops the quote where it would end it
+    {
+        const std::string text = R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"name":{"type":"string"}},
+            "required":["name"],"additionalProperties":false}})";
+        constraint c = json_schema_constraint(small_index(), text);
+        const vocabulary& v = c.vocab();
+        const auto id = [&](const std::string& t) {
+            for (token_id i = 0; i < token_id(v.size()); ++i)
+            {
+                if (v.bytes(i) == t)
+                {
+                    return i;
+                }
+            }
+            return token_id(-1);
+        };
+        for (const char* t : {"[{", "\"name\"", ":", "\"", "abc", "\"}", ",", "{\"", "name", "\":\"", "abc"})
+        {
+            c.advance(id(t));
+        }
+        const token_set mask = c.mask();
+        CHECK(!mask.contains(id("\"")));
+        CHECK(!mask.contains(id("\"}")));
+        CHECK(!mask.contains(id("\"},")));
+        CHECK(mask.contains(id("a")));
     }
 }
 

@@ -284,6 +284,9 @@ namespace xsampler
         const std::vector<token_id>& distinct_opening_tokens() const noexcept { return m_distinct_opening; }
         /// With marks: the tokens with a backslash (one may write any char of a string item).
         const std::vector<token_id>& escape_tokens() const noexcept { return m_escape_tokens; }
+        /// With grammar::distinct_closed marks: the tokens with a quote or a
+        /// backslash (one may end a member's string, the last one needed).
+        const std::vector<token_id>& quote_tokens() const noexcept { return m_quote_tokens; }
         /// By automaton rule: whether a distinct array reads it, directly or
         /// through others (a set with no item of these is no array's: its
         /// tokens end no distinct item).
@@ -362,6 +365,7 @@ namespace xsampler
         {
             const grammar_automaton& a = *m_rules;
             const vocabulary& v = m_index->vocab();
+            const bool closed = std::any_of(a.rules.begin(), a.rules.end(), [](const auto& r) { return r.distinct_closed; });
             for (std::size_t t = 0; t < v.size(); ++t)
             {
                 const std::string& b = v.bytes(token_id(t));
@@ -371,6 +375,10 @@ namespace xsampler
                 if (!v.special(token_id(t)) && b.find('\\') != std::string::npos)
                 {
                     m_escape_tokens.push_back(token_id(t));
+                }
+                if (closed && !v.special(token_id(t)) && b.find_first_of("\"\\") != std::string::npos)
+                {
+                    m_quote_tokens.push_back(token_id(t));
                 }
                 if (!v.special(token_id(t)) && any(a.distinct_last))
                 {
@@ -435,7 +443,7 @@ namespace xsampler
         std::vector<std::pair<std::bitset<256>, std::shared_ptr<const class_runs>>> m_runs;
         mutable std::once_flag m_costs_once;
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
-        std::vector<token_id> m_distinct_tokens, m_distinct_opening, m_escape_tokens;
+        std::vector<token_id> m_distinct_tokens, m_distinct_opening, m_escape_tokens, m_quote_tokens;
         std::vector<std::uint8_t> m_in_distinct;
     };
 
@@ -782,15 +790,17 @@ namespace xsampler
             return m_scratch;
         }
 
-        /// The mask less the tokens after which a distinct string item can
-        /// only become an earlier item of its array (the matcher's check B):
-        /// where it may (matcher::distinct_rests), the tokens that keep the
-        /// item on an earlier one's path (a prefix of its rest, spelt raw) or
-        /// hold a backslash are read again through the real chart; every
-        /// token where an escape is begun. (Tokens with a quote: without_repeats.)
+        /// The mask less the tokens after which a distinct item can only
+        /// become an earlier item of its array (the matcher's check B):
+        /// where it may (matcher::distinct_rests), the tokens that keep a
+        /// string item on an earlier one's path (a prefix of its rest, spelt
+        /// raw) or hold a backslash are read again through the real chart;
+        /// every token where an escape is begun; in a closed object, every
+        /// token with a quote or a backslash. (Tokens that end an item:
+        /// without_repeats.)
         const token_set& without_dead_ends(const token_set& in)
         {
-            if (!m_matcher.distinct_rests(m_rests, m_unfinished))
+            if (!m_matcher.distinct_rests(m_rests, m_unfinished, m_quoted))
             {
                 return in;
             }
@@ -806,6 +816,10 @@ namespace xsampler
             else
             {
                 suspects = m_g->escape_tokens();
+                if (m_quoted)
+                {
+                    suspects.insert(suspects.end(), m_g->quote_tokens().begin(), m_g->quote_tokens().end());
+                }
                 const vocabulary_index& index = m_g->index();
                 for (const std::string& r : m_rests)
                 {
@@ -2982,7 +2996,7 @@ namespace xsampler
         std::shared_ptr<const compiled_grammar::context_tokens> m_extras;
         token_set m_scratch, m_budgeted;
         std::vector<std::string> m_rests;  // without_dead_ends' scratch
-        bool m_unfinished = false;
+        bool m_unfinished = false, m_quoted = false;
         std::string m_key, m_ctx_key;
         std::vector<earley_item> m_kernel;
         std::vector<std::uint32_t> m_group, m_rep;

@@ -21,7 +21,8 @@
 //                        `item` it reads (its items: `item` is used nowhere
 //                        else) are pairwise different JSON values, as
 //                        validators compare them (uniqueItems); the matcher
-//                        checks it where an item ends
+//                        checks it where an item ends (distinct_closed: also
+//                        while a closed object item is written)
 // Front ends build grammars (gbnf.hpp, json_schema.hpp, json_grammar and
 // regex_grammar in constraint.hpp); the matcher (matcher.hpp) and the
 // constraint (constraint.hpp) know only this IR, never which front end built
@@ -202,8 +203,22 @@ namespace xsampler
             check_rule(item, "distinct");
             m_distinct.emplace_back(array, item);
         }
+        /// distinct(array, item) where the items are JSON objects that may
+        /// run out of new completions (every name written, none may follow):
+        /// the matcher refuses a byte after which an item can only repeat an
+        /// earlier one, as for strings. Every member's value must be a string
+        /// with endless completions from every prefix (so only the quote
+        /// that ends the last one may leave nothing new), and a name must not
+        /// be written twice.
+        void distinct_closed(rule_id array, rule_id item)
+        {
+            distinct(array, item);
+            m_closed.push_back(item);
+        }
         /// The distinct() marks: (array, item) pairs.
         const std::vector<std::pair<rule_id, rule_id>>& distincts() const noexcept { return m_distinct; }
+        /// The items of distinct_closed() marks.
+        const std::vector<rule_id>& closed_items() const noexcept { return m_closed; }
         void set_root(rule_id r)
         {
             check_rule(r, "set_root");
@@ -380,6 +395,7 @@ namespace xsampler
         std::vector<expr_id> m_bodies;
         std::unordered_map<std::string, rule_id> m_by_name;
         std::vector<std::pair<rule_id, rule_id>> m_distinct;
+        std::vector<rule_id> m_closed;  // distinct_closed()'s items
         rule_id m_root = none;
     };
 }

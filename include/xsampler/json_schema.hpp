@@ -81,6 +81,9 @@
 //                 strings; over objects that always have a new completion
 //                 (renewing: an optional key of endless values, or other
 //                 keys allowed): the same mark, checked where an item ends;
+//                 over closed objects whose every name is required, a
+//                 string of endless completions (closed_strings): the
+//                 distinct_closed mark, checked also while it is written;
 //                 over integers under no numeric keyword: the same mark,
 //                 checked where an item ends and, past 5 digits, while it is
 //                 written; else an error
@@ -2118,14 +2121,15 @@ namespace xsampler
                     }
                     return marked_array(*item, min, max);
                 }
-                if (renewing(ds) || std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return many_integers(d); }))
+                const bool closed = !renewing(ds) && closed_strings(ds);
+                if (closed || renewing(ds) || std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return many_integers(d); }))
                 {
                     const auto item = value_of(items);
                     if (!item)
                     {
                         return min > 0 ? std::nullopt : std::optional<expr_id>(m_b.array(m_g.empty(), 0, 0));
                     }
-                    return marked_array(*item, min, max);
+                    return marked_array(*item, min, max, closed);
                 }
                 std::vector<json> candidates;
                 for (const conj& d : ds)
@@ -2150,8 +2154,8 @@ namespace xsampler
                     else
                     {
                         fail("unsupported keyword 'uniqueItems' (only items of finite values: enum, const, boolean, null; "
-                             "strings; integers under no numeric keyword; or objects with an optional key of endless values, or other "
-                             "keys allowed)", at);
+                             "strings; integers under no numeric keyword; objects with an optional key of endless values, or other "
+                             "keys allowed; or closed objects of required strings)", at);
                     }
                 }
                 std::vector<std::vector<json>> slots;
@@ -2192,9 +2196,9 @@ namespace xsampler
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 
-            /// An array of `item` marked grammar::distinct (a plain one where
-            /// max <= 1: unique already).
-            expr_id marked_array(expr_id item, std::size_t min, std::size_t max)
+            /// An array of `item` marked grammar::distinct (distinct_closed:
+            /// closed_strings; a plain one where max <= 1: unique already).
+            expr_id marked_array(expr_id item, std::size_t min, std::size_t max, bool closed = false)
             {
                 if (max <= 1)
                 {
@@ -2204,7 +2208,14 @@ namespace xsampler
                 const rule_id u = m_g.fresh_rule("unique-item"), r = m_g.fresh_rule("unique-items");
                 m_g.define(u, item);
                 m_g.define(r, m_b.array(m_g.ref(u), min, max));
-                m_g.distinct(r, u);
+                if (closed)
+                {
+                    m_g.distinct_closed(r, u);
+                }
+                else
+                {
+                    m_g.distinct(r, u);
+                }
                 return m_g.ref(r);
             }
 
@@ -2222,27 +2233,24 @@ namespace xsampler
                 return !ds.empty() && std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return renewing_one(d, 0, false); });
             }
             static constexpr unsigned max_endless_depth = 8;
-            /// renewing() for one disjunct; with `proven`, it must also be
-            /// shown to have a value (each required key one).
-            bool renewing_one(const conj& d, unsigned depth, bool proven)
+            /// An object's names as object() writes them, where nothing counts
+            /// them (no maxProperties, no patterns or propertyNames, no
+            /// minProperties past the required ones): none otherwise.
+            struct object_shape
             {
-                const disjunct_parts parts = parts_of(d);  // (no structured binding: lambdas below read own)
-                const conj& own = parts.own;
-                const unsigned types = parts.types;
-                const json* values_at = parts.values_at;
-                if (values_at != nullptr || own.empty() || types != t_object || depth > max_endless_depth)
-                {
-                    return false;
-                }
+                std::vector<std::string> required, names;  // (required: sorted)
+                bool free_keys;                            // other keys with any value
+            };
+            std::optional<object_shape> shape_of(const conj& own) const
+            {
                 std::size_t min = 0;
-                std::vector<std::string> required, names;
-                bool free_keys = m_o.additional_properties;
+                object_shape out{{}, {}, m_o.additional_properties};
                 for (const json* s : own)
                 {
                     if ((made(s) && s->contains("$xs:some")) || has(s, "maxProperties") || has(s, "patternProperties") ||
                         has(s, "propertyNames"))
                     {
-                        return false;
+                        return std::nullopt;
                     }
                     min = std::max(min, count(s, "minProperties", 0));
                     if (has(s, "required") && (*s)["required"].is_array())
@@ -2251,7 +2259,7 @@ namespace xsampler
                         {
                             if (x.is_string())
                             {
-                                required.push_back(x.get<std::string>());
+                                out.required.push_back(x.get<std::string>());
                             }
                         }
                     }
@@ -2259,53 +2267,152 @@ namespace xsampler
                     {
                         for (const auto& kv : (*s)["properties"].items())
                         {
-                            names.push_back(kv.key());
+                            out.names.push_back(kv.key());
                         }
                     }
                     const json* extra = s->contains("additionalProperties") ? &(*s)["additionalProperties"] : nullptr;
-                    free_keys = free_keys && (extra == nullptr || *extra == json(true) || *extra == json::object());
+                    out.free_keys = out.free_keys && (extra == nullptr || *extra == json(true) || *extra == json::object());
                 }
-                std::sort(required.begin(), required.end());
-                required.erase(std::unique(required.begin(), required.end()), required.end());
-                if (min > 1 && min > required.size())
+                std::sort(out.required.begin(), out.required.end());
+                out.required.erase(std::unique(out.required.begin(), out.required.end()), out.required.end());
+                if (min > 1 && min > out.required.size())
                 {
-                    return false;  // (members counted: each key once)
+                    return std::nullopt;  // (members counted: each key once)
                 }
-                // the schemas of a listed key's value, as object() takes them (no patterns here)
-                const auto schemas_of = [&](const std::string& name) {
-                    conj c;
-                    for (const json* s : own)
+                return out;
+            }
+            /// The schemas of a listed name's value, as object() takes them (no patterns here).
+            conj member_schemas(const conj& own, const std::string& name) const
+            {
+                conj c;
+                for (const json* s : own)
+                {
+                    if (has(s, "properties") && (*s)["properties"].is_object() && (*s)["properties"].contains(name))
                     {
-                        if (has(s, "properties") && (*s)["properties"].is_object() && (*s)["properties"].contains(name))
-                        {
-                            c.push_back(&(*s)["properties"][name]);
-                        }
-                        else if (s->contains("additionalProperties"))
-                        {
-                            c.push_back(&(*s)["additionalProperties"]);
-                        }
+                        c.push_back(&(*s)["properties"][name]);
                     }
-                    return c;
-                };
-                if (proven && !std::all_of(required.begin(), required.end(),
-                                           [&](const std::string& name) { return value_of(schemas_of(name)).has_value(); }))
+                    else if (s->contains("additionalProperties"))
+                    {
+                        c.push_back(&(*s)["additionalProperties"]);
+                    }
+                }
+                return c;
+            }
+
+            /// renewing() for one disjunct; with `proven`, it must also be
+            /// shown to have a value (each required key one).
+            bool renewing_one(const conj& d, unsigned depth, bool proven)
+            {
+                const disjunct_parts parts = parts_of(d);
+                if (parts.values_at != nullptr || parts.own.empty() || parts.types != t_object || depth > max_endless_depth)
                 {
                     return false;
                 }
-                if (free_keys)
+                const auto shape = shape_of(parts.own);
+                if (!shape)
+                {
+                    return false;
+                }
+                const auto has_value = [&](const std::string& name) { return value_of(member_schemas(parts.own, name)).has_value(); };
+                if (proven && !std::all_of(shape->required.begin(), shape->required.end(), has_value))
+                {
+                    return false;
+                }
+                if (shape->free_keys)
                 {
                     return true;  // (a key no earlier item has)
                 }
-                return std::any_of(names.begin(), names.end(), [&](const std::string& name) {
+                return std::any_of(shape->names.begin(), shape->names.end(), [&](const std::string& name) {
                     // (a key no value fits is left out of the grammar: its value must be written)
-                    return !std::binary_search(required.begin(), required.end(), name) && endless(schemas_of(name), depth + 1) &&
-                           value_of(schemas_of(name)).has_value();
+                    return !std::binary_search(shape->required.begin(), shape->required.end(), name) &&
+                           endless(member_schemas(parts.own, name), depth + 1) && has_value(name);
                 });
+            }
+
+            /// Whether every disjunct is closed objects whose every name that
+            /// has a value is required, a string with endless completions from
+            /// every prefix of its content: such an item has a new completion
+            /// until the quote that ends the last member's string, and from
+            /// there the matcher searches (grammar::distinct_closed).
+            bool closed_strings(const std::vector<conj>& ds)
+            {
+                return !ds.empty() && std::all_of(ds.begin(), ds.end(), [&](const conj& d) {
+                    const disjunct_parts parts = parts_of(d);
+                    const auto shape = parts.values_at != nullptr || parts.own.empty() || parts.types != t_object
+                                           ? std::nullopt
+                                           : shape_of(parts.own);
+                    if (!shape || shape->free_keys ||
+                        std::any_of(parts.own.begin(), parts.own.end(), [](const json* s) {
+                            return s->contains("additionalProperties") && (*s)["additionalProperties"] != json(false);
+                        }))
+                    {
+                        return false;
+                    }
+                    return std::all_of(shape->names.begin(), shape->names.end(), [&](const std::string& name) {
+                        const conj c = member_schemas(parts.own, name);
+                        if (!value_of(c))
+                        {
+                            return true;  // (left out of the grammar)
+                        }
+                        std::vector<conj> values;
+                        expand(conj{}, {{nullptr, c}}, values);
+                        return std::binary_search(shape->required.begin(), shape->required.end(), name) &&
+                               std::all_of(values.begin(), values.end(), [&](const conj& v) {
+                                   const disjunct_parts p = parts_of(v);
+                                   if (p.values_at != nullptr || p.types != t_string)
+                                   {
+                                       return false;
+                                   }
+                                   const auto content = string_content(p.own, true);
+                                   return !content || (content->dfa && endless_everywhere(*content->dfa));
+                               });
+                    });
+                });
+            }
+            /// Whether every state of d has endless completions (reaches a cycle).
+            static bool endless_everywhere(const byte_dfa& d)
+            {
+                std::vector<std::vector<std::int32_t>> before(d.size());
+                std::vector<std::size_t> after(d.size(), 0);  // distinct next states not yet known to end
+                for (std::size_t q = 0; q < d.size(); ++q)
+                {
+                    std::vector<std::int32_t> next;
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        const std::int32_t t = d.next(std::int32_t(q), static_cast<unsigned char>(b));
+                        if (t != byte_dfa::dead && std::find(next.begin(), next.end(), t) == next.end())
+                        {
+                            next.push_back(t);
+                            before[std::size_t(t)].push_back(std::int32_t(q));
+                        }
+                    }
+                    after[q] = next.size();
+                }
+                std::vector<std::int32_t> finite;  // (states whose every way ends: peeled from the last)
+                for (std::size_t q = 0; q < d.size(); ++q)
+                {
+                    if (after[q] == 0)
+                    {
+                        finite.push_back(std::int32_t(q));
+                    }
+                }
+                for (std::size_t i = 0; i < finite.size(); ++i)
+                {
+                    for (const std::int32_t p : before[std::size_t(finite[i])])
+                    {
+                        if (--after[std::size_t(p)] == 0)
+                        {
+                            finite.push_back(p);
+                        }
+                    }
+                }
+                return finite.empty();
             }
             /// Whether some disjunct of c takes endless values (proven: any
             /// value; strings the string keywords count past enough_values;
             /// numbers under no numeric keyword; arrays of any length of
-            /// items that have a value; renewing objects that have one).
+            /// items that have a value, endless ones where they are
+            /// distinct; renewing objects that have one).
             bool endless(const conj& c, unsigned depth)
             {
                 if (depth > max_endless_depth)
@@ -2340,7 +2447,8 @@ namespace xsampler
                     {
                         return true;
                     }
-                    if ((types & t_array) && !any_has({"maxItems", "uniqueItems", "contains", "prefixItems", "$xs:notIn"}))
+                    // (distinct items: endless where they are)
+                    if ((types & t_array) && !any_has({"maxItems", "contains", "prefixItems", "$xs:notIn"}))
                     {
                         conj items;
                         for (const json* s : own)
@@ -2354,7 +2462,7 @@ namespace xsampler
                                 items.push_back(&(*s)["items"]);
                             }
                         }
-                        if (value_of(items))
+                        if (value_of(items) && (!any_has({"uniqueItems"}) || endless(items, depth + 1)))
                         {
                             return true;
                         }

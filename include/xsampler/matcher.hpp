@@ -30,10 +30,12 @@
 //                (json_canonical's equality: the earlier items are decoded
 //                from the bytes read, once each); and where every item of
 //                the set is inside a string item whose content so far
-//                begins an earlier item, or an integer item of more than 5
-//                digits (or 0), a byte after which no completion of it is
-//                new is refused (a search byte by byte, check B; object
-//                items always have a new completion: unchecked).
+//                begins an earlier item, an integer item of more than 5
+//                digits (or 0), or a distinct_closed object item whose
+//                members so far agree with an earlier item's, a byte after
+//                which no completion of it is new is refused (a search byte
+//                by byte, check B; other object items always have a new
+//                completion: unchecked).
 //                Off, the language is the
 //                grammar's without the marks, a superset: walks that cache
 //                what they find by positions alone (masks) need that.
@@ -44,9 +46,9 @@
 // Every state the matcher reaches is live: all rules are productive and
 // every DFA state can end, so a non-empty set is a prefix of the language
 // (with distinct marks: string items, in arrays that take no more items
-// than the item has strings, and integers of at most 15 digits, as
-// json_schema.hpp builds them; other items with endless completions from
-// every prefix).
+// than the item has strings, integers of at most 15 digits, and closed
+// objects of endless strings, as json_schema.hpp builds them; other items
+// with endless completions from every prefix).
 // A matcher is a value: copying it forks it (n samples, beams).
 // Cost: O(items) per byte on grammars whose sets stay small (JSON, most
 // GBNF grammars: a few items); Earley's O(n^3) at worst.
@@ -153,18 +155,21 @@ namespace xsampler
         void check_distinct(bool on) noexcept { m_check = on; }
         bool checks_distinct() const noexcept { return m_check; }
         /// Where check B (see new_value_left) may refuse what follows: every
-        /// item of the current set is inside a distinct string item, and each
-        /// may still become an earlier item of its array. Then true, with
-        /// `rests` holding those earlier items' bytes past its content so far
-        /// (a byte off all of them, or past one, leaves every later byte
-        /// free) and `unfinished` set where an escape is begun (any byte may
-        /// count). False otherwise, or with the check off.
-        bool distinct_rests(std::vector<std::string>& rests, bool& unfinished)
+        /// item of the current set is inside a distinct item checked while
+        /// written, and each may still become an earlier item of its array.
+        /// Then true, with `rests` holding the earlier string items' bytes
+        /// past its content so far (a byte off all of them, or past one,
+        /// leaves every later byte free), `unfinished` set where an escape
+        /// is begun (any byte may count), and `quoted` where an item is a
+        /// closed object (only the quote that ends its last member's string
+        /// may leave nothing but an earlier item). False otherwise, or with
+        /// the check off.
+        bool distinct_rests(std::vector<std::string>& rests, bool& unfinished, bool& quoted)
         {
             rests.clear();
-            unfinished = false;
+            unfinished = quoted = false;
             std::vector<open_item> open;
-            return m_check && m_a->has_distinct() && inside_items(open) && all_risky(open, &rests, unfinished);
+            return m_check && m_a->has_distinct() && inside_items(open) && all_risky(open, &rests, unfinished, &quoted);
         }
         /// The bytes read, one per position (a repeat() reads a 0 byte: walks
         /// that repeat() have the check off).
@@ -930,6 +935,7 @@ namespace xsampler
         struct open_item
         {
             std::uint32_t origin, start;
+            bool closed;  // a closed object's item (grammar::distinct_closed)
         };
         /// Check B (string and integer items): false where every item of the
         /// current set is inside a distinct item that is a JSON string or
@@ -955,21 +961,24 @@ namespace xsampler
             return new_value_here(budget);
         }
         static constexpr std::size_t max_search = 1 << 16;
+        static bool is_ws(unsigned char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
         bool new_value_here(std::size_t& budget)
         {
-            bool unfinished = false;
+            bool unfinished = false, quoted = false;
             m_open.clear();
-            if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished))
+            if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished, &quoted))
             {
                 return true;
             }
+            // (in an object: no gap of two bytes, whose value is the gap of one)
+            const bool gap = quoted && is_ws(static_cast<unsigned char>(m_text.back()));
             // the bytes in order, a quote or a backslash last (most other bytes leave every earlier item's path)
             for (const bool second : {false, true})
             {
                 for (unsigned b = 0; b < 256; ++b)
                 {
                     const auto c = static_cast<unsigned char>(b);
-                    if ((c == '"' || c == '\\') != second || !readable(c))
+                    if ((c == '"' || c == '\\') != second || (gap && is_ws(c)) || !readable(c))
                     {
                         continue;
                     }
@@ -1061,7 +1070,7 @@ namespace xsampler
                     {
                         if (a.edges[e].rule == rule)
                         {
-                            arrays_of(*y, 0, [&](std::uint32_t start) { open.push_back({x.origin, start}); });
+                            arrays_of(*y, 0, [&](std::uint32_t start) { open.push_back({x.origin, start, a.rules[rule].distinct_closed}); });
                             break;
                         }
                     }
@@ -1096,16 +1105,17 @@ namespace xsampler
             }
             return waited;
         }
-        /// Whether each open item (a string or an integer begun) may still
-        /// become an earlier item of its array: a string's content so far
-        /// (decoded) begins one, or it ends inside an escape (`unfinished`);
-        /// an integer has more than 5 digits, or is 0 (json_schema's
-        /// integers, of at most 15 digits: with fewer, more than 2^32 values
-        /// complete it). `rests` gets the bytes of those earlier strings past
-        /// that content. Other items are passed over (objects that always
-        /// have a new completion: json_schema's renewing()); false where no
-        /// item is a string or an integer.
-        bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished)
+        /// Whether each open item (a string, an integer or a closed object
+        /// begun) may still become an earlier item of its array: a string's
+        /// content so far (decoded) begins one, or it ends inside an escape
+        /// (`unfinished`); an integer has more than 5 digits, or is 0
+        /// (json_schema's integers, of at most 15 digits: with fewer, more
+        /// than 2^32 values complete it); a closed object's members so far
+        /// agree with one's (object_may_repeat; `quoted` set). `rests` gets
+        /// the bytes of those earlier strings past that content. Other items
+        /// are passed over (objects that always have a new completion:
+        /// json_schema's renewing()); false where no item is checked.
+        bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished, bool* quoted)
         {
             namespace jc = detail::json_canonical;
             const std::string_view t(m_text);
@@ -1115,6 +1125,17 @@ namespace xsampler
             bool pending = false, risky = true, checked = false;
             for (const open_item& i : open)
             {
+                if (t[i.origin] == '{')
+                {
+                    if (i.closed)
+                    {
+                        checked = true;
+                        const bool may = object_may_repeat(t.substr(i.origin, k - i.origin), items_before(i.start, i.origin), i.origin);
+                        risky = risky && may;
+                        *quoted = *quoted || may;
+                    }
+                    continue;
+                }
                 if (t[i.origin] == '-' || (t[i.origin] >= '0' && t[i.origin] <= '9'))
                 {
                     const std::uint32_t sign = t[i.origin] == '-' ? 1 : 0;
@@ -1160,6 +1181,124 @@ namespace xsampler
                 risky = risky && begins;
             }
             return checked && risky;
+        }
+        /// Whether the object begun in `text` (its bytes so far) may still
+        /// become an earlier item of `s` (those ending by `origin`): one has
+        /// every member it has completed, with the same value, and the
+        /// member it writes (a name that begins one of its names; that name,
+        /// or a string value it begins, as decoded; another value begun).
+        /// True where a name is written twice (the last one counts).
+        bool object_may_repeat(std::string_view text, const array_items& s, std::uint32_t origin)
+        {
+            namespace jc = detail::json_canonical;
+            std::vector<std::pair<std::string, std::string>> done;  // (name, value's key)
+            std::string name, value;
+            enum { between, in_name, after_name, in_string, in_other } at = between;
+            std::size_t i = jc::skip_ws(text, 1);
+            while (i < text.size())
+            {
+                if (text[i] == ',')
+                {
+                    i = jc::skip_ws(text, i + 1);
+                    continue;
+                }
+                name.clear();
+                const std::size_t name_end = text[i] == '"' ? jc::decode_chars(text, i + 1, name) : jc::npos;
+                if (name_end == jc::npos || name_end >= text.size() || text[name_end] != '"')
+                {
+                    at = in_name;  // (or an escape begun in it: its decoded part)
+                    break;
+                }
+                at = after_name;
+                i = jc::skip_ws(text, name_end + 1);
+                if (i < text.size() && text[i] == ':')
+                {
+                    i = jc::skip_ws(text, i + 1);
+                }
+                if (i >= text.size())
+                {
+                    break;
+                }
+                value.clear();
+                if (text[i] == '"')
+                {
+                    std::string content;
+                    const std::size_t end = jc::decode_chars(text, i + 1, content);
+                    if (end == jc::npos || end >= text.size() || text[end] != '"')
+                    {
+                        at = end == jc::npos || end < text.size() ? in_other : in_string;  // (an escape begun: any)
+                        value = std::move(content);
+                        break;
+                    }
+                    jc::put_string(content, value);
+                    i = end + 1;
+                }
+                else
+                {
+                    const std::size_t end = jc::canonical(text, i, value);
+                    if (end == jc::npos || end >= text.size())
+                    {
+                        at = in_other;  // (a number may read on)
+                        break;
+                    }
+                    i = end;
+                }
+                if (std::any_of(done.begin(), done.end(), [&](const auto& m) { return m.first == name; }))
+                {
+                    return true;
+                }
+                done.emplace_back(std::move(name), std::move(value));
+                at = between;
+                i = jc::skip_ws(text, i);
+            }
+            std::vector<std::pair<std::string_view, std::string_view>> members;
+            const auto find = [&](std::string_view n) {
+                const auto it = std::find_if(members.begin(), members.end(), [&](const auto& m) { return m.first == n; });
+                return it == members.end() ? nullptr : &it->second;
+            };
+            for (const auto& [end, key] : s.items)
+            {
+                if (end > origin || !jc::members_of(key, members))
+                {
+                    continue;
+                }
+                const bool agree = std::all_of(done.begin(), done.end(), [&](const auto& m) {
+                    const std::string_view* v = find(m.first);
+                    return v != nullptr && *v == m.second;
+                });
+                if (!agree)
+                {
+                    continue;
+                }
+                const std::string_view* v = at == between || at == in_name ? nullptr : find(name);
+                switch (at)
+                {
+                case between:
+                    return true;
+                case in_name:
+                    if (std::any_of(members.begin(), members.end(), [&](const auto& m) { return m.first.substr(0, name.size()) == name; }))
+                    {
+                        return true;
+                    }
+                    break;
+                case after_name:
+                case in_other:
+                    if (v != nullptr)
+                    {
+                        return true;
+                    }
+                    break;
+                case in_string:
+                    // (a string's key: 's', its length, ':', its bytes)
+                    if (v != nullptr && !v->empty() && (*v)[0] == 's' &&
+                        v->substr(v->find(':') + 1).substr(0, value.size()) == value)
+                    {
+                        return true;
+                    }
+                    break;
+                }
+            }
+            return false;
         }
         /// After pop(): the items read that end past position k forgotten.
         void forget_seen_after(std::size_t k)

@@ -118,6 +118,7 @@ namespace xsampler
                 std::uint64_t body_minlen = 0;  // counted: one iteration's shortest text
                 bool distinct_array = false;    // grammar::distinct's array: its items pairwise different
                 bool distinct_item = false;     // grammar::distinct's item
+                bool distinct_closed = false;   // an item of grammar::distinct_closed
             };
 
             std::array<std::uint16_t, 256> byte_class{};
@@ -830,6 +831,8 @@ namespace xsampler
                         info.distinct_array = info.distinct_array || array == r;
                         info.distinct_item = info.distinct_item || item == r;
                     }
+                    const auto& closed = m_g.closed_items();
+                    info.distinct_closed = std::find(closed.begin(), closed.end(), r) != closed.end();
                     m_out->rules.push_back(std::move(info));
                 }
                 return std::uint32_t(m_arule[r]);

@@ -13,7 +13,9 @@
 //   arrays     by their items in order
 // Returns the index past the value, or npos where the text is no JSON value
 // or nests deeper than max_depth. Keys are self-delimiting, so the keys of
-// a value's parts written one after another are the value's key.
+// a value's parts written one after another are the value's key:
+// skip_key(key, i) passes over one, members_of(key) reads an object's
+// members (name, value key) back.
 #ifndef XSAMPLER_DETAIL_JSON_CANONICAL_HPP
 #define XSAMPLER_DETAIL_JSON_CANONICAL_HPP
 
@@ -24,6 +26,8 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "../regex.hpp"
 
@@ -327,6 +331,61 @@ namespace xsampler::detail::json_canonical
         in >> d;  // (out of range: the largest double or 0, a key shared by more numbers: a subset)
         put_number(d, out);
         return j;
+    }
+
+    /// The index past the key of one value that begins at key[i] (a key
+    /// canonical() wrote), or npos.
+    inline std::size_t skip_key(std::string_view key, std::size_t i, std::size_t depth = 0)
+    {
+        if (i >= key.size() || depth > max_depth)
+        {
+            return npos;
+        }
+        const char c = key[i];
+        if (c == 'z')
+        {
+            return i + 1;
+        }
+        if (c == 'n')
+        {
+            return i + 17 <= key.size() ? i + 17 : npos;
+        }
+        const std::size_t colon = key.find(':', i);
+        if ((c != 's' && c != 'o' && c != 'a') || colon == std::string_view::npos)
+        {
+            return npos;
+        }
+        const std::size_t n = std::size_t(std::stoull(std::string(key.substr(i + 1, colon - i - 1))));
+        if (c == 's')
+        {
+            return colon + 1 + n <= key.size() ? colon + 1 + n : npos;
+        }
+        i = colon + 1;
+        for (std::size_t k = 0; k < (c == 'o' ? 2 * n : n) && i != npos; ++k)
+        {
+            i = skip_key(key, i, depth + 1);  // (an object's: a name's key, then its value's)
+        }
+        return i;
+    }
+
+    /// An object's members from its key: (decoded name, the value's key),
+    /// by name; false where the key is not an object's.
+    inline bool members_of(std::string_view key, std::vector<std::pair<std::string_view, std::string_view>>& out)
+    {
+        out.clear();
+        if (key.empty() || key[0] != 'o' || skip_key(key, 0) != key.size())
+        {
+            return false;
+        }
+        std::size_t i = key.find(':') + 1;
+        while (i < key.size())
+        {
+            const std::size_t colon = key.find(':', i), name_end = skip_key(key, i);
+            const std::size_t value_end = skip_key(key, name_end);
+            out.emplace_back(key.substr(colon + 1, name_end - colon - 1), key.substr(name_end, value_end - name_end));
+            i = value_end;
+        }
+        return true;
     }
 }
 
