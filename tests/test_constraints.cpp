@@ -2431,7 +2431,10 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
           // strings that run out: 13 of them, three at most 1 char long ("\u0061" spells one of those)
           std::string(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"string","pattern":"^[a-c]{0,2}$"}})"),
           std::string(R"({"type":"array","uniqueItems":true,"minItems":2,"items":{"anyOf":[{"type":"string","maxLength":1},
-              {"enum":["ab","abc"]}]}})")})
+              {"enum":["ab","abc"]}]}})"),
+          // an enum of strings past 10 alone: marked, so in any order (all of them: the last one is the only way on)
+          std::string(R"({"type":"array","uniqueItems":true,"minItems":11,"items":{"enum":["a","b","c","d","e","f","g","ab","ba",
+              "abc","red"]}})")})
     {
         INFO(text);
         const json schema = json::parse(text);
@@ -2442,6 +2445,9 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
         // a budget's costs do not know the marks: refused
         CHECK_THROWS_WITH(c.set_budget(64), Contains("a budget over a grammar with distinct items"));
     }
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"enum":["a","b","c","d","e","f","g","h","i","j","k"]}})",
+                   {R"(["k","a"])", R"(["a","a"])", R"(["b","a","b"])", R"(["a","b","c","d","e","f","g","h","i","j","k"])"}) ==
+          bools{true, false, false, true});
     // bounded strings: a byte after which an item can only repeat an earlier one is refused where it is read
     // (check B), and an array holds at most as many items as there are strings
     const auto read = [](const std::string& schema, const std::string& text) {
@@ -2607,20 +2613,50 @@ TEST_CASE("json_schema: uniqueItems over closed objects of required strings", "[
         CHECK(done.substr(m.text().size(), 2) != "\"}");
         CHECK(json::parse(done)[1] != json::parse(done)[0]);
     }
-    // the key left out of a closed object (bounded numbers are number_dfa's, at most 15 digits: here none) leaves {}:
-    // one item at most
-    CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"id":{"type":"integer",
-        "minimum":10000000000000000}},"additionalProperties":false}})", {"[{}]", "[{},{}]", "[]"}) == bools{true, false, true});
-    // strings that can run out (an enum, maxLength, a pattern's last state), an optional name of few values: an error
-    for (const char* value : {R"({"enum":["a","b"]})", R"({"type":"string","maxLength":3})", R"({"type":"string","pattern":"^a+b$"})"})
+    // strings that can run out (an enum, maxLength, a pattern's last state), an optional name of few values, no
+    // name with a value ({} alone: the key left out, bounded numbers being number_dfa's of at most 15 digits): an error
+    for (const auto& [value, required] : {std::make_pair(R"({"enum":["a","b"]})", true),
+                                          std::make_pair(R"({"type":"string","maxLength":3})", true),
+                                          std::make_pair(R"({"type":"string","pattern":"^a+b$"})", true),
+                                          std::make_pair(R"({"type":"integer","minimum":10000000000000000})", false),
+                                          std::make_pair("false", false)})
     {
         INFO(value);
         fails_with(std::string(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"k":)") + value +
-                       R"(},"required":["k"],"additionalProperties":false}})",
+                       (required ? R"(},"required":["k"],"additionalProperties":false}})" : R"(},"additionalProperties":false}})"),
                    "unsupported keyword 'uniqueItems'");
     }
     fails_with(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{"k":{"type":"string"},
         "b":{"type":"boolean"}},"required":["k"],"additionalProperties":false}})", "unsupported keyword 'uniqueItems'");
+    fails_with(R"({"type":"array","uniqueItems":true,"items":{"type":"object","additionalProperties":false}})",
+               "unsupported keyword 'uniqueItems'");
+    {
+        // other keys off (json_options): a required name that properties do not list takes any value
+        json_options strict;
+        strict.additional_properties = false;
+        CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"array","uniqueItems":true,"items":{"type":"object",
+            "properties":{"a":{"type":"string"}},"required":["a","x"]}})"), strict), Contains("unsupported keyword 'uniqueItems'"));
+    }
+    // whitespace inside a name or a string is no gap: the search may write a second space there; at each point
+    // of these texts the mask is what advance accepts
+    const auto spaced = [](const char* name, const char* value) {
+        return std::string(R"({"type":"array","uniqueItems":true,"items":{"type":"object","properties":{")") + name + "\":" + value +
+               R"(},"required":[")" + name + R"("],"additionalProperties":false}})";
+    };
+    for (const auto& [schema, text] :
+         {std::make_pair(spaced("a  b", R"({"type":"string"})"), std::string(R"([{"a  b":"x"},{"a  b":"y"}])")),
+          std::make_pair(spaced("a", R"({"type":"string","pattern":"^ *$"})"), std::string(R"([{"a":""},{"a":" "}, {"a":"  "}])"))})
+    {
+        INFO(schema);
+        CHECK(accepted(schema, {text}) == bools{true});
+        constraint c = json_schema_constraint(small_index(), schema);
+        for (const char b : text)
+        {
+            INFO(c.text());
+            CHECK(!allowed_by_brute_force(c, [](token_id, const constraint&) {}).empty());
+            c.advance(token_id(static_cast<unsigned char>(b)));  // (the small vocabulary's single bytes)
+        }
+    }
     // brute force on the small vocabulary: the mask is what advance accepts (check B refuses "\"}" and "\"" where
     // the item would repeat), and every allowed token's text completes to a valid value
     std::mt19937 pick(8);

@@ -2330,8 +2330,8 @@ namespace xsampler
             }
 
             /// Whether every disjunct is closed objects whose every name that
-            /// has a value is required, a string with endless completions from
-            /// every prefix of its content: such an item has a new completion
+            /// has a value (one at least) is required, a string with endless
+            /// completions from every prefix of its content: such an item has a new completion
             /// until the quote that ends the last member's string, and from
             /// there the matcher searches (grammar::distinct_closed).
             bool closed_strings(const std::vector<conj>& ds)
@@ -2348,12 +2348,17 @@ namespace xsampler
                     {
                         return false;
                     }
-                    return std::all_of(shape->names.begin(), shape->names.end(), [&](const std::string& name) {
+                    // (a required name that properties do not list takes any value: no string)
+                    std::vector<std::string> names = shape->names;
+                    names.insert(names.end(), shape->required.begin(), shape->required.end());
+                    bool some = false;  // (a name with a value: else {} alone, which runs out at once)
+                    return std::all_of(names.begin(), names.end(), [&](const std::string& name) {
                         const conj c = member_schemas(parts.own, name);
                         if (!value_of(c))
                         {
                             return true;  // (left out of the grammar)
                         }
+                        some = true;
                         std::vector<conj> values;
                         expand(conj{}, {{nullptr, c}}, values);
                         return std::binary_search(shape->required.begin(), shape->required.end(), name) &&
@@ -2366,7 +2371,7 @@ namespace xsampler
                                    const auto content = string_content(p.own, true);
                                    return !content || (content->dfa && endless_everywhere(*content->dfa));
                                });
-                    });
+                    }) && some;
                 });
             }
             /// Whether every state of d has endless completions (reaches a cycle).
@@ -2501,11 +2506,14 @@ namespace xsampler
             /// A count of values that is as good as endless: a text of 2^32
             /// bytes is past what a matcher reads.
             static constexpr std::uint64_t enough_values = std::uint64_t(1) << 32;
+            /// Enum strings alone past this many are marked (string_values): slots would keep the list order.
+            static constexpr std::uint64_t max_enum_slots = 10;
             /// Whether every disjunct is strings alone (a string type with its
             /// bounds, pattern and format, or an enum of strings), one at least
-            /// a string type; then how many strings one of them has (capped at
-            /// enough_values; an enum's, those that are items) and whether that
-            /// is all of them (one disjunct).
+            /// a string type or an enum of more than max_enum_slots; then how
+            /// many strings one of them has (capped at enough_values; an
+            /// enum's, those that are items) and whether that is all of them
+            /// (one disjunct).
             std::optional<std::pair<std::uint64_t, bool>> string_values(const conj& items, const std::vector<conj>& ds)
             {
                 if (ds.empty())
@@ -2543,9 +2551,9 @@ namespace xsampler
                     most = std::max(most, content ? strings_in(*content) : 0);
                     open = true;
                 }
-                if (!open)
+                if (!open && most <= max_enum_slots)
                 {
-                    return std::nullopt;  // (enums alone: distinct_items' slots, in any order)
+                    return std::nullopt;  // (a few enum strings alone: distinct_items' slots, a rule per set used)
                 }
                 return std::make_pair(most, ds.size() == 1);
             }

@@ -169,7 +169,8 @@ namespace xsampler
             rests.clear();
             unfinished = quoted = false;
             std::vector<open_item> open;
-            return m_check && m_a->has_distinct() && inside_items(open) && all_risky(open, &rests, unfinished, &quoted);
+            bool gap = false;
+            return m_check && m_a->has_distinct() && inside_items(open) && all_risky(open, &rests, unfinished, &quoted, &gap);
         }
         /// The bytes read, one per position (a repeat() reads a 0 byte: walks
         /// that repeat() have the check off).
@@ -947,8 +948,9 @@ namespace xsampler
         /// (check A on, B off) looks for such a point, or the item's end,
         /// trying the bytes in order, a quote and a backslash last (the
         /// first byte that reads mostly leaves every earlier item's path).
-        /// Past max_search steps it gives up: false (a byte refused that
-        /// might have gone on; never one that cannot).
+        /// Past max_search steps, or max_search_depth bytes deep, it gives
+        /// up: false (a byte refused that might have gone on; never one that
+        /// cannot).
         bool new_value_left()
         {
             m_searching = true;
@@ -962,16 +964,20 @@ namespace xsampler
         }
         static constexpr std::size_t max_search = 1 << 16;
         static bool is_ws(unsigned char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-        bool new_value_here(std::size_t& budget)
+        static constexpr std::size_t max_search_depth = 1024;
+        bool new_value_here(std::size_t& budget, std::size_t depth = 0)
         {
-            bool unfinished = false, quoted = false;
+            bool unfinished = false, quoted = false, gap = false;
             m_open.clear();
-            if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished, &quoted))
+            if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished, &quoted, &gap))
             {
                 return true;
             }
-            // (in an object: no gap of two bytes, whose value is the gap of one)
-            const bool gap = quoted && is_ws(static_cast<unsigned char>(m_text.back()));
+            if (depth == max_search_depth)
+            {
+                return false;  // (a search this deep gives up, as past its budget)
+            }
+            // (a gap between an object's tokens: no second byte, a gap of one is the same value)
             // the bytes in order, a quote or a backslash last (most other bytes leave every earlier item's path)
             for (const bool second : {false, true})
             {
@@ -991,7 +997,7 @@ namespace xsampler
                     {
                         continue;
                     }
-                    const bool found = new_value_here(budget);
+                    const bool found = new_value_here(budget, depth + 1);
                     pop(1);
                     if (found)
                     {
@@ -1111,11 +1117,13 @@ namespace xsampler
         /// (`unfinished`); an integer has more than 5 digits, or is 0
         /// (json_schema's integers, of at most 15 digits: with fewer, more
         /// than 2^32 values complete it); a closed object's members so far
-        /// agree with one's (object_may_repeat; `quoted` set). `rests` gets
+        /// agree with one's (object_may_repeat; `quoted` set, and `in_gap`
+        /// where such an item ends in whitespace between tokens). `rests` gets
         /// the bytes of those earlier strings past that content. Other items
         /// are passed over (objects that always have a new completion:
         /// json_schema's renewing()); false where no item is checked.
-        bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished, bool* quoted)
+        bool all_risky(const std::vector<open_item>& open, std::vector<std::string>* rests, bool& unfinished, bool* quoted,
+                       bool* in_gap)
         {
             namespace jc = detail::json_canonical;
             const std::string_view t(m_text);
@@ -1130,9 +1138,11 @@ namespace xsampler
                     if (i.closed)
                     {
                         checked = true;
-                        const bool may = object_may_repeat(t.substr(i.origin, k - i.origin), items_before(i.start, i.origin), i.origin);
+                        bool gap = false;
+                        const bool may = object_may_repeat(t.substr(i.origin, k - i.origin), items_before(i.start, i.origin), i.origin, gap);
                         risky = risky && may;
                         *quoted = *quoted || may;
+                        *in_gap = *in_gap || (may && gap);
                     }
                     continue;
                 }
@@ -1187,10 +1197,12 @@ namespace xsampler
         /// every member it has completed, with the same value, and the
         /// member it writes (a name that begins one of its names; that name,
         /// or a string value it begins, as decoded; another value begun).
-        /// True where a name is written twice (the last one counts).
-        bool object_may_repeat(std::string_view text, const array_items& s, std::uint32_t origin)
+        /// True where a name is written twice (the last one counts). `gap`:
+        /// whether the text ends in whitespace between its tokens.
+        bool object_may_repeat(std::string_view text, const array_items& s, std::uint32_t origin, bool& gap)
         {
             namespace jc = detail::json_canonical;
+            bool twice = false;
             std::vector<std::pair<std::string, std::string>> done;  // (name, value's key)
             std::string name, value;
             enum { between, in_name, after_name, in_string, in_other } at = between;
@@ -1243,13 +1255,15 @@ namespace xsampler
                     }
                     i = end;
                 }
-                if (std::any_of(done.begin(), done.end(), [&](const auto& m) { return m.first == name; }))
-                {
-                    return true;
-                }
+                twice = twice || std::any_of(done.begin(), done.end(), [&](const auto& m) { return m.first == name; });
                 done.emplace_back(std::move(name), std::move(value));
                 at = between;
                 i = jc::skip_ws(text, i);
+            }
+            gap = (at == between || at == after_name) && is_ws(static_cast<unsigned char>(text.back()));
+            if (twice)
+            {
+                return true;
             }
             std::vector<std::pair<std::string_view, std::string_view>> members;
             const auto find = [&](std::string_view n) {
