@@ -2108,9 +2108,19 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
           bools{false, true});
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^a$","minLength":2})")),
                       Contains("validates nothing"));
-    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":60})")),
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":120})")),
                       Contains("pattern together with minLength/maxLength: regex: the product of two automata has more "
-                               "than 5000 states at /"));
+                               "than 12000 states at /"));
+    // ... and after a few characters of other ASCII classes (winget's protocols)
+    CHECK(accepted(R"({"type":"string","pattern":"^[a-z][-a-z0-9.+]*$","maxLength":2048})",
+                   {"\"a-1\"", "\"1a\"", "\"\"", "\"a\"", "\"" + std::string(1, 'x') + std::string(2047, '+') + "\"",
+                    "\"x" + std::string(2048, '+') + "\""}) == bools{true, false, false, true, true, false});
+    CHECK(accepted(R"({"type":"string","pattern":"^[ab]1x*$","minLength":1002})", {"\"b1" + std::string(1000, 'x') + "\"",
+                                                                                   "\"b1" + std::string(999, 'x') + "\""}) ==
+          bools{true, false});
+    // (counted: two strings of 1001 characters, so no three distinct ones)
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"string",
+        "pattern":"^[ab]x*$","minLength":1001,"maxLength":1001}})")), Contains("validates nothing"));
 }
 
 TEST_CASE("json_schema: keys in any order, the optional ones and other keys anywhere", "[constraint]")

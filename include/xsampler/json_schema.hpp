@@ -1675,8 +1675,16 @@ namespace xsampler
                 }
                 else if (content && content->chars)
                 {
-                    const expr_id quote = m_g.bytes("\"");
-                    e = m_g.sequence({quote, m_g.repeat(m_g.byte_class(*content->chars), content->min, content->max), quote});
+                    const std::size_t k = content->prefix.size();
+                    std::vector<expr_id> parts{m_g.bytes("\"")};
+                    for (const byte_set& c : content->prefix)
+                    {
+                        parts.push_back(m_g.byte_class(c));
+                    }
+                    parts.push_back(m_g.repeat(m_g.byte_class(*content->chars), content->min - k,
+                                               content->max == grammar::unbounded ? grammar::unbounded : content->max - k));
+                    parts.push_back(m_g.bytes("\""));
+                    e = m_g.sequence(std::move(parts));
                 }
                 else if (content)
                 {
@@ -1692,37 +1700,59 @@ namespace xsampler
             {
                 std::size_t min, max;
                 std::optional<byte_dfa> dfa;
-                std::optional<byte_set> chars;  // (or: characters of this ASCII class, min to max of them)
+                // (or: a character of each class of `prefix`, then characters of the class `chars`, min to max in
+                // all; ASCII classes)
+                std::optional<byte_set> chars;
+                std::vector<byte_set> prefix;
             };
 
-            /// Whether d is C* or C+ for a class C of ASCII bytes: C and 0 or 1.
-            static std::optional<std::pair<byte_set, std::size_t>> repeated_class(const byte_dfa& d)
+            /// Whether d is P1 P2 .. Pk C* for classes of ASCII bytes (k at most
+            /// max_class_prefix; `^[a-z][-a-z0-9.+]*$`): C and the Pi.
+            static std::optional<std::pair<byte_set, std::vector<byte_set>>> repeated_class(const byte_dfa& d)
             {
-                if (d.size() == 0 || d.size() > 2 || d.accepting(d.start()) != (d.size() == 1))
+                static constexpr std::size_t max_class_prefix = 16;
+                std::vector<byte_set> prefix;
+                std::int32_t q = d.start();
+                while (true)
                 {
-                    return std::nullopt;
-                }
-                const std::int32_t loop = std::int32_t(d.size()) - 1;  // (the start, or the state after it)
-                byte_set chars;
-                for (unsigned b = 0; b < 256; ++b)
-                {
-                    const auto u = static_cast<unsigned char>(b);
-                    const std::int32_t from_start = d.next(d.start(), u), again = d.next(loop, u);
-                    if ((from_start != byte_dfa::dead) != (again != byte_dfa::dead) ||
-                        (again != byte_dfa::dead && (again != loop || from_start != loop || b >= 0x80)))
+                    byte_set out;
+                    std::int32_t next = byte_dfa::dead;
+                    bool single = true;  // (one next state for every byte read)
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        const std::int32_t t = d.next(q, static_cast<unsigned char>(b));
+                        if (t == byte_dfa::dead)
+                        {
+                            continue;
+                        }
+                        if (b >= 0x80 || (next != byte_dfa::dead && t != next))
+                        {
+                            single = false;
+                            break;
+                        }
+                        next = t;
+                        out.insert(static_cast<unsigned char>(b));
+                    }
+                    if (!single)
                     {
                         return std::nullopt;
                     }
-                    if (again != byte_dfa::dead)
+                    if (next == q)
                     {
-                        chars.insert(u);
+                        // the loop: it ends the text, and no state before it does
+                        if (!d.accepting(q))
+                        {
+                            return std::nullopt;
+                        }
+                        return std::make_pair(out, prefix);
                     }
+                    if (next == byte_dfa::dead || d.accepting(q) || prefix.size() == max_class_prefix)
+                    {
+                        return std::nullopt;
+                    }
+                    prefix.push_back(out);
+                    q = next;
                 }
-                if (!d.accepting(loop))
-                {
-                    return std::nullopt;
-                }
-                return std::make_pair(chars, std::size_t(d.size() == 2 ? 1 : 0));
             }
             std::optional<string_bounds> string_content(const conj& own, bool dfa)
             {
@@ -1768,7 +1798,7 @@ namespace xsampler
                 }
                 if (patterns.empty() && !dfa)
                 {
-                    return string_bounds{min, max, std::nullopt, std::nullopt};
+                    return string_bounds{min, max, std::nullopt, std::nullopt, {}};
                 }
                 // the patterns' DFAs and the length's intersected (the content unescaped)
                 std::optional<byte_dfa> content;
@@ -1832,16 +1862,21 @@ namespace xsampler
                                                  : "format '" + (*first)["format"].get<std::string>() + "'";
                     if (min > 1000 || (max != grammar::unbounded && max > 1000))
                     {
-                        // (ASCII characters of one class repeated, ^[a-z0-9 _-]+$: counted by the grammar)
+                        // (ASCII characters of one class repeated after a few of others, ^[a-z0-9 _-]+$: counted
+                        // by the grammar)
                         if (const auto chars = dfa || !content ? std::nullopt : repeated_class(*content))
                         {
-                            return string_bounds{std::max(min, chars->second), max, std::nullopt, chars->first};
+                            if (std::max(min, chars->second.size()) > max)
+                            {
+                                return std::nullopt;
+                            }
+                            return string_bounds{std::max(min, chars->second.size()), max, std::nullopt, chars->first, chars->second};
                         }
                         fail(what + " together with a length bound above 1000 is not supported", first);
                     }
                     try
                     {
-                        content = dfa_code_points(*content, min, max, max_product);
+                        content = dfa_code_points(*content, min, max, max_length_product);
                     }
                     catch (const invalid_parameter& e)
                     {
@@ -1852,7 +1887,7 @@ namespace xsampler
                 {
                     return std::nullopt;
                 }
-                return string_bounds{min, max, std::move(content), std::nullopt};
+                return string_bounds{min, max, std::move(content), std::nullopt, {}};
             }
 
             /// The formats enforced, each a regular expression over the string's
@@ -2610,14 +2645,30 @@ namespace xsampler
                     }
                     return count[std::size_t(d.start())];
                 }
+                const auto size = [](const byte_set& c) {
+                    std::uint64_t n = 0;
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        n += c.contains(static_cast<unsigned char>(b)) ? 1 : 0;
+                    }
+                    return n;
+                };
                 std::uint64_t chars = 1112064;  // (Unicode's scalar values)
                 if (b.chars)
                 {
-                    chars = 0;
-                    for (unsigned c = 0; c < 256; ++c)
+                    chars = size(*b.chars);
+                }
+                if (!b.prefix.empty())
+                {
+                    // (the prefix's texts, each followed by the class's of min - k to max - k)
+                    std::uint64_t first = 1;
+                    for (const byte_set& c : b.prefix)
                     {
-                        chars += b.chars->contains(static_cast<unsigned char>(c)) ? 1 : 0;
+                        first = times(first, size(c));
                     }
+                    const std::size_t k = b.prefix.size();
+                    return times(first, strings_in(string_bounds{b.min - k, b.max == grammar::unbounded ? b.max : b.max - k,
+                                                                 std::nullopt, b.chars, {}}));
                 }
                 if (chars <= 1)
                 {
@@ -4056,6 +4107,9 @@ namespace xsampler
             }
 
             static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 5000;
+            /// A pattern's texts of a length bound (dfa_code_points): one lexeme, larger than other products
+            /// (winget's package identifiers: 5,453 states; a counter beside the DFA is the plan past it).
+            static constexpr std::size_t max_length_product = 12000;
             static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6, max_contains = 4;
             static constexpr std::size_t max_listed_keys = 64;  // other keys listed where a minProperties needs them
 
