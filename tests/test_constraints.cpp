@@ -2019,6 +2019,11 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
     CHECK(accepted(R"({"oneOf":[{"properties":{"a":{}},"required":["a"],"additionalProperties":false},
         {"properties":{"b":{}},"additionalProperties":false}]})", {"{}", R"({"a":1})", R"({"b":1})", R"({"a":1,"b":1})"}) ==
           bools{true, true, true, false});
+    // a key one branch requires is there, so the other's properties hold for it too
+    CHECK(accepted(R"({"oneOf":[{"properties":{"type":{"enum":["a","b"]}},"required":["value"]},
+        {"properties":{"type":{"const":"c"}},"required":["type"]}]})",
+                   {R"({"value":1})", R"({"type":"c"})", R"({"type":"a","value":1})", R"({"type":"c","value":1})", "{}",
+                    R"({"type":"d"})", "1"}) == bools{true, true, true, true, false, false, false});
     // patterns tell strings apart, not other values
     CHECK(accepted(R"({"oneOf":[{"properties":{"id":{"pattern":"^a"}},"required":["id"]},{"properties":{"id":{"pattern":"^b"}},
         "required":["id"]}]})", {R"({"id":"a"})", R"({"id":"b"})", R"({"id":1})", R"({"id":"c"})"}) == bools{true, true, false, false});

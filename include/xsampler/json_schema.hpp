@@ -17,7 +17,7 @@
 //   anyOf         a choice of the branches, each together with the keywords
 //                 beside it
 //   oneOf         as anyOf where the branches are provably disjoint (types
-//                 that do not overlap; a required property whose values
+//                 that do not overlap; a property one requires whose values
 //                 differ, by const or enum, by type, or by patterns no
 //                 string matches both; a property one requires and the
 //                 other forbids; closed properties with no name in common
@@ -3444,9 +3444,9 @@ namespace xsampler
                 return both;
             }
 
-            /// Whether no object satisfies both: a required key whose values
-            /// cannot be the same (listed values that differ, types, patterns
-            /// no string matches both), one the other's closed properties lack,
+            /// Whether no object satisfies both: a key one requires (so there)
+            /// whose value cannot satisfy both (values_apart), one the other's
+            /// closed properties lack,
             /// or closed properties with no name in common (only {} is both)
             /// where {} fails one.
             bool separated(const summary& a, const summary& b)
@@ -3456,48 +3456,64 @@ namespace xsampler
                 {
                     return true;
                 }
-                for (const auto& r : a.required)
+                for (const summary* x : {&a, &b})
                 {
-                    if (std::find(b.required.begin(), b.required.end(), r) != b.required.end())
+                    const summary& y = x == &a ? b : a;
+                    for (const auto& r : x->required)
                     {
-                        const auto ia = a.property_values.find(r), ib = b.property_values.find(r);
-                        if (ia != a.property_values.end() && ib != b.property_values.end() && ia->second &&
-                            ib->second && !overlap(*ia->second, *ib->second))
-                        {
-                            return true;  // a discriminator
-                        }
-                        const auto ta = a.property_types.find(r), tb = b.property_types.find(r);
-                        const unsigned types = (ta != a.property_types.end() ? ta->second : unsigned(t_all)) &
-                                               (tb != b.property_types.end() ? tb->second : unsigned(t_all));
-                        if (types == 0)
+                        // (present, so both properties' schemas hold for its value)
+                        if ((y.closed && y.listed.count(r) == 0) || values_apart(*x, y, r))
                         {
                             return true;
                         }
-                        const auto pa = a.property_patterns.find(r), pb = b.property_patterns.find(r);
-                        if (types == t_string && pa != a.property_patterns.end() && pb != b.property_patterns.end())
-                        {
-                            for (const std::string& x : pa->second)
-                            {
-                                for (const std::string& y : pb->second)
-                                {
-                                    if (patterns_apart(x, y))
-                                    {
-                                        return true;  // (pkg:cargo/... and pkg:gem/...)
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    if (b.closed && b.listed.count(r) == 0)
-                    {
-                        return true;
                     }
                 }
-                for (const auto& r : b.required)
+                return false;
+            }
+
+            /// Whether no value of the property r satisfies both summaries'
+            /// schemas of it: listed values that differ, types, or patterns
+            /// no string matches both.
+            bool values_apart(const summary& a, const summary& b, const std::string& r)
+            {
+                const auto ia = a.property_values.find(r), ib = b.property_values.find(r);
+                if (ia != a.property_values.end() && ib != b.property_values.end() && ia->second && ib->second &&
+                    !overlap(*ia->second, *ib->second))
                 {
-                    if (a.closed && a.listed.count(r) == 0)
+                    return true;  // a discriminator
+                }
+                const auto ta = a.property_types.find(r), tb = b.property_types.find(r);
+                const unsigned types = (ta != a.property_types.end() ? ta->second : unsigned(t_all)) &
+                                       (tb != b.property_types.end() ? tb->second : unsigned(t_all));
+                const auto typed = [&](const summary& x, unsigned t) {
+                    const auto iv = x.property_values.find(r);
+                    if (iv == x.property_values.end() || !iv->second)
                     {
-                        return true;
+                        return t;
+                    }
+                    unsigned of = 0;
+                    for (const json& v : *iv->second)
+                    {
+                        of |= type_of(v);
+                    }
+                    return t & of;
+                };
+                if (typed(a, typed(b, types)) == 0)
+                {
+                    return true;
+                }
+                const auto pa = a.property_patterns.find(r), pb = b.property_patterns.find(r);
+                if (types == t_string && pa != a.property_patterns.end() && pb != b.property_patterns.end())
+                {
+                    for (const std::string& x : pa->second)
+                    {
+                        for (const std::string& y : pb->second)
+                        {
+                            if (patterns_apart(x, y))
+                            {
+                                return true;  // (pkg:cargo/... and pkg:gem/...)
+                            }
+                        }
                     }
                 }
                 return false;
