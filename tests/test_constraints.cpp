@@ -2024,6 +2024,10 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
         {"properties":{"type":{"const":"c"}},"required":["type"]}]})",
                    {R"({"value":1})", R"({"type":"c"})", R"({"type":"a","value":1})", R"({"type":"c","value":1})", "{}",
                     R"({"type":"d"})", "1"}) == bools{true, true, true, true, false, false, false});
+    // (draft 7: an enum beside $ref is ignored, so it tells nothing apart: {"k":"b"} matches both)
+    CHECK(accepted(R"({"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"s":{"type":"string"}},
+        "oneOf":[{"properties":{"k":{"$ref":"#/definitions/s","enum":["a"]}},"required":["k"]},{"properties":{"k":{"enum":["b"]}}}]})",
+                   {R"({"k":"b"})", R"({"k":"c"})", "{}"}) == bools{false, true, true});
     // patterns tell strings apart, not other values
     CHECK(accepted(R"({"oneOf":[{"properties":{"id":{"pattern":"^a"}},"required":["id"]},{"properties":{"id":{"pattern":"^b"}},
         "required":["id"]}]})", {R"({"id":"a"})", R"({"id":"b"})", R"({"id":1})", R"({"id":"c"})"}) == bools{true, true, false, false});
@@ -2459,6 +2463,14 @@ TEST_CASE("json_schema: uniqueItems over strings", "[constraint]")
               }) > 200);
         // a budget's costs do not know the marks: refused
         CHECK_THROWS_WITH(c.set_budget(64), Contains("a budget over a grammar with distinct items"));
+    }
+    // check B's search goes as deep as an item is long (past 1000 characters: counted by the grammar)
+    {
+        const std::string x1099(1099, 'x');
+        CHECK(accepted(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"type":"string","pattern":"^[ab]x*$",
+            "minLength":1100,"maxLength":1101}})", {"[\"a" + x1099 + "\",\"b" + x1099 + "\",\"a" + x1099 + "x\"]",
+                                                     "[\"a" + x1099 + "\",\"b" + x1099 + "\",\"a" + x1099 + "\"]"}) ==
+              bools{true, false});
     }
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"enum":["a","b","c","d","e","f","g","h","i","j","k"]}})",
                    {R"(["k","a"])", R"(["a","a"])", R"(["b","a","b"])", R"(["a","b","c","d","e","f","g","h","i","j","k"])"}) ==

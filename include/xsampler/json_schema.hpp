@@ -3369,11 +3369,11 @@ namespace xsampler
             {
                 for (int hops = 0; hops < 32 && s->is_object(); ++hops)
                 {
-                    if (has_const(s))
+                    if (has_const(s) && !ref_only(s))
                     {
                         return std::vector<json>{(*s)["const"]};
                     }
-                    if (s->contains("enum") && (*s)["enum"].is_array())
+                    if (s->contains("enum") && (*s)["enum"].is_array() && !ref_only(s))
                     {
                         return std::vector<json>((*s)["enum"].begin(), (*s)["enum"].end());
                     }

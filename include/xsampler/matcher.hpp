@@ -948,9 +948,8 @@ namespace xsampler
         /// (check A on, B off) looks for such a point, or the item's end,
         /// trying the bytes in order, a quote and a backslash last (the
         /// first byte that reads mostly leaves every earlier item's path).
-        /// Past max_search steps, or max_search_depth bytes deep, it gives
-        /// up: false (a byte refused that might have gone on; never one that
-        /// cannot).
+        /// Past max_search steps it gives up: false (a byte refused that
+        /// might have gone on; never one that cannot).
         bool new_value_left()
         {
             m_searching = true;
@@ -959,50 +958,70 @@ namespace xsampler
                 bool& on;
                 ~off() { on = false; }
             } restore{m_searching};
-            std::size_t budget = max_search;
-            return new_value_here(budget);
+            return new_value_here();
         }
         static constexpr std::size_t max_search = 1 << 16;
         static bool is_ws(unsigned char c) noexcept { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-        static constexpr std::size_t max_search_depth = 1024;
-        bool new_value_here(std::size_t& budget, std::size_t depth = 0)
+        /// The search, depth first without recursion (a text may be long):
+        /// per byte read, the next byte to try at that depth.
+        bool new_value_here()
         {
-            bool unfinished = false, quoted = false, gap = false;
-            m_open.clear();
-            if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished, &quoted, &gap))
+            struct level
+            {
+                unsigned next;  // 0..255 without quote and backslash, then 256..511 those two
+                bool gap;       // (between an object's tokens after a gap byte: no second one)
+            };
+            std::vector<level> path;
+            // whether a new value is left from here; else a level to search from
+            const auto open_here = [&] {
+                bool unfinished = false, quoted = false, gap = false;
+                m_open.clear();
+                if (!inside_items(m_open) || !all_risky(m_open, nullptr, unfinished, &quoted, &gap))
+                {
+                    return true;
+                }
+                path.push_back({0, gap});
+                return false;
+            };
+            std::size_t budget = max_search;
+            if (open_here())
             {
                 return true;
             }
-            if (depth == max_search_depth)
+            // (the bytes in order, a quote or a backslash last: most other bytes leave every earlier item's path)
+            while (!path.empty())
             {
-                return false;  // (a search this deep gives up, as past its budget)
-            }
-            // (a gap between an object's tokens: no second byte, a gap of one is the same value)
-            // the bytes in order, a quote or a backslash last (most other bytes leave every earlier item's path)
-            for (const bool second : {false, true})
-            {
-                for (unsigned b = 0; b < 256; ++b)
+                level& l = path.back();
+                bool stepped = false;
+                while (!stepped && l.next < 512)
                 {
-                    const auto c = static_cast<unsigned char>(b);
-                    if ((c == '"' || c == '\\') != second || (gap && is_ws(c)) || !readable(c))
+                    const auto c = static_cast<unsigned char>(l.next % 256);
+                    const bool second = l.next++ >= 256;
+                    if ((c == '"' || c == '\\') != second || (l.gap && is_ws(c)) || !readable(c))
                     {
                         continue;
                     }
                     if (budget == 0)
                     {
+                        pop(path.size() - 1);
                         return false;
                     }
                     --budget;
-                    if (!step(c))
+                    stepped = step(c);
+                }
+                if (!stepped)
+                {
+                    path.pop_back();
+                    if (!path.empty())
                     {
-                        continue;
+                        pop(1);
                     }
-                    const bool found = new_value_here(budget, depth + 1);
-                    pop(1);
-                    if (found)
-                    {
-                        return true;
-                    }
+                    continue;
+                }
+                if (open_here())
+                {
+                    pop(path.size());
+                    return true;
                 }
             }
             return false;
