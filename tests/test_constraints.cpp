@@ -2120,6 +2120,17 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":120})")),
                       Contains("pattern together with minLength/maxLength: regex: the product of two automata has more "
                                "than 12000 states at /"));
+    {
+        // one such lexeme may reach 12,000 states, all of a schema's together 30,000
+        std::string any = R"({"anyOf":[)";
+        for (int n = 40; n < 52; ++n)
+        {
+            any += std::string(n > 40 ? "," : "") + R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":)" +
+                   std::to_string(n) + "}";
+        }
+        CHECK_THROWS_WITH(json_schema_grammar(any + "]}"), Contains("pattern together with minLength/maxLength: the schema's patterns "
+                                                                    "with length bounds take more than 30000 states together at /anyOf/"));
+    }
     // ... and after a few characters of other ASCII classes (winget's protocols)
     CHECK(accepted(R"({"type":"string","pattern":"^[a-z][-a-z0-9.+]*$","maxLength":2048})",
                    {"\"a-1\"", "\"1a\"", "\"\"", "\"a\"", "\"" + std::string(1, 'x') + std::string(2047, '+') + "\"",

@@ -1876,7 +1876,22 @@ namespace xsampler
                     }
                     try
                     {
-                        content = dfa_code_points(*content, min, max, max_length_product);
+                        // (and all of them together at most max_length_states: each is one lexeme)
+                        const std::size_t left = max_length_states - std::min(m_length_states, max_length_states);
+                        try
+                        {
+                            content = dfa_code_points(*content, min, max, std::min(max_length_product, left));
+                        }
+                        catch (const invalid_parameter&)
+                        {
+                            if (left >= max_length_product)
+                            {
+                                throw;
+                            }
+                            throw invalid_parameter("the schema's patterns with length bounds take more than " +
+                                                    std::to_string(max_length_states) + " states together");
+                        }
+                        m_length_states += content->size();
                     }
                     catch (const invalid_parameter& e)
                     {
@@ -4125,7 +4140,8 @@ namespace xsampler
             static constexpr std::size_t max_rules = 100000, max_disjuncts = 1024, max_product = 5000;
             /// A pattern's texts of a length bound (dfa_code_points): one lexeme, larger than other products
             /// (winget's package identifiers: 5,453 states; a counter beside the DFA is the plan past it).
-            static constexpr std::size_t max_length_product = 12000;
+            static constexpr std::size_t max_length_product = 12000, max_length_states = 30000;
+            std::size_t m_length_states = 0;  // (string_content's so far)
             static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6, max_contains = 4;
             static constexpr std::size_t max_listed_keys = 64;  // other keys listed where a minProperties needs them
 
