@@ -2171,8 +2171,8 @@ namespace xsampler
                     }
                     return marked_array(*item, min, max);
                 }
-                const bool closed = !renewing(ds) && closed_strings(ds);
-                if (closed || renewing(ds) || std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return many_integers(d); }))
+                const bool renews = renewing(ds), closed = !renews && closed_strings(ds);
+                if (closed || renews || std::all_of(ds.begin(), ds.end(), [&](const conj& d) { return many_integers(d); }))
                 {
                     const auto item = value_of(items);
                     if (!item)
@@ -3432,6 +3432,17 @@ namespace xsampler
                 });
             }
 
+            /// The types of the listed values.
+            unsigned types_of(const std::vector<json>& values) const
+            {
+                unsigned of = 0;
+                for (const json& v : values)
+                {
+                    of |= type_of(v);
+                }
+                return of;
+            }
+
             /// The types of the values a and b may both accept (0: none, proven).
             unsigned shared(const summary& a, const summary& b)
             {
@@ -3440,12 +3451,7 @@ namespace xsampler
                 {
                     if (x->values)
                     {
-                        unsigned of = 0;
-                        for (const json& v : *x->values)
-                        {
-                            of |= type_of(v);
-                        }
-                        both &= of;
+                        both &= types_of(*x->values);
                     }
                 }
                 if (a.values && b.values && !overlap(*a.values, *b.values))
@@ -3502,16 +3508,7 @@ namespace xsampler
                                        (tb != b.property_types.end() ? tb->second : unsigned(t_all));
                 const auto typed = [&](const summary& x, unsigned t) {
                     const auto iv = x.property_values.find(r);
-                    if (iv == x.property_values.end() || !iv->second)
-                    {
-                        return t;
-                    }
-                    unsigned of = 0;
-                    for (const json& v : *iv->second)
-                    {
-                        of |= type_of(v);
-                    }
-                    return t & of;
+                    return iv == x.property_values.end() || !iv->second ? t : t & types_of(*iv->second);
                 };
                 if (typed(a, typed(b, types)) == 0)
                 {
@@ -3558,10 +3555,9 @@ namespace xsampler
                 bool apart = false;
                 try
                 {
-                    regex_options o;
-                    o.search = true;
-                    o.reading = regex_reading::either;
-                    apart = dfa_intersection(compile_regex(x, o), compile_regex(y, o), max_product).size() == 0;
+                    apart = dfa_intersection(search_automaton(x, regex_reading::either), search_automaton(y, regex_reading::either),
+                                             max_product)
+                                .size() == 0;
                 }
                 catch (const invalid_parameter&)
                 {
@@ -3852,23 +3848,27 @@ namespace xsampler
             /// JSON Schema does), its DFA compiled once per schema.
             bool matches_pattern(const json& v, const json& pattern, const json* s, regex_reading reading = regex_reading::ecmascript)
             {
-                const std::string p = pattern.get<std::string>();
+                try
+                {
+                    return search_automaton(pattern.get<std::string>(), reading).matches(v.get<std::string>());
+                }
+                catch (const invalid_parameter& e)
+                {
+                    fail(std::string("pattern: ") + e.what(), s);
+                }
+            }
+            /// The texts in which the pattern finds a match in that reading, compiled once (invalid_parameter).
+            const byte_dfa& search_automaton(const std::string& p, regex_reading reading)
+            {
                 auto it = m_searches.find({p, reading});
                 if (it == m_searches.end())
                 {
                     regex_options o;
                     o.search = true;
                     o.reading = reading;
-                    try
-                    {
-                        it = m_searches.emplace(std::make_pair(p, reading), compile_regex(p, o)).first;
-                    }
-                    catch (const invalid_parameter& e)
-                    {
-                        fail(std::string("pattern: ") + e.what(), s);
-                    }
+                    it = m_searches.emplace(std::make_pair(p, reading), compile_regex(p, o)).first;
                 }
-                return it->second.matches(v.get<std::string>());
+                return it->second;
             }
 
             /// Whether s's properties or patternProperties take the key (its additionalProperties does not).
