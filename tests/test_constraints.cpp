@@ -2812,7 +2812,8 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
           bools{true, false, false});
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"maxItems":1})", {"[\"x\"]", "[]"}) == bools{true, true});
     fails_with(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"enum":[1,2]}})", "the schema validates nothing");
-    // members counted: the listed ones, and others toward a minProperties of 1 (a key written twice is one key)
+    // members counted: each written; a minimum above 1 counts other keys too, each a new one (a key written twice
+    // is one key: grammar::distinct_keys refuses it again, decoded)
     const json_options others;
     const std::string two = R"({"type":"object","properties":{"a":{},"b":{},"c":{}},"minProperties":2,"maxProperties":2})";
     CHECK(accepted(two, {R"({"a":1,"b":2})", R"({"a":1})", R"({"a":1,"b":2,"c":3})", R"({"b":1,"c":2})", "{}"}) ==
@@ -2822,10 +2823,11 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
     CHECK(accepted(R"({"type":"object","additionalProperties":{"type":"string"},"minProperties":1})",
                    {"{}", R"({"a":"x"})", R"({"a":"x","b":"y"})"}) == bools{false, true, true});
     CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"minProperties":2,"maxProperties":3})",
-                   {R"({"a":1,"x":1})", R"({"a":1,"x":1,"b":2})", R"({"a":1,"x":1,"b":2,"y":3})"}, others) ==
-          bools{false, true, false});
-    fails_with(R"({"type":"object","additionalProperties":{"type":"string"},"minProperties":2})",
-               "minProperties 2 beside keys the schema does not list (a key written twice is one key");
+                   {R"({"a":1,"x":1})", R"({"a":1,"x":1,"b":2})", R"({"a":1,"x":1,"b":2,"y":3})", R"({"x":1,"x":2})"}, others) ==
+          bools{true, true, false, false});
+    CHECK(accepted(R"({"type":"object","additionalProperties":{"type":"string"},"minProperties":2})",
+                   {R"({"a":"x","b":"y"})", R"({"a":"x","a":"y"})", R"({"a":"x","\u0061":"y"})", R"({"a":"x","b":1})",
+                    R"({"a":"x","ab":"y","b":"z"})"}) == bools{true, false, false, false, true});
     // other keys that are a few (^[a-c]$ beside additionalProperties false) are listed then: each counts once
     const std::string few = R"({"type":"object","patternProperties":{"^[a-c]$":{"type":"integer"}},"additionalProperties":false,
         "minProperties":2})";
@@ -2833,14 +2835,32 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
                          R"({"a":"x","b":1})"}) == bools{true, false, false, true, false, false});
     // (other keys still count toward a minProperties of 1 alone)
     CHECK(accepted(R"({"type":"object","properties":{"x":{}},"patternProperties":{"^[ab]$":{}},"minProperties":3})",
-                   {R"({"x":1,"a":2,"b":3})", R"({"x":1,"q":2,"a":3})", R"({"a":1,"b":2})"}, others) == bools{true, false, false});
-    fails_with(R"({"type":"object","patternProperties":{"^[a-c]+$":{}},"additionalProperties":false,"minProperties":2})",
-               "minProperties 2 beside keys the schema does not list");
+                   {R"({"x":1,"a":2,"b":3})", R"({"x":1,"q":2,"a":3})", R"({"a":1,"b":2})", R"({"q":1,"a":2,"q":3})"}, others) ==
+          bools{true, true, false, false});
+    CHECK(accepted(R"({"type":"object","patternProperties":{"^[a-c]+$":{}},"additionalProperties":false,"minProperties":2})",
+                   {R"({"a":1,"ab":2})", R"({"a":1,"a":2})", R"({"a":1,"d":2})"}) == bools{true, false, false});
+    // a key of a kind (a not of propertyNames): its keys are a few, any value; written plain, it is of the kind too
+    const std::string kind = R"({"type":"object","not":{"propertyNames":{"not":{"enum":["p","q"]}}},"minProperties":2})";
+    CHECK(accepted(kind, {R"({"p":1,"x":2})", R"({"p":1,"p":2})", R"({"x":1,"y":2})", R"({"x":1,"q":0})", R"({"p":1,"q":2})"}) ==
+          bools{true, false, false, true, true});
+    CHECK(accepted(R"({"type":"object","not":{"patternProperties":{"^[pq]$":{"type":"string"}}},"minProperties":2})",
+                   {R"({"p":1,"x":2})", R"({"p":"s","x":2})", R"({"x":2,"q":null})"}) == bools{true, false, true});
+    // finitely many other keys, too many to list (676), may run out where another member is needed
+    fails_with(R"({"type":"object","patternProperties":{"^[a-z]{2}$":{}},"additionalProperties":false,"minProperties":2})",
+               "minProperties 2 beside keys the schema does not list, some of them finitely many");
     fails_with(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a","b"],"maxProperties":1})", "validates nothing");
     CHECK(accepted(R"({"type":"object","properties":{"a":{},"b":{}},"required":["a"],"not":{"maxProperties":1}})",
                    {R"({"a":1})", R"({"a":1,"b":2})"}) == bools{false, true});
     CHECK(accepted(R"({"enum":[{},{"a":1}],"minProperties":1})", {"{}", R"({"a":1})"}) == bools{false, true});
     // brute force: every token the mask allows leads to a completion that validates, and no other does
+    {
+        // other keys counted, each new: the masks never offer a key again, nor a way that needs one
+        const std::string keys = R"({"type":"object","properties":{"name":{"type":"string"}},"additionalProperties":
+            {"type":"integer"},"not":{"propertyNames":{"not":{"enum":["a","abc"]}}},"minProperties":3,"maxProperties":4})";
+        constraint k = json_schema_constraint(small_index(), keys);
+        std::mt19937 walk(5);
+        CHECK(validating_walks(k, json::parse(keys), walk, 8, 30, 18, [](const constraint&) {}) > 100);
+    }
     const std::string text = R"({"type":"object","properties":{"t":{"type":"array","uniqueItems":true,"maxItems":3,
         "items":{"enum":["red","green",12,null]}},"u":{"type":"boolean"},"v":{"type":"null"},"w":{"type":"integer"}},
         "minProperties":2,"maxProperties":3})";

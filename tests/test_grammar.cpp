@@ -580,6 +580,41 @@ TEST_CASE("matcher: distinct items are checked where each ends", "[grammar]")
     CHECK_THROWS_WITH(two.completion(), Contains("distinct items with no new value left"));
 }
 
+TEST_CASE("matcher: distinct keys are checked where each ends, the object found through its members' rules", "[grammar]")
+{
+    // object ::= '{' (member (',' members)?)? '}', members right-recursive, a value an integer or an object again
+    grammar g;
+    detail::json_builder b(g, json_options{});
+    const auto key = g.fresh_rule("key"), member = g.fresh_rule("member"), members = g.fresh_rule("members"),
+               object = g.fresh_rule("object"), value = g.fresh_rule("value");
+    g.define(key, b.string(0, grammar::unbounded));
+    g.define(value, g.choice({g.repeat(g.byte_class(byte_set::range('0', '9')), 1, 3), g.ref(object)}));
+    g.define(member, g.sequence({g.ref(key), g.bytes(":"), g.ref(value)}));
+    g.define(members, g.sequence({g.ref(member), g.optional(g.sequence({g.bytes(","), g.ref(members)}))}));
+    g.define(object, g.sequence({g.bytes("{"), g.optional(g.ref(members)), g.bytes("}")}));
+    g.distinct_keys(object, key);  // (read in member's body, not the object's: allowed for keys)
+    g.set_root(object);
+    const auto a = compile_grammar(g);
+    CHECK(read(a, R"({"a":1,"a":2})") == 9);
+    CHECK(read(a, R"({"a":1,"b":2,"\u0061":3})") == 20);
+    CHECK(read(a, R"({"a":1,"b":{"a":2,"b":3},"c":4})") == 31);  // (the inner object's keys are its own)
+    CHECK(read(a, R"({"a":1,"b":{"a":2,"a":3}})") == 20);
+    // past many members (a rule each up the chart): the first key again is refused
+    std::string many = "{";
+    for (int i = 0; i < 40; ++i)
+    {
+        many += "\"k" + std::to_string(i) + "\":1,";
+    }
+    CHECK(read(a, many + R"("k0":1})") == many.size() + 3);
+    CHECK(read(a, many + R"("k40":1})") == many.size() + 8);
+    // pop forgets the keys read past the new position
+    matcher m(a);
+    REQUIRE(m.feed(R"({"x":1,"y":2,)") == 13);
+    m.pop(6);  // {"x":1,
+    CHECK(m.feed(R"("y":3})") == 6);
+    CHECK(m.complete());
+}
+
 TEST_CASE("grammar: errors name the rule, and limits are errors", "[grammar]")
 {
     const auto fails = [](const std::function<void(grammar&)>& build, const std::string& message,

@@ -23,6 +23,9 @@
 //                        validators compare them (uniqueItems); the matcher
 //                        checks it where an item ends (distinct_closed: also
 //                        while a closed object item is written)
+//   distinct_keys(object, key)  rule `object` is a JSON object whose
+//                        members' keys read by rule `key` differ from each
+//                        other and from its other keys (minProperties)
 // Front ends build grammars (gbnf.hpp, json_schema.hpp, json_grammar and
 // regex_grammar in constraint.hpp); the matcher (matcher.hpp) and the
 // constraint (constraint.hpp) know only this IR, never which front end built
@@ -215,6 +218,21 @@ namespace xsampler
             distinct(array, item);
             m_closed.push_back(item);
         }
+        /// Rule `object` is a JSON object and the texts of `key` it reads
+        /// (JSON strings: its members' keys, read through the rules of its
+        /// members and nowhere outside the object) differ from each other
+        /// and from its other keys, decoded (minProperties counts them).
+        /// Checked as distinct() items are, the object's members' keys its
+        /// earlier items; the key's content should have endless completions
+        /// from every prefix (a finite set may run out where the object
+        /// needs another member).
+        void distinct_keys(rule_id object, rule_id key)
+        {
+            distinct(object, key);
+            m_keys.push_back(key);
+        }
+        /// The keys of distinct_keys() marks.
+        const std::vector<rule_id>& key_items() const noexcept { return m_keys; }
         /// The distinct() marks: (array, item) pairs.
         const std::vector<std::pair<rule_id, rule_id>>& distincts() const noexcept { return m_distinct; }
         /// The items of distinct_closed() marks.
@@ -396,6 +414,7 @@ namespace xsampler
         std::unordered_map<std::string, rule_id> m_by_name;
         std::vector<std::pair<rule_id, rule_id>> m_distinct;
         std::vector<rule_id> m_closed;  // distinct_closed()'s items
+        std::vector<rule_id> m_keys;    // distinct_keys()'s keys
         rule_id m_root = none;
     };
 }

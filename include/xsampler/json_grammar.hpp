@@ -514,7 +514,7 @@ namespace xsampler
             /// with `others` (pairs of a key's expression and its value's), any
             /// number of other members before, between and after them; with
             /// min..max members in all (others count toward min only when it
-            /// is 1: a key written twice is one key). With kinds > 0, for each
+            /// is 1, a key written twice being one key, or with distinct_keys). With kinds > 0, for each
             /// kind r at least one member of that kind: one of `some` (other
             /// members: the kinds they are, as a mask, a key and a value) or
             /// a member with one of its `some` values (an object that has a
@@ -522,14 +522,19 @@ namespace xsampler
             /// patternProperties or propertyNames; after such another member,
             /// no other one but one whose keys are apart from its own
             /// (apart(kinds, kinds), none without it): its key again would
-            /// replace the value validators read). grammar::none when no
-            /// object fits.
+            /// replace the value validators read). With distinct_keys, the
+            /// keys of other members (each a JSON string whose content has
+            /// endless completions from every prefix, none a listed key)
+            /// differ from each other (grammar::distinct_keys): every member
+            /// counts toward min, and any other member may follow one of a
+            /// kind. grammar::none when no object fits.
             expr_id object(const std::vector<member>& members, const std::vector<std::pair<expr_id, expr_id>>& others = {},
                            std::size_t min = 0, std::size_t max = grammar::unbounded, std::size_t kinds = 0,
                            const std::vector<std::tuple<unsigned, expr_id, expr_id>>& some = {},
-                           const std::function<bool(unsigned, unsigned)>& apart = {})
+                           const std::function<bool(unsigned, unsigned)>& apart = {}, bool distinct_keys = false)
             {
                 grammar& g = m_g;
+                std::vector<rule_id> keys;  // (distinct_keys: a rule per other key, marked)
                 const std::size_t n = members.size();
                 const auto text_of = [&](const std::string& key, expr_id value) {
                     return value == grammar::none ? value
@@ -555,7 +560,12 @@ namespace xsampler
                     std::vector<expr_id> any;
                     for (const auto& [key, value] : pairs)
                     {
-                        any.push_back(member_text(key, value));
+                        if (distinct_keys)
+                        {
+                            keys.push_back(g.fresh_rule("key"));
+                            g.define(keys.back(), key);
+                        }
+                        any.push_back(member_text(distinct_keys ? g.ref(keys.back()) : key, value));
                     }
                     const rule_id r = g.fresh_rule("other-member");
                     g.define(r, g.choice(std::move(any)));
@@ -573,7 +583,7 @@ namespace xsampler
                     other_some.push_back({mask, rule_of(pairs)});
                 }
                 const bool any_other = other != grammar::none || !other_some.empty();
-                const bool others_count = min <= 1;
+                const bool others_count = min <= 1 || distinct_keys;
                 const expr_id comma = g.sequence({g.bytes(","), ws()});
                 // the rest after something was written (written) or before the next listed member: at listed
                 // member i, `counted` members toward min (at most min), `all` toward max (0 if unbounded),
@@ -617,7 +627,10 @@ namespace xsampler
                             if (room && (mask & ~st.seen) != 0 && after)
                             {
                                 std::vector<unsigned> sealed = st.sealed;
-                                sealed.insert(std::upper_bound(sealed.begin(), sealed.end(), mask), mask);
+                                if (!distinct_keys)  // (distinct: no key again, nothing sealed)
+                                {
+                                    sealed.insert(std::upper_bound(sealed.begin(), sealed.end(), mask), mask);
+                                }
                                 out.push_back({what, state{true, st.i, c, k, st.seen | mask, false, std::move(sealed)}});
                             }
                         }
@@ -719,7 +732,18 @@ namespace xsampler
                 {
                     return grammar::none;
                 }
-                return g.sequence({g.bytes("{"), ws(), g.choice(std::move(first)), g.bytes("}")});
+                const expr_id e = g.sequence({g.bytes("{"), ws(), g.choice(std::move(first)), g.bytes("}")});
+                if (keys.empty())
+                {
+                    return e;
+                }
+                const rule_id r = g.fresh_rule("object");
+                g.define(r, e);
+                for (const rule_id k : keys)
+                {
+                    g.distinct_keys(r, k);
+                }
+                return g.ref(r);
             }
 
         private:

@@ -92,9 +92,10 @@
 //   minProperties, maxProperties  members counted as they are written; a
 //                 minimum above 1 that the required keys do not meet puts
 //                 the listed keys in the schema's order, each once
-//                 (json_builder::object), other keys counting toward a
-//                 minimum of 1 alone (a key written twice is one key);
-//                 other keys that are a few (dfa_texts: ^[a-d]$) listed then
+//                 (json_builder::object), other keys between them, each
+//                 a new one (grammar::distinct_keys: a key written twice is
+//                 one key), of endless keys; other keys that are a few
+//                 (dfa_texts: ^[a-d]$) listed then
 //   minItems, maxItems, minLength, maxLength (code points; 3.0 is 3),
 //                 pattern (a regex.hpp regular expression matched anywhere in
 //                 the string, as JSON Schema does, read as both ECMAScript and
@@ -3005,6 +3006,9 @@ namespace xsampler
                 // additionalProperties allows them (and those of the kind, their keys none of s0's names)
                 std::vector<std::pair<expr_id, expr_id>> others;
                 std::vector<std::tuple<unsigned, expr_id, expr_id>> others_of_kind;
+                // (whether every other key has endless completions from every prefix: counted where distinct)
+                bool endless_keys = true;
+                const auto endless = [&](const byte_dfa& keys) { endless_keys = endless_keys && (min <= 1 || endless_everywhere(keys)); };
                 // other keys of the kinds in `mask` within a class of keys (their values c): the class's keys
                 // that each kind allows, none of the names each kind excludes
                 const auto add_of_kinds = [&](const byte_dfa& keys, const std::string& tag, const conj& c, unsigned applies) {
@@ -3026,6 +3030,18 @@ namespace xsampler
                         if (key != grammar::none)
                         {
                             others_of_kind.push_back({t, key, *v});  // (none: no key left beside the names)
+                            // (finitely many keys of kinds whose values are free: a key written as a plain
+                            // member is read as one of those kinds too, so they run out only once seen)
+                            bool free = true;
+                            for (std::size_t r = 0; r < kinds.size(); ++r)
+                            {
+                                const json& value = (*kinds[r].some)["value"];
+                                free = free && ((t >> r & 1u) == 0 || value == json(true) || value == json::object());
+                            }
+                            if (!free)
+                            {
+                                endless(in);
+                            }
                         }
                     });
                 };
@@ -3047,20 +3063,25 @@ namespace xsampler
                     if (key != grammar::none)
                     {
                         others.push_back({key, *v});
+                        if (!any_key)
+                        {
+                            endless(keys);
+                        }
                     }
                     add_of_kinds(keys, tag, c, kinds_of(nullptr, matched));
                 }
-                // how many members: the required ones at least, the listed ones at most without others (which
-                // count toward a minProperties of 1 alone: a key written twice is one key)
+                // how many members: the required ones at least, the listed ones at most without others
                 const std::size_t needed = std::size_t(std::count_if(members.begin(), members.end(), [](const auto& m) { return m.required; }));
                 if (min > max || needed > max || (others.empty() && min > members.size()))
                 {
                     return std::nullopt;
                 }
-                if (min > 1 && min > members.size())
+                // (past the required members, a minimum above 1 counts the other keys too, each a new one)
+                const bool distinct = min > needed && min > 1 && (!others.empty() || !others_of_kind.empty());
+                if (distinct && !endless_keys)
                 {
-                    fail("minProperties " + std::to_string(min) + " beside keys the schema does not list (a key written "
-                         "twice is one key: only the listed ones are counted)", own.front());
+                    fail("minProperties " + std::to_string(min) + " beside keys the schema does not list, some of "
+                         "them finitely many (a key written twice is one key: only new ones count)", own.front());
                 }
                 if (any_key && others.size() == 1 && min == 0 && max == grammar::unbounded && kinds.empty())
                 {
@@ -3106,7 +3127,7 @@ namespace xsampler
                 const std::size_t at_least = needed >= min ? 0 : min;
                 const expr_id e = kinds.empty() && at_least <= 1 ? m_b.object_any_order(members, others, at_least, max)
                                                                  : m_b.object(members, others, min, max, kinds.size(), others_of_kind,
-                                                                              kinds_apart);
+                                                                              kinds_apart, distinct);
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 

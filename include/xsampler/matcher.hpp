@@ -25,10 +25,13 @@
 //                would repeat, a search for the shortest way past its end)
 //   check_distinct(on)  whether grammar::distinct marks are checked (on by
 //                default; a chart started from items has them off): where
-//                an item of a marked array ends, the parses that would read
-//                it past an equal earlier item of that array are dropped
-//                (json_canonical's equality: the earlier items are decoded
-//                from the bytes read, once each); and where every item of
+//                an item of a marked array ends (or a key of a marked
+//                object: its earlier items are the object's members' keys),
+//                the parses that would read it past an equal earlier item
+//                of that array are dropped (json_canonical's equality: the
+//                earlier items are decoded from the bytes read, once each;
+//                the array found up the chart, through the rules between
+//                it and the item); and where every item of
 //                the set is inside a string item whose content so far
 //                begins an earlier item, an integer item of more than 5
 //                digits (or 0), or a distinct_closed object item whose
@@ -826,51 +829,54 @@ namespace xsampler
                 }
             }
             bool found = false;
-            arrays_of(y, 0, [&](std::uint32_t start) { found = found || seen_in(start, o, item); });
+            arrays_of(y, [&](std::uint32_t start) { found = found || seen_in(start, o, item); });
             return found;
         }
-        /// f(start) for the start of each array (a distinct mark's) whose item
-        /// item y waits for: y's own, or, where y is in a counted
-        /// rule, those of the items waiting for that rule (the array's body
-        /// repeated), up the chart.
+        /// f(start) for the start of each array or object (a distinct mark's)
+        /// whose item item y waits for: y's own rule's, or up the chart
+        /// through the rules that read it (an array's body repeated, an
+        /// object's members) to the first marked one, each (set, rule) once.
         template <class F>
-        void arrays_of(const earley_item& y, unsigned depth, F&& f)
+        void arrays_of(const earley_item& y, F&& f)
         {
             const grammar_automaton& a = *m_a;
-            const std::uint32_t rule = a.states[y.state].rule;
-            if (is_context(y.origin))
+            std::vector<std::pair<std::uint32_t, std::uint32_t>> todo{{y.origin, a.states[y.state].rule}}, seen;  // (set, rule)
+            while (!todo.empty())
             {
-                return;  // (begun before the chart: unchecked)
-            }
-            if (a.rules[rule].distinct_array)
-            {
-                f(y.origin);
-                return;
-            }
-            if (!a.rules[rule].counted || depth == max_array_depth)
-            {
-                return;
-            }
-            for (const earley_item* z = set_begin(y.origin); z != set_end(y.origin); ++z)
-            {
-                if (!can_read(*z))
+                const auto [set, rule] = todo.back();
+                todo.pop_back();
+                if (is_context(set))
+                {
+                    continue;  // (begun before the chart: unchecked)
+                }
+                if (a.rules[rule].distinct_array)
+                {
+                    f(set);
+                    continue;
+                }
+                if (std::find(seen.begin(), seen.end(), std::make_pair(set, rule)) != seen.end())
                 {
                     continue;
                 }
-                const auto& zs = a.states[z->state];
-                for (std::uint32_t e = zs.edges_begin; e < zs.edges_end; ++e)
+                seen.emplace_back(set, rule);
+                for (const earley_item* z = set_begin(set); z != set_end(set); ++z)
                 {
-                    if (a.edges[e].rule == rule)
+                    const auto& zs = a.states[z->state];
+                    for (std::uint32_t e = zs.edges_begin; can_read(*z) && e < zs.edges_end; ++e)
                     {
-                        arrays_of(*z, depth + 1, f);
-                        break;
+                        if (a.edges[e].rule == rule)
+                        {
+                            todo.emplace_back(z->origin, zs.rule);
+                            break;
+                        }
                     }
                 }
             }
         }
         static constexpr unsigned max_array_depth = 8;
 
-        /// The items of the array begun at `start` before position o, by key (once each).
+        /// The items of the array begun at `start` before position o, by key
+        /// (once each); of an object, its members' keys (ends: the keys').
         struct array_items
         {
             std::uint32_t start = 0;
@@ -892,10 +898,22 @@ namespace xsampler
             array_items& s = *it;
             const std::string_view t = std::string_view(m_text).substr(0, o);
             namespace jc = detail::json_canonical;
+            const bool object = t[start] == '{';  // (an object's items: its members' keys)
             while (true)  // read the items after the last one read, up to o
             {
-                std::size_t i = jc::skip_ws(t, s.items.empty() ? start : s.items.back().first);
-                if (i >= t.size() || t[i] != (s.items.empty() ? '[' : ','))
+                std::size_t i = s.items.empty() ? start : s.items.back().first;
+                if (object && !s.items.empty())  // (past the last key's value)
+                {
+                    i = jc::skip_ws(t, i);
+                    std::string value;
+                    i = i < t.size() && t[i] == ':' ? jc::canonical(t, jc::skip_ws(t, i + 1), value) : jc::npos;
+                    if (i == jc::npos)
+                    {
+                        break;
+                    }
+                }
+                i = jc::skip_ws(t, i);
+                if (i >= t.size() || t[i] != (s.items.empty() ? t[start] : ','))
                 {
                     break;
                 }
@@ -1095,7 +1113,7 @@ namespace xsampler
                     {
                         if (a.edges[e].rule == rule)
                         {
-                            arrays_of(*y, 0, [&](std::uint32_t start) { open.push_back({x.origin, start, a.rules[rule].distinct_closed}); });
+                            arrays_of(*y, [&](std::uint32_t start) { open.push_back({x.origin, start, a.rules[rule].distinct_closed}); });
                             break;
                         }
                     }

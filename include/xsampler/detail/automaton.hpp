@@ -333,7 +333,8 @@ namespace xsampler
 
             /// A distinct() item is read by its array's own body alone (the
             /// matcher finds an item's array through the items waiting for it
-            /// and the counted repetitions the body makes, not other rules).
+            /// and the counted repetitions the body makes; a distinct_keys()
+            /// key through its object's members' rules, unchecked here).
             void distinct_uses()
             {
                 for (const auto& [array, item] : m_g.distincts())
@@ -343,7 +344,8 @@ namespace xsampler
                         fail("grammar: distinct(" + rule_name(array) + ", " + rule_name(item) +
                              "): two different rules, both defined");
                     }
-                    for (expr_id e = 0; e < m_g.size(); ++e)
+                    const auto& keys = m_g.key_items();
+                    for (expr_id e = 0; std::find(keys.begin(), keys.end(), item) == keys.end() && e < m_g.size(); ++e)
                     {
                         const auto& x = m_g.at(e);
                         if (x.kind == op::rule && x.index == item && m_owner[e] != array)
