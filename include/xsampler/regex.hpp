@@ -1247,28 +1247,26 @@ namespace xsampler
                 }
             }
             std::vector<std::pair<std::uint32_t, std::uint32_t>> work;  // (block, byte)
-            std::vector<std::vector<bool>> in_work;
+            std::vector<std::uint8_t> in_work(first.size() * symbols, 0);  // by block, then byte
             auto push = [&](std::uint32_t b, std::uint32_t c) {
-                if (!in_work[b][c])
+                if (!in_work[b * symbols + c])
                 {
-                    in_work[b][c] = true;
+                    in_work[b * symbols + c] = 1;
                     work.emplace_back(b, c);
                 }
             };
-            in_work.assign(first.size(), std::vector<bool>(symbols, false));
-            for (std::uint32_t b = 0; b < first.size(); ++b)
+            // (of the first two blocks the smaller one splits as both would)
+            const std::uint32_t least = first.size() == 2 && count[1] < count[0] ? 1 : 0;
+            for (std::uint32_t c = 0; c < symbols && !first.empty(); ++c)
             {
-                for (std::uint32_t c = 0; c < symbols; ++c)
-                {
-                    push(b, c);
-                }
+                push(least, c);
             }
             std::vector<std::int32_t> splitter, touched;
             while (!work.empty())
             {
                 const auto [b, c] = work.back();
                 work.pop_back();
-                in_work[b][c] = false;
+                in_work[b * symbols + c] = 0;
                 splitter.assign(elems.begin() + first[b], elems.begin() + first[b] + count[b]);
                 touched.clear();
                 for (const std::int32_t q : splitter)
@@ -1314,10 +1312,10 @@ namespace xsampler
                     {
                         block[std::size_t(elems[i])] = std::int32_t(z);
                     }
-                    in_work.emplace_back(symbols, false);
+                    in_work.resize(in_work.size() + symbols, 0);
                     for (std::uint32_t cc = 0; cc < symbols; ++cc)
                     {
-                        if (in_work[y][cc])
+                        if (in_work[y * symbols + cc])
                         {
                             push(z, cc);
                         }
