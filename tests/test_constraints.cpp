@@ -2804,7 +2804,11 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
                    {"[true,false]", "[false,true]", "[true]", "[true,true]"}) == bools{true, true, false, false});
     // past 10 values, in the list's order (a subset); an enum value that repeats an item is left out
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}})",
-                   {"[0,1,11]", "[11,0]", "[3,3]"}) == bools{true, false, false});
+                   {"[0,1,11]", "[11,0]", "[3,3]", "[]", "[0,1,2,3,4,5,6,7,8,9,10,11]", "[0, 2 ,4]"}) ==
+          bools{true, false, false, true, true, true});
+    // (the count is kept where it still matters: a maxItems below the values' number)
+    CHECK(accepted(R"({"type":"array","uniqueItems":true,"minItems":2,"maxItems":3,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}})",
+                   {"[0]", "[0,5]", "[0,5,7]", "[0,5,7,9]", "[10,11]"}) == bools{false, true, true, false, true});
     // (with minItems: a late first value leaves too few after it, and that way is left out, not a dead rule)
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"minItems":3,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}})",
                    {"[0,1,2]", "[9,10,11]", "[10,11]"}) == bools{true, true, false});

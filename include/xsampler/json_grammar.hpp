@@ -189,7 +189,8 @@ namespace xsampler
             /// '[' min..max items, each of another slot ']' (uniqueItems over
             /// finite values: a slot is the texts of equal values): in any order
             /// (a rule per set of slots used) for up to max_any_order slots,
-            /// else in the slots' order (a rule per next slot and count);
+            /// else in the slots' order (a rule per next slot and count, where
+            /// the count still matters);
             /// grammar::none when no array fits.
             expr_id distinct_array(const std::vector<expr_id>& slots, std::size_t min, std::size_t max)
             {
@@ -202,7 +203,10 @@ namespace xsampler
                 {
                     texts.push_back(g.sequence({slot, ws()}));
                 }
-                // a state: the slots used (any order) or the first slot still allowed (in order), and the count
+                // a state: the slots used (any order) or the first slot still allowed (in order), and the count,
+                // up to what still matters: max where it is below the slots' number (else the slots bound it),
+                // else min, and whether an item was written (a comma before the next)
+                const std::size_t cap = std::max<std::size_t>(max < m ? max : min, 1);
                 using state = std::pair<std::uint64_t, std::size_t>;
                 const auto moves = [&](const state& st) {
                     std::vector<std::pair<expr_id, state>> out;
@@ -211,7 +215,7 @@ namespace xsampler
                         const std::uint64_t bit = std::uint64_t(1) << j;
                         if (!any_order || (st.first & bit) == 0)
                         {
-                            out.push_back({texts[j], state{any_order ? st.first | bit : j + 1, st.second + 1}});
+                            out.push_back({texts[j], state{any_order ? st.first | bit : j + 1, std::min(st.second + 1, cap)}});
                         }
                     }
                     return out;
