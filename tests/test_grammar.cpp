@@ -607,12 +607,39 @@ TEST_CASE("matcher: distinct keys are checked where each ends, the object found 
     }
     CHECK(read(a, many + R"("k0":1})") == many.size() + 3);
     CHECK(read(a, many + R"("k40":1})") == many.size() + 8);
+    // past a value nested deeper than 1000 (skipped by its brackets): the keys after it are still compared
+    const std::string deep = R"({"d":)" + [] {
+        std::string t;
+        for (int i = 0; i < 1100; ++i)
+        {
+            t += "{\"e\":";
+        }
+        return t + "1" + std::string(1100, '}');
+    }();
+    CHECK(read(a, deep + R"(,"x":1,"x":2})") == deep.size() + 9);
+    CHECK(read(a, deep + R"(,"x":1,"y":2})") == deep.size() + 13);
     // pop forgets the keys read past the new position
     matcher m(a);
     REQUIRE(m.feed(R"({"x":1,"y":2,)") == 13);
     m.pop(6);  // {"x":1,
     CHECK(m.feed(R"("y":3})") == 6);
     CHECK(m.complete());
+    m.pop(m.position() - 7);  // {"x":1, again: a member popped, then others
+    CHECK(m.feed(R"("z":{"y":1},"y":2,"z":3})") == 20);  // (the inner "y" is its own object's)
+    // keys that run out (against distinct_keys()' advice): check B refuses a third key's quote
+    grammar f;
+    const auto k2 = f.fresh_rule("key"), obj = f.fresh_rule("object"), mem = f.fresh_rule("members");
+    f.define(k2, f.choice({f.bytes("\"a\""), f.bytes("\"b\"")}));
+    f.define(mem, f.sequence({f.ref(k2), f.bytes(":1"), f.optional(f.sequence({f.bytes(","), f.ref(mem)}))}));
+    f.define(obj, f.sequence({f.bytes("{"), f.ref(mem), f.bytes("}")}));
+    f.distinct_keys(obj, k2);
+    f.set_root(obj);
+    matcher two(compile_grammar(f));
+    REQUIRE(two.feed(R"({"b":1,)") == 7);
+    CHECK(two.step('"'));  // ("a" is left)
+    CHECK(!two.step('b'));
+    CHECK(two.feed(R"(a":1,)") == 5);
+    CHECK(!two.step('"'));
 }
 
 TEST_CASE("grammar: errors name the rule, and limits are errors", "[grammar]")

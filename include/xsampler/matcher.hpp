@@ -125,6 +125,8 @@ namespace xsampler
             m_bytes.ready = m_tokens.ready = 0;
             m_text.clear();
             m_seen.clear();
+            m_content = {};
+            m_climbs.clear();
             add({m_a->rules[m_a->root].start, 0, 0});
             closure();
         }
@@ -142,6 +144,8 @@ namespace xsampler
             m_bytes.ready = m_tokens.ready = 0;
             m_text.clear();
             m_seen.clear();
+            m_content = {};
+            m_climbs.clear();
             for (std::size_t i = 0; i < kernel.size(); ++i)
             {
                 earley_item x = kernel[i];
@@ -277,6 +281,14 @@ namespace xsampler
             if (!m_seen.empty())
             {
                 forget_seen_after(position());
+            }
+            if (m_content.stop > position())
+            {
+                m_content = {};
+            }
+            if (m_climbs.size() > position() + 1)
+            {
+                m_climbs.resize(position() + 1);
             }
         }
         /// Bytes read.
@@ -835,43 +847,122 @@ namespace xsampler
         /// f(start) for the start of each array or object (a distinct mark's)
         /// whose item item y waits for: y's own rule's, or up the chart
         /// through the rules that read it (an array's body repeated, an
-        /// object's members) to the first marked one, each (set, rule) once.
+        /// object's members) to the first marked one. A chain of rules each
+        /// read by one (set, rule) alone (an object's members, one rule each)
+        /// is followed with its starts remembered per set (m_climbs, kept
+        /// while the set is); where several read one, each (set, rule) is
+        /// looked at once.
         template <class F>
         void arrays_of(const earley_item& y, F&& f)
         {
             const grammar_automaton& a = *m_a;
-            std::vector<std::pair<std::uint32_t, std::uint32_t>> todo{{y.origin, a.states[y.state].rule}}, seen;  // (set, rule)
-            while (!todo.empty())
-            {
-                const auto [set, rule] = todo.back();
-                todo.pop_back();
-                if (is_context(set))
-                {
-                    continue;  // (begun before the chart: unchecked)
-                }
-                if (a.rules[rule].distinct_array)
-                {
-                    f(set);
-                    continue;
-                }
-                if (std::find(seen.begin(), seen.end(), std::make_pair(set, rule)) != seen.end())
-                {
-                    continue;
-                }
-                seen.emplace_back(set, rule);
-                for (const earley_item* z = set_begin(set); z != set_end(set); ++z)
+            using at_rule = std::pair<std::uint32_t, std::uint32_t>;  // (set, rule)
+            std::vector<at_rule> chain, parents;
+            std::vector<std::uint32_t> starts;
+            const auto parents_of = [&](const at_rule& at, std::vector<at_rule>& out) {
+                out.clear();
+                for (const earley_item* z = set_begin(at.first); z != set_end(at.first); ++z)
                 {
                     const auto& zs = a.states[z->state];
                     for (std::uint32_t e = zs.edges_begin; can_read(*z) && e < zs.edges_end; ++e)
                     {
-                        if (a.edges[e].rule == rule)
+                        if (a.edges[e].rule == at.second)
                         {
-                            todo.emplace_back(z->origin, zs.rule);
+                            if (std::find(out.begin(), out.end(), at_rule{z->origin, zs.rule}) == out.end())
+                            {
+                                out.emplace_back(z->origin, zs.rule);
+                            }
                             break;
                         }
                     }
                 }
+            };
+            at_rule at{y.origin, a.states[y.state].rule};
+            bool known = false;
+            while (!known)
+            {
+                if (is_context(at.first))
+                {
+                    known = true;  // (begun before the chart: unchecked)
+                }
+                else if (a.rules[at.second].distinct_array)
+                {
+                    starts.push_back(at.first);
+                    known = true;
+                }
+                else if (const std::vector<std::uint32_t>* memo = climbed(at))
+                {
+                    starts = *memo;
+                    known = true;
+                }
+                else if (std::find(chain.begin(), chain.end(), at) != chain.end())
+                {
+                    break;  // (a loop within a set: looked at as a whole below)
+                }
+                else
+                {
+                    chain.push_back(at);
+                    parents_of(at, parents);
+                    known = parents.empty();
+                    if (parents.size() != 1)
+                    {
+                        break;
+                    }
+                    at = parents.front();
+                }
             }
+            if (!known)  // (every rule up from the chain's last one, each (set, rule) once)
+            {
+                std::vector<at_rule> todo = parents, seen = chain, up;
+                while (!todo.empty())
+                {
+                    const at_rule t = todo.back();
+                    todo.pop_back();
+                    if (is_context(t.first) || std::find(seen.begin(), seen.end(), t) != seen.end())
+                    {
+                        continue;
+                    }
+                    seen.push_back(t);
+                    if (a.rules[t.second].distinct_array)
+                    {
+                        if (std::find(starts.begin(), starts.end(), t.first) == starts.end())
+                        {
+                            starts.push_back(t.first);
+                        }
+                        continue;
+                    }
+                    parents_of(t, up);
+                    todo.insert(todo.end(), up.begin(), up.end());
+                }
+            }
+            for (const at_rule& c : chain)
+            {
+                if (m_climbs.size() <= c.first)
+                {
+                    m_climbs.resize(std::size_t(c.first) + 1);
+                }
+                m_climbs[c.first].push_back({c.second, starts});
+            }
+            for (const std::uint32_t start : starts)
+            {
+                f(start);
+            }
+        }
+        /// arrays_of()'s starts remembered from (set, rule), or null.
+        const std::vector<std::uint32_t>* climbed(const std::pair<std::uint32_t, std::uint32_t>& at) const
+        {
+            if (at.first >= m_climbs.size())
+            {
+                return nullptr;
+            }
+            for (const auto& [rule, starts] : m_climbs[at.first])
+            {
+                if (rule == at.second)
+                {
+                    return &starts;
+                }
+            }
+            return nullptr;
         }
         static constexpr unsigned max_array_depth = 8;
 
@@ -883,6 +974,7 @@ namespace xsampler
             std::vector<std::pair<std::uint32_t, std::string>> items;  // (end, key), in order
             std::unordered_multiset<std::string> keys;
             std::vector<std::pair<std::string, std::uint32_t>> strings;  // the string items' contents and ends, sorted
+            std::uint32_t next = 0;  // (an object's: the end of its last key's value, once read)
         };
         /// The items of the array begun at `start` read up to o (those
         /// before o; the cache may hold later ones, read by a text since popped).
@@ -902,15 +994,19 @@ namespace xsampler
             while (true)  // read the items after the last one read, up to o
             {
                 std::size_t i = s.items.empty() ? start : s.items.back().first;
-                if (object && !s.items.empty())  // (past the last key's value)
+                if (object && !s.items.empty())  // (past the last key's value, skipped once)
                 {
-                    i = jc::skip_ws(t, i);
-                    std::string value;
-                    i = i < t.size() && t[i] == ':' ? jc::canonical(t, jc::skip_ws(t, i + 1), value) : jc::npos;
-                    if (i == jc::npos)
+                    if (s.next <= i)
                     {
-                        break;
+                        i = jc::skip_ws(t, i);
+                        i = i < t.size() && t[i] == ':' ? jc::skip_value(t, jc::skip_ws(t, i + 1)) : jc::npos;
+                        if (i == jc::npos)
+                        {
+                            break;
+                        }
+                        s.next = std::uint32_t(i);
                     }
+                    i = s.next;
                 }
                 i = jc::skip_ws(t, i);
                 if (i >= t.size() || t[i] != (s.items.empty() ? t[start] : ','))
@@ -1165,7 +1261,6 @@ namespace xsampler
             namespace jc = detail::json_canonical;
             const std::string_view t(m_text);
             const auto k = std::uint32_t(position());
-            std::string content;
             std::uint32_t decoded = ~std::uint32_t(0);
             bool pending = false, risky = true, checked = false;
             for (const open_item& i : open)
@@ -1198,16 +1293,15 @@ namespace xsampler
                 checked = true;
                 if (i.origin != decoded)
                 {
-                    content.clear();
-                    const std::size_t stop = jc::decode_chars(t.substr(0, k), i.origin + 1, content);
-                    if (stop == jc::npos || (stop < k && t[stop] == '"'))
+                    if (!decoded_to(i.origin, k))
                     {
                         return false;  // (unreachable: an item inside the chart is well formed, and unfinished)
                     }
                     decoded = i.origin;
-                    pending = stop < k;
+                    pending = m_content.stop < k;
                     unfinished = unfinished || pending;
                 }
+                const std::string& content = m_content.decoded;
                 bool begins = pending;
                 const array_items& s = items_before(i.start, i.origin);
                 // (the earlier strings that content begins: a run of the sorted ones)
@@ -1228,6 +1322,26 @@ namespace xsampler
                 risky = risky && begins;
             }
             return checked && risky;
+        }
+        /// The content of the string item begun at `origin` decoded up to
+        /// position k (m_content: its text, from where the last call left
+        /// off while the bytes before stay read); false where it is not an
+        /// unfinished string (an invalid escape, or its closing quote).
+        bool decoded_to(std::uint32_t origin, std::uint32_t k)
+        {
+            namespace jc = detail::json_canonical;
+            if (m_content.origin != origin || m_content.stop > k)
+            {
+                m_content = {origin, origin + 1, {}};
+            }
+            const std::size_t stop = jc::decode_chars(std::string_view(m_text).substr(0, k), m_content.stop, m_content.decoded);
+            if (stop == jc::npos || (stop < k && m_text[stop] == '"'))
+            {
+                m_content = {};
+                return false;
+            }
+            m_content.stop = std::uint32_t(stop);
+            return true;
         }
         /// Whether the object begun in `text` (its bytes so far) may still
         /// become an earlier item of `s` (those ending by `origin`): one has
@@ -1363,6 +1477,7 @@ namespace xsampler
                     continue;
                 }
                 bool popped = false;
+                s.next = s.next > k ? 0 : s.next;
                 while (!s.items.empty() && s.items.back().first > k)
                 {
                     s.keys.erase(s.keys.find(s.items.back().second));
@@ -1551,6 +1666,13 @@ namespace xsampler
         bool m_searching = false;             // check B's search is stepping (B off)
         std::vector<open_item> m_open;        // new_value_here's scratch
         std::vector<array_items> m_seen;      // distinct arrays' earlier items, by the array's start
+        // arrays_of()'s chains: by set, (rule, the starts of the arrays up from it)
+        std::vector<std::vector<std::pair<std::uint32_t, std::vector<std::uint32_t>>>> m_climbs;
+        struct decoded_content
+        {
+            std::uint32_t origin = ~std::uint32_t(0), stop = 0;  // (stop: where decoding goes on)
+            std::string decoded;
+        } m_content;                          // decoded_to()'s string item
     };
 }
 

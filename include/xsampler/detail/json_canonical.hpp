@@ -45,6 +45,65 @@ namespace xsampler::detail::json_canonical
         return i;
     }
 
+    /// The end of the JSON value at t[i] (well formed, as a grammar read
+    /// it), past any depth: strings skipped by their quotes, arrays and
+    /// objects by their brackets, a scalar up to a byte that ends it; npos
+    /// where the text ends first (a scalar then may still read on).
+    inline std::size_t skip_value(std::string_view t, std::size_t i) noexcept
+    {
+        std::size_t depth = 0;
+        bool in_string = false, escaped = false;
+        for (; i < t.size(); ++i)
+        {
+            const char c = t[i];
+            if (in_string)
+            {
+                if (escaped)
+                {
+                    escaped = false;
+                }
+                else if (c == '\\')
+                {
+                    escaped = true;
+                }
+                else if (c == '"')
+                {
+                    in_string = false;
+                    if (depth == 0)
+                    {
+                        return i + 1;
+                    }
+                }
+                continue;
+            }
+            if (c == '"')
+            {
+                in_string = true;
+                escaped = false;
+            }
+            else if (c == '[' || c == '{')
+            {
+                ++depth;
+            }
+            else if (c == ']' || c == '}')
+            {
+                if (depth == 0)
+                {
+                    return i;  // (a scalar's end)
+                }
+                if (--depth == 0)
+                {
+                    return i + 1;
+                }
+            }
+            else if (depth == 0 && (c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r'))
+            {
+                return i;
+            }
+        }
+        return npos;
+    }
+
     /// Four hex digits at t[i..]: their value, or npos.
     inline std::size_t hex4(std::string_view t, std::size_t i) noexcept
     {
