@@ -2806,6 +2806,13 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}})",
                    {"[0,1,11]", "[11,0]", "[3,3]", "[]", "[0,1,2,3,4,5,6,7,8,9,10,11]", "[0, 2 ,4]"}) ==
           bools{true, false, false, true, true, true});
+    // one array per list of values and bounds, however many places read it (jscsrc's operators: six)
+    const std::string ops = R"("$defs":{"ops":{"type":"array","uniqueItems":true,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}},
+        "marked":{"type":"array","uniqueItems":true,"items":{"type":"string"}}})";
+    const std::size_t once = json_schema_grammar(R"({"properties":{"a":{"$ref":"#/$defs/ops"},"m":{"$ref":"#/$defs/marked"}},)" + ops + "}").rules();
+    const std::size_t twice = json_schema_grammar(R"({"properties":{"a":{"$ref":"#/$defs/ops"},"m":{"$ref":"#/$defs/marked"},
+        "b":{"allOf":[{"$ref":"#/$defs/ops"},{"title":"b"}]},"n":{"allOf":[{"$ref":"#/$defs/marked"},{"title":"n"}]}},)" + ops + "}").rules();
+    CHECK(twice <= once + 4);  // (a schema rule or two for each new conjunction; the arrays' rules, 13 and 2, once)
     // (the count is kept where it still matters: a maxItems below the values' number)
     CHECK(accepted(R"({"type":"array","uniqueItems":true,"minItems":2,"maxItems":3,"items":{"enum":[0,1,2,3,4,5,6,7,8,9,10,11]}})",
                    {"[0]", "[0,5]", "[0,5,7]", "[0,5,7,9]", "[10,11]"}) == bools{false, true, true, false, true});

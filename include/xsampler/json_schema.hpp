@@ -136,6 +136,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -2233,17 +2234,32 @@ namespace xsampler
                 {
                     fail("uniqueItems over more than 64 values", at);
                 }
-                std::vector<expr_id> texts;
+                // (one array per list of values and bounds: a definition read in several places is one)
+                std::string values;
                 for (const auto& slot : slots)
                 {
-                    std::vector<expr_id> options;
                     for (const json& v : slot)
                     {
-                        options.push_back(constant(v));
+                        values += v.dump() + '\n';
                     }
-                    texts.push_back(m_g.choice(std::move(options)));
+                    values += '\n';
                 }
-                const expr_id e = m_b.distinct_array(texts, min, max);
+                const auto [known, added] = m_distinct_arrays.emplace(std::make_tuple(values, min, max), grammar::none);
+                if (added)
+                {
+                    std::vector<expr_id> texts;
+                    for (const auto& slot : slots)
+                    {
+                        std::vector<expr_id> options;
+                        for (const json& v : slot)
+                        {
+                            options.push_back(constant(v));
+                        }
+                        texts.push_back(m_g.choice(std::move(options)));
+                    }
+                    known->second = m_b.distinct_array(texts, min, max);
+                }
+                const expr_id e = known->second;
                 return e == grammar::none ? std::nullopt : std::optional<expr_id>(e);
             }
 
@@ -2255,7 +2271,14 @@ namespace xsampler
                 {
                     return m_b.array(item, min, max);
                 }
-                // (fresh rules: the item's ends are the array's alone)
+                // (fresh rules: the item's ends are the array's alone; one array per item and bounds)
+                const bool rule = m_g.at(item).kind == grammar::op::rule;  // (a schema's rule: by the rule, read anywhere)
+                const auto [known, added] = m_marked_arrays.emplace(
+                    std::make_tuple(rule ? m_g.at(item).index : item, rule, min, max, closed), grammar::none);
+                if (!added)
+                {
+                    return known->second;
+                }
                 const rule_id u = m_g.fresh_rule("unique-item"), r = m_g.fresh_rule("unique-items");
                 m_g.define(u, item);
                 m_g.define(r, m_b.array(m_g.ref(u), min, max));
@@ -2267,7 +2290,8 @@ namespace xsampler
                 {
                     m_g.distinct(r, u);
                 }
-                return m_g.ref(r);
+                known->second = m_g.ref(r);
+                return known->second;
             }
 
             /// Whether every disjunct is objects that can always still become
@@ -4180,6 +4204,8 @@ namespace xsampler
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
             std::map<std::pair<std::string, regex_reading>, byte_dfa> m_searches;  // matches_pattern's
             std::map<std::pair<std::vector<std::string>, std::string>, expr_id> m_other_keys;  // other_key()'s
+            std::map<std::tuple<std::string, std::size_t, std::size_t>, expr_id> m_distinct_arrays;  // distinct_items()' slots
+            std::map<std::tuple<std::size_t, bool, std::size_t, std::size_t, bool>, expr_id> m_marked_arrays;  // marked_array()'s
             std::map<std::string, byte_dfa> m_key_patterns;  // search_dfa()'s
             std::map<std::vector<std::string>, std::vector<std::pair<byte_dfa, std::vector<bool>>>> m_key_classes;  // key_classes()'s
             std::deque<json> m_made;                     // the compiler's own schemas (negation_of)
