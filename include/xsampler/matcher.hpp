@@ -282,10 +282,7 @@ namespace xsampler
             {
                 forget_seen_after(position());
             }
-            if (m_content.stop > position())
-            {
-                m_content = {};
-            }
+            m_content.back_to(std::uint32_t(position()));
             if (m_climbs.size() > position() + 1)
             {
                 m_climbs.resize(position() + 1);
@@ -1325,22 +1322,28 @@ namespace xsampler
         }
         /// The content of the string item begun at `origin` decoded up to
         /// position k (m_content: its text, from where the last call left
-        /// off while the bytes before stay read); false where it is not an
+        /// off, or from an earlier stop after a pop); false where it is not an
         /// unfinished string (an invalid escape, or its closing quote).
         bool decoded_to(std::uint32_t origin, std::uint32_t k)
         {
             namespace jc = detail::json_canonical;
-            if (m_content.origin != origin || m_content.stop > k)
+            m_content.back_to(k);
+            if (m_content.origin != origin)
             {
-                m_content = {origin, origin + 1, {}};
+                m_content = {origin, origin + 1, {}, {}};
             }
+            const std::size_t before = m_content.decoded.size();
             const std::size_t stop = jc::decode_chars(std::string_view(m_text).substr(0, k), m_content.stop, m_content.decoded);
             if (stop == jc::npos || (stop < k && m_text[stop] == '"'))
             {
                 m_content = {};
                 return false;
             }
-            m_content.stop = std::uint32_t(stop);
+            if (stop != m_content.stop)
+            {
+                m_content.marks.emplace_back(m_content.stop, before);
+                m_content.stop = std::uint32_t(stop);
+            }
             return true;
         }
         /// Whether the object begun in `text` (its bytes so far) may still
@@ -1672,6 +1675,21 @@ namespace xsampler
         {
             std::uint32_t origin = ~std::uint32_t(0), stop = 0;  // (stop: where decoding goes on)
             std::string decoded;
+            std::vector<std::pair<std::uint32_t, std::size_t>> marks;  // (an earlier stop, the decoded size there)
+            /// Back to what was decoded by position k (after a pop).
+            void back_to(std::uint32_t k)
+            {
+                while (stop > k && !marks.empty())
+                {
+                    stop = marks.back().first;
+                    decoded.resize(marks.back().second);
+                    marks.pop_back();
+                }
+                if (stop > k)
+                {
+                    *this = {};
+                }
+            }
         } m_content;                          // decoded_to()'s string item
     };
 }
