@@ -1089,10 +1089,10 @@ namespace
                     timer.start();
                     if (compiled->rules()->has_distinct())
                     {
-                        // (uniqueItems over strings: set_budget refuses a grammar with distinct items)
+                        // (uniqueItems, minProperties over unlisted keys: set_budget refuses a grammar with distinct marks)
                         st.budget_setup.add(timer.stop(), [&] { return where + " (refused)"; });
                         ++counts.budget_refused;
-                        m_findings.push_back({"budget_refused", group, name, "distinct items (uniqueItems over strings)"});
+                        m_findings.push_back({"budget_refused", group, name, "distinct items or keys (uniqueItems, minProperties over unlisted keys)"});
                         return;
                     }
                     need = c.shortest_completion();

@@ -514,7 +514,7 @@ namespace xsampler
                 {
                     // the costs the budget keeps are the grammar's without the marks: a cheapest completion may repeat an item
                     throw invalid_parameter(name() + ": a budget over a grammar with distinct items (uniqueItems over "
-                                                     "strings or objects) is not supported");
+                                                     "strings, integers or objects; minProperties over keys a schema does not list) is not supported");
                 }
                 if (!m_g->index().all_bytes())
                 {
