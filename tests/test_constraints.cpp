@@ -29,6 +29,8 @@
 #include <xsampler/tokenizer.hpp>
 #include <xsampler/xsampler.hpp>
 
+#include "texts.hpp"
+
 using namespace xsampler;
 using Catch::Matchers::Contains;
 using json = nlohmann::json;
@@ -297,6 +299,15 @@ namespace
             "required":["kind"]}],"title":"ignored"})",
         R"({"type":"object","properties":{"a":{"type":"string","pattern":"^x+$","maxLength":3}},"required":["a"],
             "additionalProperties":{"type":"integer"}})",
+    };
+    /// Schemas whose grammars have counted lexemes (budgets refuse them).
+    const std::vector<std::string> counted_schemas = {
+        // integers whose remainders and digit counts together are past the limit: the digits counted
+        R"({"type":"array","items":{"type":"integer","multipleOf":429,"not":{"anyOf":[{"multipleOf":8},{"multipleOf":7}]}},
+            "maxItems":3})",
+        // a pattern whose product with its length is past the limit: its code points counted as they are read
+        R"({"type":"object","properties":{"t":{"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":120}},
+            "required":["t"],"additionalProperties":false})",
     };
 
     constraint make(const std::string& schema) { return json_schema_constraint(small_index(), schema); }
@@ -748,7 +759,9 @@ TEST_CASE("constraint: the mask allows exactly the tokens after which the text c
     const auto& v = index->vocab();
     const token_id eos = v.eos()[0];
     std::mt19937 pick(7);
-    for (const auto& text : schemas)
+    std::vector<std::string> all = schemas;
+    all.insert(all.end(), counted_schemas.begin(), counted_schemas.end());
+    for (const auto& text : all)
     {
         const json schema = json::parse(text);
         constraint c = make(text);
@@ -872,6 +885,66 @@ namespace
         }
         return out;
     }
+}
+
+TEST_CASE("constraint: a counted lexeme's masks and completions are its product's with the length", "[constraint]")
+{
+    const auto index = small_index();
+    const auto& v = index->vocab();
+    std::mt19937 pick(11);
+    struct one_case
+    {
+        const char* pattern;
+        std::size_t min, max;
+    };
+    for (const auto& k : std::vector<one_case>{{"^(ab|\xC3\xA9)*$", 2, 9},
+                                               {"^(aa)+b?$", 3, 13},
+                                               {"^[abc\xC3\xA9 ]*$", 4, grammar::unbounded},
+                                               {"^(\\S+\\s+){0,2}\\S+$", 0, 12},
+                                               {"^[a-z]*(12)*$", 5, 11}})
+    {
+        const auto build = [&](bool counted) {
+            return std::make_shared<const compiled_grammar>(
+                index, test_texts::pattern_with_length(k.pattern, k.min, k.max, "\"", "\"", counted), "counted");
+        };
+        const auto counted = build(true), product = build(false);
+        brute_force_walks(counted, 3, 16, 10, pick, [](int) { return std::size_t(0); });
+        for (int run = 0; run < 12; ++run)
+        {
+            constraint c(counted), p(product);
+            for (int step = 0; step < 40 && !p.ended(); ++step)
+            {
+                INFO(k.pattern << " {" << k.min << "," << k.max << "} after " << p.text());
+                const token_set& cm = c.mask();
+                const token_set& pm = p.mask();
+                std::vector<token_id> allowed;
+                for (token_id t = 0; t < token_id(v.size()); ++t)
+                {
+                    REQUIRE(cm.contains(t) == pm.contains(t));
+                    if (pm.contains(t))
+                    {
+                        allowed.push_back(t);
+                    }
+                }
+                REQUIRE(c.complete() == p.complete());
+                REQUIRE(c.completion() == p.completion());
+                REQUIRE(c.shortest_completion() == p.shortest_completion());
+                const token_id t = onward(p, allowed, pick, step > 8 + run);
+                c.advance(t);
+                p.advance(t);
+            }
+            REQUIRE(c.ended());
+        }
+    }
+    // budgets need the token costs of a state, which a counted lexeme's count changes: refused
+    grammar g;
+    const auto r = g.rule("root");
+    const auto [content, units] = dfa_code_point_units(compile_regex("[ab]*"));
+    g.define(r, g.counted_lexeme(content, units, 2, 4));
+    g.set_root(r);
+    constraint c = grammar_constraint(index, g);
+    CHECK_THROWS_WITH(c.set_budget(10), Contains("counted lexemes"));
+    CHECK(c.mask().contains(v.find("a")));
 }
 
 TEST_CASE("constraint: on recursive grammars too, the mask allows exactly the tokens that continue the text",
@@ -1655,8 +1728,11 @@ TEST_CASE("json_schema: formats as regular expressions over the string's content
           bools{true, false});
     CHECK(accepted(R"({"type":"string","format":"ipv4","maxLength":8})", {R"("1.2.3.4")", R"("10.20.30.40")"}) ==
           bools{true, false});
-    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","format":"uri","maxLength":2048})")),
-                      Contains("format 'uri' together with a length bound above 1000 is not supported at /"));
+    // past 1000 code points the format's automaton is counted by the grammar
+    const std::string long_uri = "http://a.b/" + std::string(2037, 'c');
+    CHECK(accepted(R"({"type":"string","format":"uri","maxLength":2048})",
+                   {R"("http://a.b/c")", R"("http://a b")", "\"" + long_uri + "\"", "\"" + long_uri + "d\""}) ==
+          bools{true, false, true, false});
     CHECK(accepted(R"({"enum":["2024-02-30","2024-02-28",3],"format":"date"})",
                    {R"("2024-02-30")", R"("2024-02-28")", "3"}) == bools{false, true, true});
     CHECK(accepted(R"({"type":"integer","format":"date"})", {"7"}) == bools{true});
@@ -1789,6 +1865,11 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
     // without a bound the sign is not kept: 429 and not 8 (3,432 remainders at each of 15 digit counts) compile
     CHECK(accepted(R"({"type":"number","allOf":[{"multipleOf":33},{"multipleOf":13},{"not":{"multipleOf":8}}]})",
                    {"429", "-858", "3432", "-3432", "0", "-4290"}) == bools{true, true, false, false, false, true});
+    // past number_dfa's 50,000 states (24,024 remainders at each of 15 digit counts): the sign, then the digits
+    // counted by the grammar, at most 15 of them
+    const std::string counted = R"({"type":"integer","multipleOf":429,"not":{"anyOf":[{"multipleOf":8},{"multipleOf":7}]}})";
+    CHECK(accepted(counted, {"429", "-858", "3003", "3432", "0", "-0", "4290", "100000000000329", "1000000000000287", "0429", "-"}) ==
+          bools{true, true, false, false, false, false, true, true, false, false, false});
     // a few integers between bounds listed: 13, not 2, 3, 5, 7 or 11, between 100 and 1000 (30,030 remainders)
     const std::string listed = R"({"type":"integer","multipleOf":13,"exclusiveMinimum":100,"exclusiveMaximum":1000,
         "not":{"anyOf":[{"multipleOf":2},{"multipleOf":3},{"multipleOf":5},{"multipleOf":7},{"multipleOf":11}]}})";
@@ -1957,6 +2038,10 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
         "properties":{"b":{}},"additionalProperties":false}]})")), Contains("validates nothing"));
     CHECK(accepted(R"({"allOf":[{"properties":{"a":{}}},{"type":"object","properties":{"b":{}},"additionalProperties":false}]})",
                    {R"({"b":1})", R"({"a":1})"}) == bools{true, false});
+    // strings of several patterns in one choice: one lexeme, their union (the others beside it)
+    CHECK(accepted(R"({"anyOf":[{"type":"string","pattern":"^a+$","maxLength":3},{"type":"string","pattern":"^b+$","minLength":2},
+        {"type":"integer"},{"type":"string","pattern":"^c$"}]})", {"\"aaa\"", "\"aaaa\"", "\"b\"", "\"bbbbb\"", "5", "\"c\"", "\"ab\""}) ==
+          bools{true, false, false, true, true, true, false});
     // types intersect; bounds intersect
     CHECK(accepted(R"({"allOf":[{"type":["string","integer"]},{"type":["integer","null"]}]})", {"1", "\"a\"", "null"}) ==
           bools{true, false, false});
@@ -2107,29 +2192,45 @@ TEST_CASE("json_schema: other keys where additionalProperties allows them; patte
           bools{true, true, false, false, false});
     CHECK(accepted(R"({"type":"string","not":{"pattern":"\\bx"}})", {"\"ax\"", "\"x\"", "\"-x\"", "\"éx\"", "\"éax\""}) ==
           bools{true, false, false, false, true});
-    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"a","maxLength":5000})")),
-                      Contains("pattern together with a length bound above 1000"));
-    // ... but a class of ASCII characters repeated is counted by the grammar, at any length
+    // past 1000 code points, or a product past its limit, the grammar counts the pattern's code points
     const auto quoted = [](std::size_t n, char c) { return "\"" + std::string(n, c) + "\""; };
+    CHECK(accepted(R"({"type":"string","pattern":"a","maxLength":5000})",
+                   {"\"xa\"", "\"x\"", quoted(5000, 'a'), quoted(5001, 'a'), "\"" + std::string(4998, 'x') + "\u00e9a\""}) ==
+          bools{true, false, true, false, true});
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(a{1000}b)*$","maxLength":5000})")),
+                      Contains("counted, its 1001 states x 5001 lengths are past the limit"));
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(a{1000}b)*$","minLength":1,"maxLength":1000})")),
+                      Contains("validates nothing"));
+    {
+        // ten words at most, 120 code points at most (Github_hard's o62061): 24,559 states as a product
+        const std::string words = R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":120})";
+        std::string ten, eleven;
+        for (int k = 0; k < 10; ++k)
+        {
+            ten += std::string(k > 0 ? " " : "") + "w\u00e9";
+        }
+        eleven = ten + " x";
+        CHECK(accepted(words, {"\"a b\"", "\"a \\t b\"", "\" a\"", "\"a \"", "\"" + ten + "\"", "\"" + eleven + "\"",
+                               quoted(120, 'x'), quoted(121, 'x'), "\"" + std::string(117, 'x') + " \u00e9\u00e9\"",
+                               "\"" + std::string(117, 'x') + " \u00e9\u00e9\u00e9\""}) ==
+              bools{true, false, false, false, true, false, true, false, true, false});
+    }
+    // ... and a class of ASCII characters repeated is counted by the grammar too, at any length
     CHECK(accepted(R"({"type":"string","pattern":"^[a-c ]+$","maxLength":1500})",
                    {"\"ab c\"", "\"abd\"", "\"\"", quoted(1500, 'a'), quoted(1501, 'a')}) == bools{true, false, false, true, false});
     CHECK(accepted(R"({"type":"string","pattern":"^[ab]*$","minLength":1200})", {quoted(1199, 'b'), quoted(1200, 'b')}) ==
           bools{false, true});
     CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^a$","minLength":2})")),
                       Contains("validates nothing"));
-    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":120})")),
-                      Contains("pattern together with minLength/maxLength: regex: the product of two automata has more "
-                               "than 12000 states at /"));
     {
-        // one such lexeme may reach 12,000 states, all of a schema's together 30,000
+        // a product may reach 12,000 states, all of a schema's together 30,000; past them, counted
         std::string any = R"({"anyOf":[)";
         for (int n = 40; n < 52; ++n)
         {
             any += std::string(n > 40 ? "," : "") + R"({"type":"string","pattern":"^(\\S+\\s+){0,9}\\S+$","maxLength":)" +
                    std::to_string(n) + "}";
         }
-        CHECK_THROWS_WITH(json_schema_grammar(any + "]}"), Contains("pattern together with minLength/maxLength: the schema's patterns "
-                                                                    "with length bounds take more than 30000 states together at /anyOf/"));
+        CHECK(accepted(any + "]}", {quoted(51, 'x'), quoted(52, 'x'), "\"a  b\""}) == bools{true, false, true});
     }
     // ... and after a few characters of other ASCII classes (winget's protocols)
     CHECK(accepted(R"({"type":"string","pattern":"^[a-z][-a-z0-9.+]*$","maxLength":2048})",

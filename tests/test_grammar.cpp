@@ -17,6 +17,8 @@
 #include <xsampler/json_grammar.hpp>
 #include <xsampler/matcher.hpp>
 
+#include "texts.hpp"
+
 using namespace xsampler;
 using Catch::Matchers::Contains;
 
@@ -406,6 +408,90 @@ TEST_CASE("matcher: counted repetitions count code points exactly", "[grammar]")
     matcher unrolled(compile_grammar(h));
     CHECK(unrolled.feed("12345") == 5);
     CHECK(unrolled.complete());
+}
+
+TEST_CASE("matcher: a counted lexeme counts code points as it reads, as the pattern's product with the length does", "[grammar]")
+{
+    struct one_case
+    {
+        const char* pattern;
+        std::size_t min, max;
+    };
+    const std::vector<one_case> cases{{"(ab|\xC3\xA9)*", 2, 5},   {"(aa)+b?", 3, 7},      {"[ab\xC3\xA9]*", 4, grammar::unbounded},
+                                      {"a*(b\xC3\xA9)*", 0, 3}, {"(a|b\xC3\xA9)+", 5, grammar::unbounded}, {"a|bb", 0, 1}};
+    const std::vector<std::string> letters{"a", "b", "\xC3\xA9", ">", "\xC3"};
+    for (const auto& c : cases)
+    {
+        const auto build = [&](bool counted) {
+            return compile_grammar(test_texts::pattern_with_length(c.pattern, c.min, c.max, "<", ">", counted));
+        };
+        const auto counted = build(true), product = build(false);
+        CHECK(counted->has_units());
+        CHECK(!product->has_units());
+        // every text of up to 6 letters (the last may be half a code point), as both read it
+        std::size_t compared = 0, accepted = 0;
+        std::vector<std::size_t> digits(1, 0);
+        for (std::size_t len = 0; len <= 6; ++len)
+        {
+            digits.assign(len, 0);
+            while (true)
+            {
+                std::string t = "<";
+                for (const std::size_t d : digits)
+                {
+                    t += letters[d];
+                }
+                matcher m(counted), p(product);
+                const std::size_t read = m.feed(t);
+                INFO(c.pattern << " {" << c.min << "," << c.max << "} reading " << t);
+                REQUIRE(read == p.feed(t));
+                if (read == t.size())
+                {
+                    REQUIRE(m.complete() == p.complete());
+                    REQUIRE(m.shortest() == p.shortest());
+                    REQUIRE(m.completion() == p.completion());
+                    accepted += std::size_t(m.complete());
+                }
+                ++compared;
+                std::size_t k = 0;
+                while (k < len && ++digits[k] == letters.size())
+                {
+                    digits[k++] = 0;
+                }
+                if (k == len)
+                {
+                    break;
+                }
+            }
+        }
+        INFO(c.pattern);
+        CHECK(compared > 1000);
+        CHECK(accepted > 0);
+    }
+    // a rule of its own, its counts exact at every step: (aa)+ with 3..7 code points is 4 or 6 a's
+    grammar g;
+    const auto r = g.rule("root");
+    const auto [even, even_units] = dfa_code_point_units(compile_regex("(aa)+"));
+    g.define(r, g.counted_lexeme(even, even_units, 3, 7));
+    g.set_root(r);
+    const auto a = compile_grammar(g);
+    for (std::size_t n = 0; n <= 9; ++n)
+    {
+        matcher m(a);
+        const std::string t(n, 'a');
+        CHECK(((m.feed(t) == n) && m.complete()) == (n == 4 || n == 6));
+    }
+    matcher m(a);
+    CHECK(m.shortest() == 4);
+    CHECK(m.completion() == "aaaa");
+    // bad input is an error that says what is wrong
+    CHECK_THROWS_WITH(g.counted_lexeme(even, even_units, 3, 3), Contains("accepts no text of 3 to 3 units"));
+    CHECK_THROWS_WITH(g.counted_lexeme(even, {1}, 0, 3), Contains("unit flags"));
+    CHECK_THROWS_WITH(g.counted_lexeme(even, even_units, 4, 3), Contains("maximum is below"));
+    CHECK_THROWS_WITH(g.counted_lexeme(even, even_units, 0, 10000000), Contains("entries"));
+    std::vector<std::int32_t> table(2 * 256, byte_dfa::dead);  // 'a' or a lone continuation byte
+    table['a'] = table[0x80] = 1;
+    CHECK_THROWS_WITH(dfa_code_point_units(byte_dfa::from_table(table, {false, true})), Contains("continuation"));
 }
 
 TEST_CASE("matcher: the completion is a path", "[grammar]")

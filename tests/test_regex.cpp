@@ -444,7 +444,7 @@ TEST_CASE("compile_regex: minimal DFAs, equal for equal languages", "[regex]")
     }
 }
 
-TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their parts do", "[regex]")
+TEST_CASE("byte_dfa: intersection, difference, union and a set of texts decide as their parts do", "[regex]")
 {
     const auto& cases = agreement_cases();
     std::uint32_t seed = 7;
@@ -454,7 +454,11 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
         const agreement_case& y = cases[(i * 7 + 3) % cases.size()];
         INFO("patterns: " << x.pattern << " and " << y.pattern);
         const byte_dfa a = compile_regex(x.pattern), b = compile_regex(y.pattern, searching());
-        const byte_dfa both = dfa_intersection(a, b), only = dfa_difference(a, b);
+        const byte_dfa both = dfa_intersection(a, b), only = dfa_difference(a, b), either = dfa_union(a, b);
+        if (either.size() != 0)
+        {
+            check_invariants(either);
+        }
         std::vector<std::string> examples = x.examples;
         examples.insert(examples.end(), y.examples.begin(), y.examples.end());
         const byte_dfa listed = dfa_of_texts(examples);
@@ -473,6 +477,7 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
             INFO("text: \"" << text << "\"");
             CHECK((both.size() > 0 && both.matches(text)) == (a.matches(text) && b.matches(text)));
             CHECK((only.size() > 0 && only.matches(text)) == (a.matches(text) && !b.matches(text)));
+            CHECK((either.size() > 0 && either.matches(text)) == (a.matches(text) || b.matches(text)));
             CHECK((listed.size() > 0 && listed.matches(text)) ==
                   (std::find(examples.begin(), examples.end(), text) != examples.end()));
             CHECK((quoted.size() > 0 && quoted.matches('"' + text + '"')) ==
@@ -489,6 +494,10 @@ TEST_CASE("byte_dfa: intersection, difference and a set of texts decide as their
     CHECK(dfa_difference(compile_regex("[abc]"), compile_regex("a|b")).size() == compile_regex("c").size());
     CHECK(dfa_intersection(compile_regex("[a-z]*"), compile_regex(".{2,3}")).size() == compile_regex("[a-z]{2,3}").size());
     CHECK(dfa_of_texts({"ab", "ac", ""}).size() == compile_regex("(a[bc])?").size());
+    CHECK(dfa_union(compile_regex("a+"), compile_regex("b+")).size() == compile_regex("a+|b+").size());
+    CHECK(dfa_union(compile_regex("a"), dfa_of_texts({})).size() == compile_regex("a").size());
+    CHECK(dfa_union(dfa_of_texts({}), dfa_of_texts({})).size() == 0);
+    CHECK_THROWS_WITH(dfa_union(compile_regex("[a-z]{0,40}"), compile_regex("[a-m]*x[a-z]{30}"), 100), Catch::Contains("more than 100 states"));
     CHECK(dfa_of_texts({}).size() == 0);
     // enclosed: the quotes are one lexeme's, the content's loop no accepting state
     const byte_dfa word = dfa_enclosed(compile_regex("[a-z]+"), '"', '"');

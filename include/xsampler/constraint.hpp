@@ -194,6 +194,10 @@ namespace xsampler
             for (std::uint32_t s = 0; s < a.states.size(); ++s)
             {
                 const auto& r = a.rules[a.states[s].rule];
+                if (r.units)
+                {
+                    continue;  // a counted lexeme's byte changes its count: no run leads the set to itself
+                }
                 bool loops = r.counted && r.max == grammar::unbounded && s == r.start;  // (its count stops at min)
                 for (std::uint32_t c = 0; c < a.classes && !loops; ++c)
                 {
@@ -229,6 +233,7 @@ namespace xsampler
             {
                 distinct_setup();
             }
+            units_setup();
             prime(primed);  // (a first request then composes most of its positions from these)
         }
         compiled_grammar(std::shared_ptr<const vocabulary_index> index, const grammar& g, std::string name,
@@ -291,6 +296,62 @@ namespace xsampler
         /// through others (a set with no item of these is no array's: its
         /// tokens end no distinct item).
         bool in_distinct(std::uint32_t rule) const noexcept { return !m_in_distinct.empty() && m_in_distinct[rule] != 0; }
+
+        /// A counted lexeme's walk of the trie from one of its states: the
+        /// nodes of tokens whose bytes all stay in its DFA, with the state
+        /// they end in and the units they read; and the nodes below the first
+        /// level whose byte dies after an accepting state (where the rule may
+        /// end and its context read the byte), with that state and the units
+        /// before it, in preorder. Independent of the count, so one walk
+        /// serves every count.
+        struct units_walk
+        {
+            struct node
+            {
+                std::uint32_t node, state, units;
+            };
+            std::vector<node> inside, stops;
+        };
+        /// Whether a counted lexeme's masks may come from its units_walk: no
+        /// byte that may follow its rule is one its DFA reads at an accepting
+        /// state (so the rule ends only where the DFA dies).
+        bool units_apart(std::uint32_t rule) const noexcept { return rule < m_units_apart.size() && m_units_apart[rule] != 0; }
+        /// The units_walk from state s (cached; at most 64 kept, then afresh).
+        std::shared_ptr<const units_walk> walk_units(std::uint32_t s) const
+        {
+            std::size_t hits = 0, walks = 0;
+            auto make = [&] {
+                const grammar_automaton& a = *m_rules;
+                const vocabulary_index& ix = *m_index;
+                units_walk w;
+                std::vector<std::uint32_t> at(ix.longest() + 1, s), units(ix.longest() + 1, 0);
+                for (std::uint32_t i = 0; i < ix.nodes();)
+                {
+                    const std::size_t d = ix.depth(i);
+                    const std::uint32_t from = at[d - 1];
+                    const std::int32_t t = a.next(from, ix.byte(i));
+                    if (t < 0)
+                    {
+                        // (where the item itself may end, before any byte, the context's own walk reads on)
+                        if (d > 1 && a.states[from].accepting)
+                        {
+                            w.stops.push_back({i, from, units[d - 1]});
+                        }
+                        i = ix.end(i);
+                        continue;
+                    }
+                    at[d] = std::uint32_t(t);
+                    units[d] = units[d - 1] + std::uint32_t(a.states[from].unit);
+                    if (ix.has_token(i))
+                    {
+                        w.inside.push_back({i, std::uint32_t(t), units[d]});
+                    }
+                    ++i;
+                }
+                return w;
+            };
+            return find_or_make(m_unit_walks, std::to_string(s), make, hits, walks, 64);
+        }
 
         /// Entries in the two caches.
         std::pair<std::size_t, std::size_t> cached() const
@@ -407,7 +468,7 @@ namespace xsampler
         template <class T, class Make>
         std::shared_ptr<const T> find_or_make(std::unordered_map<std::string, std::shared_ptr<const T>>& map,
                                               const std::string& key, Make& make, std::size_t& hits,
-                                              std::size_t& walks) const
+                                              std::size_t& walks, std::size_t limit = max_cached) const
         {
             {
                 const std::lock_guard<std::mutex> hold(m_lock);
@@ -421,7 +482,7 @@ namespace xsampler
             auto made = std::make_shared<const T>(make());  // outside the lock: other threads go on
             const std::lock_guard<std::mutex> hold(m_lock);
             ++walks;
-            if (map.size() >= max_cached)
+            if (map.size() >= limit)
             {
                 map.clear();
             }
@@ -445,6 +506,33 @@ namespace xsampler
         mutable std::unique_ptr<detail::token_costs> m_token_costs;
         std::vector<token_id> m_distinct_tokens, m_distinct_opening, m_escape_tokens, m_quote_tokens;
         std::vector<std::uint8_t> m_in_distinct;
+        std::vector<std::uint8_t> m_units_apart;  // by rule: units_apart()
+        mutable std::unordered_map<std::string, std::shared_ptr<const units_walk>> m_unit_walks;
+
+        void units_setup()
+        {
+            const grammar_automaton& a = *m_rules;
+            if (!a.has_units())
+            {
+                return;
+            }
+            m_units_apart.assign(a.rules.size(), 0);
+            std::vector<std::bitset<256>> at_ends(a.rules.size());  // by rule: the bytes its accepting states read
+            for (std::uint32_t s = 0; s < a.states.size(); ++s)
+            {
+                if (a.states[s].accepting && a.rules[a.states[s].rule].units)
+                {
+                    for (unsigned b = 0; b < 256; ++b)
+                    {
+                        at_ends[a.states[s].rule][b] = at_ends[a.states[s].rule][b] || a.next(s, static_cast<unsigned char>(b)) >= 0;
+                    }
+                }
+            }
+            for (std::uint32_t r = 0; r < a.rules.size(); ++r)
+            {
+                m_units_apart[r] = std::uint8_t(a.rules[r].units && (a.follow[r] & at_ends[r]).none());
+            }
+        }
     };
 
     class constraint
@@ -488,17 +576,17 @@ namespace xsampler
         std::string completion() const { return m_ended ? std::string() : m_matcher.completion(); }
         /// Tokens to complete from here, eos included (0 after eos): the
         /// completion spelt segment by segment (detail/token_costs.hpp), the
-        /// count budgets keep; without byte fallback, the fewest tokens that
-        /// spell completion().
+        /// count budgets keep; without byte fallback, or over counted lexemes
+        /// (which refuse budgets), the fewest tokens that spell completion().
         std::size_t shortest_completion() const
         {
             if (m_ended)
             {
                 return 0;
             }
-            if (!m_g->index().all_bytes())
+            if (!m_g->index().all_bytes() || m_g->rules()->has_units())
             {
-                return fewest(completion()) + 1;
+                return fewest(completion()) + 1;  // (token_costs knows no counted lexeme)
             }
             return std::size_t(m_matcher.cheapest(m_g->token_costs())) + 1;
         }
@@ -515,6 +603,12 @@ namespace xsampler
                     // the costs the budget keeps are the grammar's without the marks: a cheapest completion may repeat an item
                     throw invalid_parameter(name() + ": a budget over a grammar with distinct items (uniqueItems over "
                                                      "strings, integers or objects; minProperties over keys a schema does not list) is not supported");
+                }
+                if (m_g->rules()->has_units())
+                {
+                    // the token costs are by state; a counted lexeme's depend on its count too
+                    throw invalid_parameter(name() + ": a budget over a grammar with counted lexemes (a pattern with "
+                                                     "minLength/maxLength past the product limit) is not supported");
                 }
                 if (!m_g->index().all_bytes())
                 {
@@ -877,6 +971,10 @@ namespace xsampler
                 v[1] = clamped(r.min, x.count);
                 v[2] = clamped(r.max, x.count);
             }
+            else if (r.units)
+            {
+                v[1] = x.count;  // (whether a state may end depends on its count exactly: a pattern's parity)
+            }
             key.append(reinterpret_cast<const char*>(v.data()), sizeof v);
         }
 
@@ -954,7 +1052,7 @@ namespace xsampler
             bool count_free = true;
             const auto note = [&](const earley_item& x) {
                 const auto& r = a.rules[a.states[x.state].rule];
-                count_free = count_free && !(r.counted && x.count < r.min);
+                count_free = count_free && !((r.counted || r.units) && x.count < r.min);
             };
             constexpr std::uint32_t none = ~std::uint32_t(0);
             std::vector<std::string> lines;
@@ -1061,6 +1159,11 @@ namespace xsampler
                 return false;
             }
             y = {std::uint32_t(t), x.origin, x.count};
+            if (!a.counts(x.state, y.state, y.count))
+            {
+                dead = true;
+                return false;
+            }
             const auto& st = a.states[y.state];
             const auto& r = a.rules[st.rule];
             if (r.counted && st.accepting)
@@ -1761,9 +1864,36 @@ namespace xsampler
         compiled_grammar::position_masks walk_positions(const std::vector<earley_item>& reps) const
         {
             const vocabulary_index& ix = m_g->index();
-            matcher local = local_chart(reps);
             compiled_grammar::position_masks out;
             std::vector<std::uint64_t> words((vocab().size() + 63) / 64, 0);
+            const grammar_automaton& a = *m_matcher.shared_rules();
+            if (reps.size() == 1 && m_g->units_apart(a.states[reps[0].state].rule))
+            {
+                // inside a counted lexeme: its walk from the state, filtered by the count
+                const earley_item& x = reps[0];
+                const auto& r = a.rules[a.states[x.state].rule];
+                const detail::unit_ends& u = *r.units;
+                const auto w = m_g->walk_units(x.state);
+                for (const auto& e : w->inside)
+                {
+                    const std::uint32_t c = u.plus(x.count, e.units);
+                    if (c != detail::unit_ends::none && u.bytes(e.state - r.start, c) != detail::unit_ends::none)
+                    {
+                        ix.mark_tokens(e.node, words.data());
+                    }
+                }
+                for (const auto& e : w->stops)
+                {
+                    const std::uint32_t c = u.plus(x.count, e.units);
+                    if (c != detail::unit_ends::none && u.ends(e.state - r.start, c))
+                    {
+                        out.roots.push_back(e.node);
+                    }
+                }
+                out.allowed = token_set(std::move(words));
+                return out;
+            }
+            matcher local = local_chart(reps);
             const auto add = [&](std::uint32_t i, bool, const earley_item*, const earley_item*,
                                  const std::vector<std::uint32_t>&, std::uint32_t) {
                 ix.mark_tokens(i, words.data());
@@ -2000,11 +2130,12 @@ namespace xsampler
         /// Whether an item in state s stays the one plain item of its set
         /// whatever its origin and count: no rule to predict, nothing to
         /// complete (or only the text: the root's end when no rule reads
-        /// it), not a counted rule's.
+        /// it), not a counted rule's or a counted lexeme's.
         static bool in_region(const grammar_automaton& a, std::uint32_t s) noexcept
         {
             const auto& st = a.states[s];
-            return st.edges_begin == st.edges_end && (!st.accepting || a.ends_text_only(s)) && !a.rules[st.rule].counted;
+            return st.edges_begin == st.edges_end && (!st.accepting || a.ends_text_only(s)) && !a.rules[st.rule].counted &&
+                   !a.rules[st.rule].units;
         }
         /// The region around `start`, of states in_region (plain, reached by
         /// bytes through such states): start with its loop (a string's text,

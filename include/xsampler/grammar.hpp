@@ -10,6 +10,11 @@
 //                        in the ranges
 //   lexeme(dfa)          a text a byte_dfa accepts (regex.hpp): a regular
 //                        expression as one terminal
+//   counted_lexeme(dfa, units, min, max)  a text the DFA accepts that holds
+//                        min to max units (code points, digits): units[s]
+//                        says whether a byte read in state s begins one. The
+//                        matcher counts them as it reads, so the DFA is not
+//                        multiplied by the lengths (a pattern with maxLength)
 //   ref(rule)            a text of a rule: another one or itself, directly
 //                        or through others (recursion, left recursion too)
 //   sequence{a, b, ...}  a text of a, then of b, ...
@@ -49,6 +54,7 @@
 #ifndef XSAMPLER_GRAMMAR_HPP
 #define XSAMPLER_GRAMMAR_HPP
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -125,6 +131,152 @@ namespace xsampler
     private:
         std::array<std::uint64_t, 4> m_bits{};
     };
+
+    namespace detail
+    {
+        /// The ends of a counted lexeme (grammar::counted_lexeme): over a DFA
+        /// whose states say whether the byte they read begins a unit, the
+        /// fewest bytes from state s, with c units read, to an accepting state
+        /// with min to max units in all (none: no such end). Counts are kept
+        /// up to max, or with no max up to min (a count past min is min: only
+        /// reaching it matters). Layer by layer from the highest count: a
+        /// unit-reading state looks one layer up, the others are shortest
+        /// paths within the layer (unit steps, varied starts).
+        class unit_ends
+        {
+        public:
+            static constexpr std::uint32_t none = ~std::uint32_t(0);
+            /// Entries (states x counts) past which a counted lexeme is an error.
+            static constexpr std::size_t max_entries = std::size_t(1) << 22;
+
+            /// succ[s]: the states s reads a byte into (each once).
+            unit_ends(const std::vector<std::vector<std::uint32_t>>& succ, std::vector<std::uint8_t> unit,
+                      const std::vector<std::uint8_t>& accepting, std::uint32_t start, std::size_t min, std::size_t max)
+                : m_unit(std::move(unit)), m_states(succ.size()), m_min(min), m_max(max)
+            {
+                const std::size_t layers = (max == ~std::size_t(0) ? min : max) + 1;
+                if (layers == 0 || m_states * layers > max_entries || layers > max_entries)
+                {
+                    throw invalid_parameter("grammar: a counted lexeme of " + std::to_string(m_states) + " states counted up to " +
+                                            std::to_string(layers - 1) + " units needs more than " +
+                                            std::to_string(max_entries) + " entries");
+                }
+                m_bytes.assign(m_states * layers, none);
+                std::vector<std::vector<std::uint32_t>> back(m_states), back_plain(m_states);
+                for (std::uint32_t s = 0; s < m_states; ++s)
+                {
+                    for (const std::uint32_t t : succ[s])
+                    {
+                        back[t].push_back(s);
+                        if (!m_unit[s])
+                        {
+                            back_plain[t].push_back(s);
+                        }
+                    }
+                }
+                std::vector<std::pair<std::uint32_t, std::uint32_t>> seeds;  // (bytes, state)
+                std::vector<std::uint32_t> queue;
+                for (std::size_t c = layers; c-- > 0;)
+                {
+                    std::uint32_t* val = m_bytes.data() + c * m_states;
+                    const bool top = max == ~std::size_t(0) && c == min;  // every byte stays in the layer
+                    const std::uint32_t* up = c + 1 < layers ? val + m_states : nullptr;
+                    seeds.clear();
+                    for (std::uint32_t s = 0; s < m_states; ++s)
+                    {
+                        std::uint32_t v = accepting[s] && c >= min ? 0 : none;
+                        if (m_unit[s] && !top && up != nullptr)
+                        {
+                            for (const std::uint32_t t : succ[s])
+                            {
+                                if (up[t] != none)
+                                {
+                                    v = std::min(v, up[t] + 1);
+                                }
+                            }
+                        }
+                        val[s] = v;
+                        if (v != none)
+                        {
+                            seeds.push_back({v, s});
+                        }
+                    }
+                    std::sort(seeds.begin(), seeds.end());
+                    const auto& into = top ? back : back_plain;
+                    queue.clear();
+                    std::size_t next_seed = 0, head = 0;
+                    while (next_seed < seeds.size() || head < queue.size())
+                    {
+                        std::uint32_t t;
+                        if (head < queue.size() && (next_seed == seeds.size() || val[queue[head]] <= seeds[next_seed].first))
+                        {
+                            t = queue[head++];
+                        }
+                        else
+                        {
+                            const auto [v, s] = seeds[next_seed++];
+                            if (v != val[s])
+                            {
+                                continue;
+                            }
+                            t = s;
+                        }
+                        for (const std::uint32_t f : into[t])
+                        {
+                            if (val[t] + 1 < val[f])
+                            {
+                                val[f] = val[t] + 1;
+                                queue.push_back(f);
+                            }
+                        }
+                    }
+                }
+                m_shortest = start < m_states ? bytes(start, 0) : none;  // (a DFA without states accepts nothing)
+            }
+            /// The fewest bytes from state s with `count` units read (none: no end).
+            std::uint32_t bytes(std::uint32_t s, std::uint32_t count) const noexcept
+            {
+                return m_bytes[std::size_t(count) * m_states + s];
+            }
+            /// The count after a byte read in state s (none: past max).
+            std::uint32_t after(std::uint32_t s, std::uint32_t count) const noexcept
+            {
+                if (!m_unit[s])
+                {
+                    return count;
+                }
+                if (m_max == ~std::size_t(0))
+                {
+                    return std::uint32_t(std::min<std::size_t>(std::size_t(count) + 1, m_min));
+                }
+                return std::size_t(count) + 1 > m_max ? none : count + 1;
+            }
+            /// The count after n more units (none: past max).
+            std::uint32_t plus(std::uint32_t count, std::size_t n) const noexcept
+            {
+                const std::size_t c = std::size_t(count) + n;
+                if (m_max == ~std::size_t(0))
+                {
+                    return std::uint32_t(std::min(c, m_min));
+                }
+                return c > m_max ? none : std::uint32_t(c);
+            }
+            /// Whether state s, count read, may go on to an end.
+            bool live(std::uint32_t s, std::uint32_t count) const noexcept { return count != none && bytes(s, count) != none; }
+            /// Whether the text read so far ends here: an accepting state, count in range.
+            bool ends(std::uint32_t s, std::uint32_t count) const noexcept { return bytes(s, count) == 0; }
+            bool unit(std::uint32_t s) const noexcept { return m_unit[s] != 0; }
+            std::uint32_t shortest() const noexcept { return m_shortest; }
+            std::size_t min() const noexcept { return m_min; }
+            std::size_t max() const noexcept { return m_max; }
+
+        private:
+            std::vector<std::uint8_t> m_unit;
+            std::size_t m_states, m_min, m_max;
+            std::vector<std::uint32_t> m_bytes;  // count x states
+            std::uint32_t m_shortest = none;
+        };
+    }
 
     class grammar
     {
@@ -327,6 +479,71 @@ namespace xsampler
             e.index = std::uint32_t(m_lexemes.size() - 1);
             return add(std::move(e));
         }
+        /// A text the DFA accepts holding min to max units (max = unbounded:
+        /// no maximum), units[s] saying whether the byte read in state s
+        /// begins one (units.size() == dfa.size()). invalid_parameter: none
+        /// such text, bounds reversed, or the count's table too large
+        /// (detail::unit_ends::max_entries).
+        expr_id counted_lexeme(byte_dfa dfa, std::vector<std::uint8_t> units, std::size_t min, std::size_t max)
+        {
+            if (units.size() != dfa.size())
+            {
+                throw invalid_parameter("grammar::counted_lexeme: " + std::to_string(units.size()) + " unit flags for " +
+                                        std::to_string(dfa.size()) + " states");
+            }
+            if (max < min)
+            {
+                throw invalid_parameter("grammar::counted_lexeme: units {" + std::to_string(min) + "," + std::to_string(max) +
+                                        "} whose maximum is below its minimum");
+            }
+            lexeme_units u;
+            u.units = std::move(units);
+            u.min = min;
+            u.max = max;
+            u.shortest = ends_of(dfa, u).shortest();
+            if (u.shortest == detail::unit_ends::none)
+            {
+                throw invalid_parameter("grammar::counted_lexeme: the automaton accepts no text of " + std::to_string(min) +
+                                        " to " + (max == unbounded ? std::string("any number of") : std::to_string(max)) +
+                                        " units");
+            }
+            const expr_id e = lexeme(std::move(dfa));
+            m_units.resize(m_lexemes.size());
+            m_units.back() = std::make_shared<const lexeme_units>(std::move(u));
+            return e;
+        }
+        /// A counted lexeme's units and bounds (a plain lexeme: nullptr).
+        struct lexeme_units
+        {
+            std::vector<std::uint8_t> units;
+            std::size_t min = 0, max = 0;
+            std::uint32_t shortest = 0;  // bytes of its shortest text
+        };
+        const lexeme_units* units_of(std::uint32_t lexeme) const noexcept
+        {
+            return lexeme < m_units.size() ? m_units[lexeme].get() : nullptr;
+        }
+        /// The ends table of a DFA counted as u says (the automaton's states may be any DFA's).
+        static detail::unit_ends ends_of(const byte_dfa& d, const lexeme_units& u)
+        {
+            std::vector<std::vector<std::uint32_t>> succ(d.size());
+            std::vector<std::uint8_t> accepting(d.size());
+            for (std::size_t s = 0; s < d.size(); ++s)
+            {
+                accepting[s] = d.accepting(std::int32_t(s));
+                for (unsigned b = 0; b < 256; ++b)
+                {
+                    const std::int32_t t = d.next(std::int32_t(s), static_cast<unsigned char>(b));
+                    if (t != byte_dfa::dead)
+                    {
+                        succ[s].push_back(std::uint32_t(t));
+                    }
+                }
+                std::sort(succ[s].begin(), succ[s].end());
+                succ[s].erase(std::unique(succ[s].begin(), succ[s].end()), succ[s].end());
+            }
+            return detail::unit_ends(succ, u.units, accepting, std::uint32_t(d.start()), u.min, u.max);
+        }
         expr_id ref(rule_id r)
         {
             check_rule(r, "ref");
@@ -409,6 +626,7 @@ namespace xsampler
 
         std::vector<expr> m_exprs;
         std::vector<std::shared_ptr<const byte_dfa>> m_lexemes;
+        std::vector<std::shared_ptr<const lexeme_units>> m_units;  // by lexeme (counted ones; may be shorter)
         std::vector<std::string> m_names;
         std::vector<expr_id> m_bodies;
         std::unordered_map<std::string, rule_id> m_by_name;

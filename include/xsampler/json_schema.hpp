@@ -418,6 +418,7 @@ namespace xsampler
                     }
                 }
                 --m_depth;
+                merge_lexemes(alternatives);
                 m_g.define(r, m_g.choice(alternatives));
                 m_rules[key].second = alternatives.empty() ? 2 : 1;
                 if (alternatives.empty())
@@ -1363,7 +1364,13 @@ namespace xsampler
                     }
                     catch (const invalid_parameter& e)
                     {
-                        fail("multipleOf " + std::to_string(b.divisor) + " within these bounds: " + e.what(), at);
+                        const auto counted = counted_integers(b, fraction, equal);
+                        if (!counted)
+                        {
+                            fail("multipleOf " + std::to_string(b.divisor) + " within these bounds: " + e.what(), at);
+                        }
+                        it = m_numbers.emplace(key, *counted).first;
+                        return it->second == grammar::none ? std::nullopt : std::optional<expr_id>(it->second);
                     }
                     it = m_numbers.emplace(key, d.size() == 0 ? grammar::none : m_g.lexeme(std::move(d))).first;
                 }
@@ -1372,6 +1379,28 @@ namespace xsampler
                     return std::nullopt;
                 }
                 return it->second;
+            }
+
+            /// Integers without bounds whose divisors' product with the 15
+            /// digits number_dfa writes is past its limit (multiples of 429 and
+            /// of no 8, Handwritten allany7): a sign, then their digits counted
+            /// by the grammar (integer_digits_dfa: the remainders alone), at
+            /// most 15 of them as number_dfa writes. None where these are not
+            /// such integers (grammar::none: there are none).
+            std::optional<expr_id> counted_integers(const number_bounds& b, bool fraction, const std::string& equal)
+            {
+                if (b.lower || b.upper || fraction || !equal.empty() || (b.divisor <= 1 && b.not_divisors.empty()))
+                {
+                    return std::nullopt;
+                }
+                byte_dfa digits = integer_digits_dfa(b);
+                if (digits.size() == 0)
+                {
+                    return grammar::none;
+                }
+                std::vector<std::uint8_t> units(digits.size(), 1);  // (every state reads a digit)
+                return m_g.sequence({m_g.optional(m_g.bytes("-")), m_g.counted_lexeme(std::move(digits), std::move(units), 1,
+                                                                                         max_number_digits)});
             }
 
             /// Adds s's minimum, maximum, exclusiveMinimum, exclusiveMaximum
@@ -1669,9 +1698,14 @@ namespace xsampler
                 {
                     return found->second;
                 }
-                const auto content = string_content(own, false);
+                const auto content = string_content(own, false, true);
                 std::optional<expr_id> e;
-                if (content && content->dfa)
+                if (content && content->dfa && !content->units.empty())
+                {
+                    e = m_g.sequence({m_g.bytes("\""), m_g.counted_lexeme(std::move(*content->dfa), content->units, content->min, content->max),
+                                      m_g.bytes("\"")});
+                }
+                else if (content && content->dfa)
                 {
                     e = m_b.pattern_string(std::move(*content->dfa));
                 }
@@ -1706,6 +1740,9 @@ namespace xsampler
                 // all; ASCII classes)
                 std::optional<byte_set> chars;
                 std::vector<byte_set> prefix;
+                // (or: dfa's texts of min to max code points counted as they are read, units[s] whether state s
+                // begins one: grammar::counted_lexeme, where dfa's product with the length is too large)
+                std::vector<std::uint8_t> units;
             };
 
             /// Whether d is P1 P2 .. Pk C* for classes of ASCII bytes (k at most
@@ -1756,7 +1793,7 @@ namespace xsampler
                     q = next;
                 }
             }
-            std::optional<string_bounds> string_content(const conj& own, bool dfa)
+            std::optional<string_bounds> string_content(const conj& own, bool dfa, bool counted = false)
             {
                 std::size_t min = 0, max = grammar::unbounded;
                 std::vector<const json*> patterns;  // (the schemas with a pattern or a format)
@@ -1800,7 +1837,7 @@ namespace xsampler
                 }
                 if (patterns.empty() && !dfa)
                 {
-                    return string_bounds{min, max, std::nullopt, std::nullopt, {}};
+                    return string_bounds{min, max, std::nullopt, std::nullopt, {}, {}};
                 }
                 // the patterns' DFAs and the length's intersected (the content unescaped)
                 std::optional<byte_dfa> content;
@@ -1814,7 +1851,7 @@ namespace xsampler
                     {
                         try
                         {
-                            meet(compile_regex((*s)["pattern"].get<std::string>(), content_options(true, regex_reading::both)));
+                            meet(pattern_dfa((*s)["pattern"].get<std::string>(), false));
                         }
                         catch (const invalid_parameter& e)
                         {
@@ -1836,10 +1873,7 @@ namespace xsampler
                     {
                         try
                         {
-                            // (what it matches in ECMAScript or in Python's re: their complement, what neither does)
-                            const byte_dfa broken =
-                                compile_regex((*s)["$xs:notPattern"].get<std::string>(), content_options(true, regex_reading::either));
-                            meet(dfa_difference(content_dfa(), broken, max_product));
+                            meet(pattern_dfa((*s)["$xs:notPattern"].get<std::string>(), true));
                         }
                         catch (const invalid_parameter& e)
                         {
@@ -1862,6 +1896,44 @@ namespace xsampler
                                              : first->contains("pattern") || !first->contains("format")
                                                  ? std::string("pattern")
                                                  : "format '" + (*first)["format"].get<std::string>() + "'";
+                    // (the pattern's code points counted as the grammar reads them: where it may, and the product
+                    // is refused)
+                    const auto count_units = [&](const std::string& refused) -> std::optional<string_bounds> {
+                        if (!counted)
+                        {
+                            fail(refused, first);
+                        }
+                        std::pair<byte_dfa, std::vector<std::uint8_t>> counted_content;
+                        try
+                        {
+                            counted_content = dfa_code_point_units(*content);
+                        }
+                        catch (const invalid_parameter& e)
+                        {
+                            fail(refused + "; counted: " + e.what(), first);
+                        }
+                        auto& [d, units] = counted_content;
+                        if (d.size() == 0)
+                        {
+                            return std::nullopt;
+                        }
+                        const std::size_t lengths = (max == grammar::unbounded ? min : max) + 1;
+                        const std::size_t entries = d.size() * lengths;
+                        if (lengths > detail::unit_ends::max_entries || entries > detail::unit_ends::max_entries ||
+                            m_unit_entries + entries > max_unit_entries)
+                        {
+                            fail(refused + "; counted, its " + std::to_string(d.size()) + " states x " + std::to_string(lengths) +
+                                     " lengths are past the limit (" + std::to_string(detail::unit_ends::max_entries) +
+                                     " for one, " + std::to_string(max_unit_entries) + " for the schema's)",
+                                 first);
+                        }
+                        if (grammar::ends_of(d, grammar::lexeme_units{units, min, max, 0}).shortest() == detail::unit_ends::none)
+                        {
+                            return std::nullopt;  // (no text of the pattern has such a length)
+                        }
+                        m_unit_entries += entries;
+                        return string_bounds{min, max, std::move(d), std::nullopt, {}, std::move(units)};
+                    };
                     if (min > 1000 || (max != grammar::unbounded && max > 1000))
                     {
                         // (ASCII characters of one class repeated after a few of others, ^[a-z0-9 _-]+$: counted
@@ -1872,9 +1944,9 @@ namespace xsampler
                             {
                                 return std::nullopt;
                             }
-                            return string_bounds{std::max(min, chars->second.size()), max, std::nullopt, chars->first, chars->second};
+                            return string_bounds{std::max(min, chars->second.size()), max, std::nullopt, chars->first, chars->second, {}};
                         }
-                        fail(what + " together with a length bound above 1000 is not supported", first);
+                        return count_units(what + " together with a length bound above 1000 is not supported");
                     }
                     try
                     {
@@ -1897,14 +1969,14 @@ namespace xsampler
                     }
                     catch (const invalid_parameter& e)
                     {
-                        fail(what + " together with minLength/maxLength: " + e.what(), first);
+                        return count_units(what + " together with minLength/maxLength: " + e.what());
                     }
                 }
                 if (content->size() == 0)
                 {
                     return std::nullopt;
                 }
-                return string_bounds{min, max, std::move(content), std::nullopt, {}};
+                return string_bounds{min, max, std::move(content), std::nullopt, {}, {}};
             }
 
             /// The formats enforced, each a regular expression over the string's
@@ -1966,6 +2038,58 @@ namespace xsampler
             }
 
             /// The DFA of a format's regex (format_regex), compiled once per schema.
+            /// Alternatives that are lexemes (strings of patterns, one for each
+            /// disjunct of a not of an anyOf) as one, their DFAs' union while it
+            /// stays within max_union: the grammar's automaton would determinise
+            /// their choice all at once, unminimised until the end (Handwritten
+            /// allany16: 31 of ~900 states each, past its work limit).
+            void merge_lexemes(std::vector<expr_id>& alternatives)
+            {
+                static constexpr std::size_t max_union = 30000;
+                std::vector<expr_id> kept;
+                std::optional<byte_dfa> joined;
+                std::size_t lexemes = 0;
+                for (const expr_id e : alternatives)
+                {
+                    const auto& x = m_g.at(e);
+                    if (x.kind != grammar::op::lexeme || m_g.units_of(x.index) != nullptr)
+                    {
+                        kept.push_back(e);
+                        continue;
+                    }
+                    try
+                    {
+                        joined = joined ? dfa_union(*joined, m_g.lexeme_dfa(x.index), max_union) : m_g.lexeme_dfa(x.index);
+                        ++lexemes;
+                    }
+                    catch (const invalid_parameter&)
+                    {
+                        return;  // (the union too large: the choice stays as it is)
+                    }
+                }
+                if (lexemes >= 2)
+                {
+                    kept.push_back(m_g.lexeme(std::move(*joined)));
+                    alternatives = std::move(kept);
+                }
+            }
+
+            /// A pattern's content DFA, or (negated) the content none of whose
+            /// readings matches (what it matches in ECMAScript or in Python's re:
+            /// their complement, what neither does); once per pattern (a schema's
+            /// disjuncts read the same patterns again).
+            const byte_dfa& pattern_dfa(const std::string& pattern, bool negated)
+            {
+                auto it = m_patterns.find({negated, pattern});
+                if (it == m_patterns.end())
+                {
+                    byte_dfa d = negated ? dfa_difference(content_dfa(), compile_regex(pattern, content_options(true, regex_reading::either)),
+                                                          max_product)
+                                         : compile_regex(pattern, content_options(true, regex_reading::both));
+                    it = m_patterns.emplace(std::make_pair(negated, pattern), std::move(d)).first;
+                }
+                return it->second;
+            }
             const byte_dfa& format_dfa(const std::string* re)
             {
                 auto it = m_formats.find(re);
@@ -2708,7 +2832,7 @@ namespace xsampler
                     }
                     const std::size_t k = b.prefix.size();
                     return times(first, strings_in(string_bounds{b.min - k, b.max == grammar::unbounded ? b.max : b.max - k,
-                                                                 std::nullopt, b.chars, {}}));
+                                                                 std::nullopt, b.chars, {}, {}}));
                 }
                 if (chars <= 1)
                 {
@@ -4186,6 +4310,8 @@ namespace xsampler
             /// A pattern's texts of a length bound (dfa_code_points): one lexeme, larger than other products
             /// (winget's package identifiers: 5,453 states; a counter beside the DFA is the plan past it).
             static constexpr std::size_t max_length_product = 12000, max_length_states = 30000;
+            static constexpr std::size_t max_unit_entries = std::size_t(1) << 23;  // counted lexemes' states x lengths, in all
+            std::size_t m_unit_entries = 0;
             std::size_t m_length_states = 0;  // (string_content's so far)
             static constexpr std::size_t max_patterns = 16, max_key_states = 10000, max_kinds = 6, max_contains = 4;
             static constexpr std::size_t max_listed_keys = 64;  // other keys listed where a minProperties needs them
@@ -4202,6 +4328,7 @@ namespace xsampler
             std::map<std::pair<std::string, std::string>, bool> m_patterns_apart;
             std::map<const json*, std::vector<const json*>> m_conditions;  // conditions_of()'s
             std::map<const std::string*, byte_dfa> m_formats;  // format_dfa's
+            std::map<std::pair<bool, std::string>, byte_dfa> m_patterns;  // pattern_dfa's
             std::map<std::pair<std::string, regex_reading>, byte_dfa> m_searches;  // matches_pattern's
             std::map<std::pair<std::vector<std::string>, std::string>, expr_id> m_other_keys;  // other_key()'s
             std::map<std::tuple<std::string, std::size_t, std::size_t>, expr_id> m_distinct_arrays;  // distinct_items()' slots

@@ -202,9 +202,10 @@ namespace xsampler
                     continue;
                 }
                 const std::int32_t t = a.next(x.state, b);
-                if (t >= 0)
+                std::uint32_t count = x.count;
+                if (t >= 0 && a.counts(x.state, std::uint32_t(t), count))
                 {
-                    add({std::uint32_t(t), x.origin, x.count});
+                    add({std::uint32_t(t), x.origin, count});
                 }
             }
             if (m_items.size() == to)
@@ -340,6 +341,10 @@ namespace xsampler
         {
             const auto& st = a.states[x.state];
             const auto& r = a.rules[st.rule];
+            if (r.units)
+            {
+                return r.units->ends(x.state - r.start, x.count);
+            }
             if (!r.counted)
             {
                 return st.accepting;

@@ -213,11 +213,21 @@ namespace xsampler
     byte_dfa dfa_intersection(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
     /// The texts `a` accepts and `b` does not (size() == 0 when none; max_states as above).
     byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
+    /// The texts a or b accepts (their product's pairs, a dead side a state
+    /// of its own): more than max_states pairs is invalid_parameter.
+    byte_dfa dfa_union(const byte_dfa& a, const byte_dfa& b, std::size_t max_states = 10000);
     /// Exactly these byte strings.
     byte_dfa dfa_of_texts(const std::vector<std::string>& texts);
     /// And back: a finite language's texts in byte order where at most `limit`
     /// (nullopt: more, or infinitely many).
     std::optional<std::vector<std::string>> dfa_texts(const byte_dfa& d, std::size_t limit);
+    /// d's texts with none of a JSON string's forbidden bytes (", \\,
+    /// 0x00-0x1f), as dfa_code_points reads them, with each state's unit
+    /// flag for grammar::counted_lexeme: whether the byte it reads begins a
+    /// code point (is no UTF-8 continuation byte). A state that reads both
+    /// kinds (d is not UTF-8 by code points) is invalid_parameter.
+    std::pair<byte_dfa, std::vector<std::uint8_t>> dfa_code_point_units(const byte_dfa& d);
+
     /// The texts open + t + close for each text t `d` accepts (a JSON
     /// string's quotes around its content: one lexeme, whose text loops are
     /// not accepting states); `d` reading `close` anywhere is invalid_parameter.
@@ -1869,17 +1879,24 @@ namespace xsampler
     namespace detail::regex
     {
         /// The product of two DFAs, breadth first from their starts: a pair
-        /// accepts when both do (intersection) or when a does and b does not
-        /// (difference; b's dead is then a state of its own that never accepts).
-        inline byte_dfa product(const byte_dfa& a, const byte_dfa& b, bool difference, std::size_t max_states)
+        /// accepts when both do (intersection), when a does and b does not
+        /// (difference; b's dead is then a state of its own that never
+        /// accepts), or when either does (`either`: union; a's dead too).
+        inline byte_dfa product(const byte_dfa& a, const byte_dfa& b, bool difference, std::size_t max_states,
+                                bool either = false)
         {
+            if (either && (a.size() == 0 || b.size() == 0))
+            {
+                return a.size() == 0 ? b : a;
+            }
             if (a.size() == 0 || (b.size() == 0 && !difference))
             {
                 return byte_dfa{};
             }
             const std::int64_t nb = std::int64_t(b.size()) + 1;  // b's dead as nb - 1
+            const std::int64_t a_dead = std::int64_t(a.size());  // a's dead (either)
             const auto pair_of = [&](std::int32_t x, std::int32_t y) {
-                return std::int64_t(x) * nb + (y == byte_dfa::dead ? nb - 1 : y);
+                return (x == byte_dfa::dead ? a_dead : std::int64_t(x)) * nb + (y == byte_dfa::dead ? nb - 1 : y);
             };
             std::unordered_map<std::int64_t, std::int32_t> index;
             std::vector<std::int64_t> pairs;
@@ -1924,17 +1941,19 @@ namespace xsampler
             intern(pair_of(a.start(), b.size() == 0 ? byte_dfa::dead : b.start()));
             for (std::size_t d = 0; d < pairs.size(); ++d)
             {
-                const std::int32_t x = std::int32_t(pairs[d] / nb);
+                const std::int64_t xx = pairs[d] / nb;
+                const std::int32_t x = xx == a_dead ? byte_dfa::dead : std::int32_t(xx);
                 const std::int64_t yy = pairs[d] % nb;
                 const std::int32_t y = yy == nb - 1 ? byte_dfa::dead : std::int32_t(yy);
+                const bool a_accepts = x != byte_dfa::dead && a.accepting(x);
                 const bool b_accepts = y != byte_dfa::dead && b.accepting(y);
-                accepting.push_back(a.accepting(x) && (difference ? !b_accepts : b_accepts));
+                accepting.push_back(either ? a_accepts || b_accepts : a_accepts && (difference ? !b_accepts : b_accepts));
                 table.resize((d + 1) * k, byte_dfa::dead);
                 for (std::size_t c = 0; c < k; ++c)
                 {
-                    const std::int32_t tx = a.next(x, first[c]);
+                    const std::int32_t tx = x == byte_dfa::dead ? byte_dfa::dead : a.next(x, first[c]);
                     const std::int32_t ty = y == byte_dfa::dead ? byte_dfa::dead : b.next(y, first[c]);
-                    if (tx == byte_dfa::dead || (ty == byte_dfa::dead && !difference))
+                    if (either ? tx == byte_dfa::dead && ty == byte_dfa::dead : tx == byte_dfa::dead || (ty == byte_dfa::dead && !difference))
                     {
                         continue;
                     }
@@ -1948,6 +1967,10 @@ namespace xsampler
     inline byte_dfa dfa_intersection(const byte_dfa& a, const byte_dfa& b, std::size_t max_states)
     {
         return detail::regex::product(a, b, false, max_states);
+    }
+    inline byte_dfa dfa_union(const byte_dfa& a, const byte_dfa& b, std::size_t max_states)
+    {
+        return detail::regex::product(a, b, false, max_states, true);
     }
     inline byte_dfa dfa_difference(const byte_dfa& a, const byte_dfa& b, std::size_t max_states)
     {
@@ -2131,6 +2154,43 @@ namespace xsampler
             }
         }
         return out;
+    }
+
+    inline std::pair<byte_dfa, std::vector<std::uint8_t>> dfa_code_point_units(const byte_dfa& d)
+    {
+        std::vector<std::int32_t> table(std::max<std::size_t>(d.size(), 1) * 256, byte_dfa::dead);
+        std::vector<bool> accepting(std::max<std::size_t>(d.size(), 1), false);
+        for (std::size_t s = 0; s < d.size(); ++s)
+        {
+            accepting[s] = d.accepting(std::int32_t(s));
+            for (unsigned b = 0x20; b < 256; ++b)
+            {
+                if (b != '"' && b != '\\')
+                {
+                    table[s * 256 + b] = d.next(std::int32_t(s), static_cast<unsigned char>(b));
+                }
+            }
+        }
+        byte_dfa out = byte_dfa::from_table(std::move(table), accepting);
+        std::vector<std::uint8_t> units(out.size(), 0);
+        for (std::size_t s = 0; s < out.size(); ++s)
+        {
+            bool lead = false, continuation = false;
+            for (unsigned b = 0; b < 256; ++b)
+            {
+                if (out.next(std::int32_t(s), static_cast<unsigned char>(b)) != byte_dfa::dead)
+                {
+                    ((b & 0xC0u) == 0x80u ? continuation : lead) = true;
+                }
+            }
+            if (lead && continuation)
+            {
+                throw invalid_parameter("dfa_code_point_units: state " + std::to_string(s) +
+                                        " reads both a code point's first byte and a continuation byte");
+            }
+            units[s] = std::uint8_t(lead);
+        }
+        return {std::move(out), std::move(units)};
     }
 
     inline byte_dfa dfa_enclosed(const byte_dfa& d, unsigned char open, unsigned char close)

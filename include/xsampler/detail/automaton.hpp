@@ -21,6 +21,11 @@
 //     differ from what an iteration begins with (an array item's trailing
 //     whitespace, then ','), so that the text says how many were read:
 //     ([0-9]+){2,400} would not, and is an error unless unrolled.
+//   - A counted lexeme (grammar::counted_lexeme) is a rule of its own whose
+//     DFA is the lexeme's; its item's count is the units read, and
+//     rule_info::units says, by state and count, how far the nearest end
+//     with the count in range is (none: the item dies). A pattern with
+//     maxLength 500 is its own states, not 500 copies of them.
 // Every state of every DFA can reach an accepting state (through productive
 // rules only), so an Earley item in a state is always live.
 #ifndef XSAMPLER_DETAIL_AUTOMATON_HPP
@@ -101,6 +106,7 @@ namespace xsampler
                 std::uint64_t dist = 0;         // bytes to an accepting state of its DFA (rules at their shortest)
                 bool accepting = false;
                 bool reads = false;             // it has a way on (a byte or a rule)
+                bool unit = false;              // a counted lexeme's: the byte it reads begins a unit
             };
             struct edge
             {
@@ -119,6 +125,10 @@ namespace xsampler
                 bool distinct_array = false;    // grammar::distinct's array: its items pairwise different
                 bool distinct_item = false;     // grammar::distinct's item
                 bool distinct_closed = false;   // an item of grammar::distinct_closed
+                /// A counted lexeme's rule (grammar::counted_lexeme): its ends by
+                /// state (less the rule's start) and units read; the item's count
+                /// is the units read. nullptr for other rules.
+                std::shared_ptr<const unit_ends> units;
             };
 
             std::array<std::uint16_t, 256> byte_class{};
@@ -149,6 +159,24 @@ namespace xsampler
             {
                 return table[std::size_t(s) * classes + byte_class[b]];
             }
+            /// A counted lexeme's count after a byte read in state s into state t:
+            /// false where no end is left (past max, or none from t). Other
+            /// rules' counts stay.
+            bool counts(std::uint32_t s, std::uint32_t t, std::uint32_t& count) const noexcept
+            {
+                const rule_info& r = rules[states[s].rule];
+                if (!r.units)
+                {
+                    return true;
+                }
+                count = r.units->after(s - r.start, count);
+                return r.units->live(t - r.start, count);
+            }
+            /// Whether some rule is a counted lexeme.
+            bool has_units() const noexcept
+            {
+                return std::any_of(rules.begin(), rules.end(), [](const rule_info& r) { return r.units != nullptr; });
+            }
             /// Adds the bytes state s reads to `bytes`.
             void add_bytes(std::uint32_t s, std::array<bool, 256>& bytes) const noexcept
             {
@@ -163,6 +191,11 @@ namespace xsampler
             {
                 const state& st = states[s];
                 const rule_info& r = rules[st.rule];
+                if (r.units)
+                {
+                    const std::uint32_t b = r.units->bytes(s - r.start, std::uint32_t(count));
+                    return b == unit_ends::none ? infinite : b;
+                }
                 if (!r.counted)
                 {
                     return st.dist;
@@ -396,7 +429,12 @@ namespace xsampler
                 {
                 case op::bytes: return x.text.size();
                 case op::byte_set: return x.set.empty() ? inf : 1;
-                case op::lexeme: return m_g.lexeme_dfa(x.index).distance(m_g.lexeme_dfa(x.index).start());
+                case op::lexeme:
+                    if (const auto* u = m_g.units_of(x.index))
+                    {
+                        return u->shortest;
+                    }
+                    return m_g.lexeme_dfa(x.index).distance(m_g.lexeme_dfa(x.index).start());
                 case op::rule: return m_rule_min[x.index];
                 case op::sequence:
                 {
@@ -737,7 +775,15 @@ namespace xsampler
                 {
                 case op::bytes: n = std::max<std::size_t>(x.text.size(), 1); break;
                 case op::byte_set: n = 1; break;
-                case op::lexeme: n = m_g.lexeme_dfa(x.index).size() + 1; break;
+                case op::lexeme:
+                    if (m_g.units_of(x.index) != nullptr)
+                    {
+                        loop = true;  // counted: one rule edge
+                        n = 1;
+                        break;
+                    }
+                    n = m_g.lexeme_dfa(x.index).size() + 1;
+                    break;
                 case op::rule:
                     if (m_inline[x.index])
                     {
@@ -803,6 +849,7 @@ namespace xsampler
             {
                 std::vector<std::vector<arc>> out;
                 std::vector<std::uint32_t> source;  // grammar rule of each state
+                std::vector<std::uint8_t> unit;     // a counted lexeme's rule: its states that begin units
                 std::uint32_t start = 0, accept = 0;
             };
             struct pending
@@ -811,6 +858,7 @@ namespace xsampler
                 rule_id source = 0;      // grammar rule it comes from
                 bool counted = false;
                 std::size_t min = 0, max = 0;
+                std::int64_t lexeme = -1;  // a counted lexeme's rule: the lexeme
                 nfa n;
             };
 
@@ -874,6 +922,32 @@ namespace xsampler
                 return id;
             }
 
+            /// The rule of counted lexeme l (queued if new).
+            std::uint32_t units_rule_of(std::uint32_t l, rule_id source)
+            {
+                const auto it = m_units_rules.find(l);
+                if (it != m_units_rules.end())
+                {
+                    return it->second;
+                }
+                const auto* u = m_g.units_of(l);
+                const auto id = std::uint32_t(m_pending.size());
+                pending p;
+                p.source = source;
+                p.lexeme = l;
+                m_pending.push_back(std::move(p));
+                automaton::rule_info info;
+                info.name = m_g.name(source) + "<" + std::to_string(u->min) + "," +
+                            (u->max == grammar::unbounded ? std::string() : std::to_string(u->max)) + ">";
+                info.min = u->min;
+                info.max = u->max;
+                info.minlen = u->shortest;
+                info.nullable = u->shortest == 0;
+                m_out->rules.push_back(std::move(info));
+                m_units_rules.emplace(l, id);
+                return id;
+            }
+
             std::int32_t set_index(const xsampler::byte_set& s)
             {
                 const std::uint64_t h = hash(s);
@@ -923,8 +997,23 @@ namespace xsampler
                 n.start = add_state(n, source);
                 std::vector<rule_id> inlining;
                 std::uint32_t end = n.start;
-                const expr_id body = m_pending[i].body;
-                end = emit(n, body, n.start, source, inlining);  // a counted rule's nullable body: see determinise()
+                if (m_pending[i].lexeme >= 0)
+                {
+                    const auto l = std::uint32_t(m_pending[i].lexeme);
+                    const std::uint32_t base = std::uint32_t(n.out.size());
+                    end = emit_lexeme(n, l, n.start, source);
+                    n.unit.assign(n.out.size(), 0);
+                    const auto& units = m_g.units_of(l)->units;
+                    for (std::size_t s = 0; s < units.size(); ++s)
+                    {
+                        n.unit[base + s] = units[s];
+                    }
+                }
+                else
+                {
+                    const expr_id body = m_pending[i].body;
+                    end = emit(n, body, n.start, source, inlining);  // a counted rule's nullable body: see determinise()
+                }
                 n.accept = end;
                 work(n.out.size());
                 m_pending[i].n = std::move(n);
@@ -959,21 +1048,13 @@ namespace xsampler
                 }
                 case op::lexeme:
                 {
-                    const std::vector<lexeme_arc>& arcs = arcs_of(x.index);
-                    const std::size_t states = m_g.lexeme_dfa(x.index).size();
-                    const std::uint32_t base = std::uint32_t(n.out.size());
-                    for (std::size_t s = 0; s < states; ++s)
+                    if (m_g.units_of(x.index) != nullptr)
                     {
-                        add_state(n, source);
+                        const std::uint32_t t = add_state(n, source);
+                        n.out[in].push_back({t, -1, std::int32_t(units_rule_of(x.index, source))});
+                        return t;
                     }
-                    const std::uint32_t end = add_state(n, source);
-                    n.out[in].push_back({base + std::uint32_t(m_g.lexeme_dfa(x.index).start()), -1, -1});
-                    for (const lexeme_arc& a : arcs)
-                    {
-                        n.out[base + a.from].push_back({a.set < 0 ? end : base + a.to, a.set, -1});
-                    }
-                    work(states + arcs.size());
-                    return end;
+                    return emit_lexeme(n, x.index, in, source);
                 }
                 case op::rule:
                 {
@@ -1095,6 +1176,26 @@ namespace xsampler
                 }
                 work(d.size() * 256);
                 return m_lexeme_arcs.emplace(lexeme, std::move(arcs)).first->second;
+            }
+
+            /// Lexeme l's DFA as states of n from `in`; returns its end.
+            std::uint32_t emit_lexeme(nfa& n, std::uint32_t l, std::uint32_t in, rule_id source)
+            {
+                const std::vector<lexeme_arc>& arcs = arcs_of(l);
+                const std::size_t states = m_g.lexeme_dfa(l).size();
+                const std::uint32_t base = std::uint32_t(n.out.size());
+                for (std::size_t s = 0; s < states; ++s)
+                {
+                    add_state(n, source);
+                }
+                const std::uint32_t end = add_state(n, source);
+                n.out[in].push_back({base + std::uint32_t(m_g.lexeme_dfa(l).start()), -1, -1});
+                for (const lexeme_arc& a : arcs)
+                {
+                    n.out[base + a.from].push_back({a.set < 0 ? end : base + a.to, a.set, -1});
+                }
+                work(states + arcs.size());
+                return end;
             }
 
             std::uint32_t star(nfa& n, expr_id item, std::uint32_t in, rule_id source, std::vector<rule_id>& inlining)
@@ -1417,7 +1518,21 @@ namespace xsampler
                 // a counted rule's start merges with no other state (minimised, it could be
                 // entered again): one more symbol, on which only it goes on (to itself)
                 const bool counted = m_pending[i].counted;
-                const std::size_t symbols = next_symbol + (counted ? 1 : 0);
+                // a counted lexeme's states that begin units merge with no state that does
+                // not: one more symbol, on which only they go on (to themselves)
+                std::vector<std::uint8_t> unit(m, 0);
+                const bool units = m_pending[i].lexeme >= 0;
+                if (units)
+                {
+                    for (std::size_t q = 0; q < m; ++q)
+                    {
+                        for (const std::uint32_t x : sets[q])
+                        {
+                            unit[q] = std::uint8_t(unit[q] | n.unit[x]);
+                        }
+                    }
+                }
+                const std::size_t symbols = next_symbol + (counted || units ? 1 : 0);
                 const auto sink = std::int32_t(m);
                 std::vector<std::int32_t> dense((m + 1) * symbols, sink);
                 std::vector<bool> final_states(m + 1, false);
@@ -1447,6 +1562,16 @@ namespace xsampler
                 if (counted)
                 {
                     dense[symbols - 1] = 0;
+                }
+                if (units)
+                {
+                    for (std::size_t q = 0; q < m; ++q)
+                    {
+                        if (live[q] && unit[q])
+                        {
+                            dense[q * symbols + symbols - 1] = std::int32_t(q);
+                        }
+                    }
                 }
                 work((m + 1) * symbols * 4);
                 const std::vector<std::int32_t> hop = regex::hopcroft(dense, m + 1, final_states, symbols);
@@ -1509,6 +1634,7 @@ namespace xsampler
                     automaton::state st;
                     st.rule = rule;
                     st.accepting = accepting[s] != 0;
+                    st.unit = unit[s] != 0;
                     st.source = sets[s].empty() ? m_pending[i].source : n.source[sets[s].front()];
                     st.edges_begin = std::uint32_t(out.edges.size());
                     for (std::uint32_t c = 0; c < classes; ++c)
@@ -1541,7 +1667,44 @@ namespace xsampler
                 {
                     check_counted(i, base, std::uint32_t(order.size()));
                 }
+                if (units)
+                {
+                    count_units(i, base, std::uint32_t(order.size()));
+                }
                 m_pending[i].n = nfa();  // free it
+            }
+
+            /// A counted lexeme's rule: its ends by state and count, from its own
+            /// states (its DFA is the lexeme's, renumbered).
+            void count_units(std::size_t i, std::uint32_t base, std::uint32_t count)
+            {
+                automaton& a = *m_out;
+                std::vector<std::vector<std::uint32_t>> succ(count);
+                std::vector<std::uint8_t> unit(count), accepting(count);
+                for (std::uint32_t k = 0; k < count; ++k)
+                {
+                    const auto& st = a.states[base + k];
+                    unit[k] = st.unit;
+                    accepting[k] = st.accepting;
+                    for (std::uint32_t c = 0; c < a.classes; ++c)
+                    {
+                        const std::int32_t t = a.table[std::size_t(base + k) * a.classes + c];
+                        if (t >= 0)
+                        {
+                            succ[k].push_back(std::uint32_t(t) - base);
+                        }
+                    }
+                    std::sort(succ[k].begin(), succ[k].end());
+                    succ[k].erase(std::unique(succ[k].begin(), succ[k].end()), succ[k].end());
+                }
+                const auto* u = m_g.units_of(std::uint32_t(m_pending[i].lexeme));
+                auto ends = std::make_shared<const unit_ends>(succ, std::move(unit), accepting, 0, u->min, u->max);
+                work(std::size_t(count) * a.classes + std::size_t(count) * ((u->max == grammar::unbounded ? u->min : u->max) + 1));
+                if (ends->shortest() != u->shortest)
+                {
+                    fail("grammar: rule " + rule_name(m_pending[i].source) + ": a counted lexeme's automaton differs from its DFA");
+                }
+                a.rules[i].units = std::move(ends);
             }
 
             /// A counted rule's iterations must be read off the text: where an
@@ -1857,6 +2020,7 @@ namespace xsampler
             std::vector<std::int32_t> m_arule;
             std::vector<pending> m_pending;
             std::map<std::tuple<expr_id, std::size_t, std::size_t>, std::uint32_t> m_counted;
+            std::map<std::uint32_t, std::uint32_t> m_units_rules;  // counted lexeme -> its rule
             std::vector<xsampler::byte_set> m_sets;
             std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> m_set_by_hash;
             std::vector<std::vector<std::uint16_t>> m_set_classes;

@@ -475,6 +475,52 @@ namespace xsampler
             return automaton_of(pack(parts{start, 0, 0, 0, 1, 1, 0}), "-.0123456789", step, accept, max_states);
         }
 
+        /// Without bounds, the digits of an integer's magnitude (no sign:
+        /// divisibility is the same for -x): 0|[1-9][0-9]*, a multiple of b's
+        /// divisor and of none of its not-divisors, any number of digits (the
+        /// grammar counts them: grammar::counted_lexeme, every state's byte a
+        /// digit, so number_dfa's product with the 15 digits is not built).
+        /// size() == 0 when there are none; bounds: invalid_parameter.
+        inline byte_dfa integer_digits_dfa(const number_bounds& b, std::size_t max_states = 50000)
+        {
+            if (b.lower || b.upper)
+            {
+                throw invalid_parameter("integer_digits_dfa: integers under bounds");
+            }
+            std::uint64_t m = b.divisor == 0 ? 1 : b.divisor;
+            for (const std::uint64_t n : b.not_divisors)
+            {
+                if (n == 0 || m / std::gcd(m, n) > (std::uint64_t(1) << 40) / n)
+                {
+                    throw invalid_parameter("multipleOf: the divisors' common multiple is too large");
+                }
+                m = m / std::gcd(m, n) * n;
+            }
+            // a state: 0 none read, 1 a lone 0, 2 + r [1-9][0-9]* with remainder r modulo m
+            const auto step = [&](std::uint64_t k, char c) -> std::optional<std::uint64_t> {
+                const auto d = std::uint64_t(c - '0');
+                if (k == 1)
+                {
+                    return std::nullopt;
+                }
+                if (k == 0)
+                {
+                    return d == 0 ? std::uint64_t(1) : 2 + d % m;
+                }
+                return 2 + ((k - 2) * 10 + d) % m;
+            };
+            const auto accept = [&](std::uint64_t k) {
+                if (k == 0)
+                {
+                    return false;
+                }
+                const std::uint64_t r = k == 1 ? 0 : k - 2;
+                return r % (b.divisor == 0 ? 1 : b.divisor) == 0 &&
+                       std::none_of(b.not_divisors.begin(), b.not_divisors.end(), [&](std::uint64_t n) { return r % n == 0; });
+            };
+            return automaton_of(std::uint64_t(0), "0123456789", step, accept, max_states);
+        }
+
         /// Whether x is a multiple of m > 0, exactly; none when m, written
         /// with as many fraction digits as x, has more than 18 digits.
         inline std::optional<bool> multiple_of(const decimal& x, const decimal& m)
