@@ -1087,12 +1087,16 @@ namespace
                 {
                     span_timer timer;
                     timer.start();
-                    if (compiled->rules()->has_distinct())
+                    if (compiled->rules()->has_distinct() || compiled->rules()->has_units())
                     {
-                        // (uniqueItems, minProperties over unlisted keys: set_budget refuses a grammar with distinct marks)
+                        // (uniqueItems, minProperties over unlisted keys, counted lexemes: set_budget refuses a grammar
+                        // with distinct marks or counted lexemes)
                         st.budget_setup.add(timer.stop(), [&] { return where + " (refused)"; });
                         ++counts.budget_refused;
-                        m_findings.push_back({"budget_refused", group, name, "distinct items or keys (uniqueItems, minProperties over unlisted keys)"});
+                        m_findings.push_back({"budget_refused", group, name,
+                                              compiled->rules()->has_distinct()
+                                                  ? "distinct items or keys (uniqueItems, minProperties over unlisted keys)"
+                                                  : "counted lexemes (lengths or digits past the product limit)"});
                         return;
                     }
                     need = c.shortest_completion();

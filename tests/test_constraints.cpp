@@ -1610,6 +1610,18 @@ TEST_CASE("json_schema: unsupported keywords and bad values are errors that name
     };
     CHECK_NOTHROW(make(deep(63)));
     fails(deep(64), "objects and arrays nested deeper than 64 at /properties/a/properties/a");
+    // a value nested 100,000 deep (a const, an enum's object) is refused before it is copied, not a stack overflow
+    const std::string arrays = R"({"const":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    fails(arrays, "the schema nests objects and arrays deeper than 1000");
+    std::string objects;
+    for (int i = 0; i < 100000; ++i)
+    {
+        objects += R"({"a":)";
+    }
+    objects += "1" + std::string(100000, '}');
+    fails(R"({"enum":[)" + objects + "]}", "the schema nests objects and arrays deeper than 1000");
+    CHECK_THROWS_WITH(json_schema_grammar(nlohmann::json::parse(arrays)), Contains("deeper than 1000"));
+    CHECK_NOTHROW(make(R"({"const":)" + std::string(900, '[') + std::string(900, ']') + "}"));
     fails(R"({"not":{}})", "the schema validates nothing at /");
     fails(R"({"type":"object","oneOf":[]})", "oneOf must be a non-empty list of schemas at /");
     fails(R"({"properties":{"a":{"type":"number","multipleOf":0.01}}})",

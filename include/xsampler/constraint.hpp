@@ -608,7 +608,7 @@ namespace xsampler
                 {
                     // the token costs are by state; a counted lexeme's depend on its count too
                     throw invalid_parameter(name() + ": a budget over a grammar with counted lexemes (a pattern with "
-                                                     "minLength/maxLength past the product limit) is not supported");
+                                                     "minLength/maxLength, or integers' digits, past the product limit) is not supported");
                 }
                 if (!m_g->index().all_bytes())
                 {

@@ -4349,8 +4349,43 @@ namespace xsampler
     }
 
     /// The grammar of a schema (see the top of this file).
+    namespace detail
+    {
+        /// Objects and arrays a schema may nest (its values are copied and
+        /// compared recursively: a const of 100,000 nested arrays would overflow
+        /// the stack).
+        constexpr std::size_t max_schema_nesting = 1000;
+
+        /// Refuses a JSON value nested deeper than max_schema_nesting, walked
+        /// without recursion.
+        template <class Json>
+        void check_nesting(const Json& value)
+        {
+            std::vector<std::pair<const Json*, std::size_t>> todo{{&value, 1}};
+            while (!todo.empty())
+            {
+                const auto [v, depth] = todo.back();
+                todo.pop_back();
+                if (!v->is_structured())
+                {
+                    continue;
+                }
+                if (depth > max_schema_nesting)
+                {
+                    throw invalid_parameter("json_schema: the schema nests objects and arrays deeper than " +
+                                            std::to_string(max_schema_nesting));
+                }
+                for (const auto& child : *v)
+                {
+                    todo.push_back({&child, depth + 1});
+                }
+            }
+        }
+    }
+
     inline grammar json_schema_grammar(const nlohmann::ordered_json& schema, const json_options& options = {})
     {
+        detail::check_nesting(schema);
         grammar g;
         detail::schema_document doc(schema);
         detail::schema_compiler c(g, doc, options);
@@ -4363,6 +4398,7 @@ namespace xsampler
     /// A nlohmann::json holds its keys sorted: properties are generated in that order.
     inline grammar json_schema_grammar(const nlohmann::json& schema, const json_options& options = {})
     {
+        detail::check_nesting(schema);  // (before the copy)
         return json_schema_grammar(nlohmann::ordered_json(schema), options);
     }
 
