@@ -1882,6 +1882,10 @@ TEST_CASE("json_schema: numbers within bounds and multiples, exactly, as validat
     const std::string counted = R"({"type":"integer","multipleOf":429,"not":{"anyOf":[{"multipleOf":8},{"multipleOf":7}]}})";
     CHECK(accepted(counted, {"429", "-858", "3003", "3432", "0", "-0", "4290", "100000000000329", "1000000000000287", "0429", "-"}) ==
           bools{true, true, false, false, false, false, true, true, false, false, false});
+    // past the digits' own limit too: the error says where and both reasons
+    CHECK_THROWS_WITH(json_schema_grammar(std::string(R"({"type":"integer","not":{"anyOf":[{"multipleOf":4999},{"multipleOf":13}]}})")),
+                      Contains("within these bounds: more than 50000 automaton states; counting its digits: more than 50000 "
+                               "automaton states at /"));
     // a few integers between bounds listed: 13, not 2, 3, 5, 7 or 11, between 100 and 1000 (30,030 remainders)
     const std::string listed = R"({"type":"integer","multipleOf":13,"exclusiveMinimum":100,"exclusiveMaximum":1000,
         "not":{"anyOf":[{"multipleOf":2},{"multipleOf":3},{"multipleOf":5},{"multipleOf":7},{"multipleOf":11}]}})";

@@ -1364,7 +1364,17 @@ namespace xsampler
                     }
                     catch (const invalid_parameter& e)
                     {
-                        const auto counted = counted_integers(b, fraction, equal);
+                        std::optional<expr_id> counted;
+                        try
+                        {
+                            counted = counted_integers(b, fraction, equal);
+                        }
+                        catch (const invalid_parameter& c)
+                        {
+                            fail("multipleOf " + std::to_string(b.divisor) + " within these bounds: " + e.what() +
+                                     "; counting its digits: " + c.what(),
+                                 at);
+                        }
                         if (!counted)
                         {
                             fail("multipleOf " + std::to_string(b.divisor) + " within these bounds: " + e.what(), at);
@@ -1398,6 +1408,14 @@ namespace xsampler
                 {
                     return grammar::none;
                 }
+                // (its table counts toward the schema's, as a pattern's does)
+                const std::size_t entries = digits.size() * (max_number_digits + 1);
+                if (m_unit_entries + entries > max_unit_entries)
+                {
+                    throw invalid_parameter("the schema's counted lexemes need more than " + std::to_string(max_unit_entries) +
+                                            " states x lengths");
+                }
+                m_unit_entries += entries;
                 std::vector<std::uint8_t> units(digits.size(), 1);  // (every state reads a digit)
                 return m_g.sequence({m_g.optional(m_g.bytes("-")), m_g.counted_lexeme(std::move(digits), std::move(units), 1,
                                                                                          max_number_digits)});
@@ -2037,7 +2055,6 @@ namespace xsampler
                 return it == regexes.end() ? nullptr : &it->second;
             }
 
-            /// The DFA of a format's regex (format_regex), compiled once per schema.
             /// Alternatives that are lexemes (strings of patterns, one for each
             /// disjunct of a not of an anyOf) as one, their DFAs' union while it
             /// stays within max_union: the grammar's automaton would determinise
@@ -2090,6 +2107,7 @@ namespace xsampler
                 }
                 return it->second;
             }
+            /// The DFA of a format's regex (format_regex), compiled once per schema.
             const byte_dfa& format_dfa(const std::string* re)
             {
                 auto it = m_formats.find(re);
