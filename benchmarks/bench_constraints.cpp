@@ -50,7 +50,7 @@
 #include <xtensor/xadapt.hpp>
 
 #include <xsampler/json_schema.hpp>
-#include <xsampler/tokenizer.hpp>
+#include "../tool/tokenizer.hpp"
 #include <xsampler/xsampler.hpp>
 
 namespace

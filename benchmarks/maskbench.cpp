@@ -93,7 +93,7 @@
 
 #include <xsampler/gbnf.hpp>
 #include <xsampler/json_schema.hpp>
-#include <xsampler/tokenizer.hpp>
+#include "../tool/tokenizer.hpp"
 #include <xsampler/xsampler.hpp>
 
 // Bytes requested from operator new (the matcher's creation is weighed by it;

@@ -319,6 +319,10 @@ TEST_CASE("rethrow_for_row keeps the library's exception types and passes others
                          invalid_parameter, Message("row 17: top_k: k must be >= 0 (0 disables it), got -1"));
     CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(invalid_logits("logits: NaN at index 3"))), invalid_logits,
                          Message("row 17: logits: NaN at index 3"));
+    CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(invalid_data("model: 3 logits, expected 4"))), invalid_data,
+                         Message("row 17: model: 3 logits, expected 4"));
+    CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(invalid_use("custom_stage 'c': used after being moved from"))),
+                         invalid_use, Message("row 17: custom_stage 'c': used after being moved from"));
     CHECK_THROWS_MATCHES(rethrow(std::make_exception_ptr(std::runtime_error("out of tokens"))), std::runtime_error,
                          Message("out of tokens"));
     CHECK_THROWS_AS(rethrow(std::make_exception_ptr(42)), int);

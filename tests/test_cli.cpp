@@ -18,10 +18,10 @@
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
-#include <xsampler/tokenizer.hpp>
+#include "../tool/tokenizer.hpp"
 
-#include "../examples/svg_plot.hpp"
-#include "../examples/table_model.hpp"
+#include "../tool/svg_plot.hpp"
+#include "../tool/table_model.hpp"
 #include "helpers.hpp"
 
 #ifdef XSAMPLER_CLI
@@ -436,7 +436,7 @@ TEST_CASE("xsampler generate --ignore-eos and --history", "[cli][decode][process
     o.eos = {0};
     o.ignore_eos = true;
     philox4x32 rng(9);
-    const auto want = generate(examples::table_model(t), {2, 3}, s, o, rng);
+    const auto want = generate(tool::table_model(t), {2, 3}, s, o, rng);
     CHECK(j.at("tokens").get<std::vector<token_id>>() == want.tokens);
     CHECK(j.at("stop_reason") == "max_tokens");
     CHECK(std::find(want.tokens.begin(), want.tokens.end(), 0) == want.tokens.end());
@@ -476,7 +476,7 @@ TEST_CASE("xsampler generate --json reports tokens, log-probabilities and the st
     o.top_logprobs = 2;
     o.model_logprobs = true;
     o.entropy = true;
-    const auto want = generate(examples::table_model(xt::cast<double>(t)), {2}, s, o, rng);
+    const auto want = generate(tool::table_model(xt::cast<double>(t)), {2}, s, o, rng);
     CHECK(j.at("tokens").get<std::vector<token_id>>() == want.tokens);
     CHECK(j.at("logprobs").get<std::vector<double>>() == want.logprobs);
     CHECK(j.at("model_logprobs").get<std::vector<double>>() == want.model_logprobs);
@@ -508,7 +508,7 @@ TEST_CASE("xsampler beam --json: best first, each with its log-probability", "[c
     o.n_best = 3;
     o.length_penalty = 0.5;
     o.eos = {0};
-    const auto want = beam_search(examples::table_model(t), {1}, o);
+    const auto want = beam_search(tool::table_model(t), {1}, o);
     REQUIRE(hyps.size() == want.size());
     for (std::size_t i = 0; i < want.size(); ++i)
     {
@@ -628,8 +628,8 @@ TEST_CASE("xsampler generate --tokenizer gpt2: an n-gram model over GPT-2 ids", 
     check_error("generate --corpus " + corpus + " --tokenizer gpt3 --seed 1 --max-tokens 3",
                 "--tokenizer: must be gpt2, got 'gpt3'");
     check_error("generate --tokenizer gpt2 --seed 1 --max-tokens 3", "--tokenizer requires --corpus");
-    check_error(gen + "--seed 1 --tokenizer-dir " + path("no_gpt2"), "load_gpt2_vocabulary: cannot open '" + path("no_gpt2"));
-    check_error(gen + "--seed 1", "load_gpt2_vocabulary: cannot open '" + path("env_gpt2"),
+    check_error(gen + "--seed 1 --tokenizer-dir " + path("no_gpt2"), "load_gpt2_vocabulary: '" + path("no_gpt2") + "/encoder.json': cannot open");
+    check_error(gen + "--seed 1", "load_gpt2_vocabulary: '" + path("env_gpt2") + "/encoder.json': cannot open",
                 "XSAMPLER_GPT2_DIR='" + path("env_gpt2") + "'");
     check_error(gen + "--seed 1 --order 0", "--order: must be >= 1");
     check_error(gen + "--seed 1 --order 17", "--order");
@@ -1255,13 +1255,13 @@ TEST_CASE("the picture has a panel for a user's stage, titled by its name alone"
     p.custom = {custom_stage("keep_three", keep_three{})};
     p.order = {"temperature", "top_k", "keep_three"};  // top_k: neutral, no panel
     sampler s(p);
-    auto f = examples::svg::trace_figure(s, logits, {}, 5, [](token_id id) { return "t<" + std::to_string(id) + ">"; });
+    auto f = tool::svg::trace_figure(s, logits, {}, 5, [](token_id id) { return "t<" + std::to_string(id) + ">"; });
     REQUIRE(f.panels.size() == 3);
     CHECK(f.panels[1].title == "temperature 0.5");
     CHECK(f.panels[2].title == "keep_three");
     CHECK(f.panels[2].kept == 3);
     CHECK(f.vocab == 50);
-    const std::string svg = examples::svg::render(f);
+    const std::string svg = tool::svg::render(f);
     CHECK(xml_error(svg) == "");
     CHECK(count_of(svg, "<g class=\"panel\"") == 3);
     CHECK(svg.find("data-stage=\"keep_three\"") != std::string::npos);
@@ -1269,7 +1269,7 @@ TEST_CASE("the picture has a panel for a user's stage, titled by its name alone"
     CHECK(count_of(svg, "<rect class=\"kept\"") == 5 + 5 + 3);  // temperature keeps the rank: the top 3 stay
     CHECK(count_of(svg, "<rect class=\"dropped\"") == 2);
     CHECK(svg.find(">t&lt;" + std::to_string(f.ids[0]) + "&gt;</text>") != std::string::npos);
-    CHECK(examples::svg::render(f) == svg);
+    CHECK(tool::svg::render(f) == svg);
 }
 
 TEST_CASE("xsampler dist over the word model: words in the listing and the picture, escaped", "[cli][svg]")

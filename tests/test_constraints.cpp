@@ -26,7 +26,7 @@
 #include <xtensor/xtensor.hpp>
 
 #include <xsampler/json_schema.hpp>
-#include <xsampler/tokenizer.hpp>
+#include "../tool/tokenizer.hpp"
 #include <xsampler/xsampler.hpp>
 
 #include "texts.hpp"

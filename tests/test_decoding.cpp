@@ -9,7 +9,7 @@
 #include <catch2/catch.hpp>
 #include <xtensor/xview.hpp>
 
-#include "../examples/table_model.hpp"
+#include "../tool/table_model.hpp"
 #include "helpers.hpp"
 
 using namespace xsampler;
@@ -18,7 +18,7 @@ using Catch::Matchers::WithinAbs;
 
 namespace
 {
-    using markov = examples::table_model;
+    using markov = tool::table_model;
 
     markov random_markov(std::size_t vocab, std::uint64_t seed, double sigma = 1.5)
     {

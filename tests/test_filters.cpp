@@ -132,6 +132,27 @@ TEMPLATE_TEST_CASE("softmax, log_softmax, logsumexp and entropy", "[softmax]", f
     const double h = -(0.1 * std::log(0.1) + 0.2 * std::log(0.2) + 0.3 * std::log(0.3) + 0.4 * std::log(0.4));
     CHECK_THAT(entropy(l), WithinRel(h, tol<TestType>));
 
+    // Bit for bit what a chain with no filter draws from (one numerics), on a
+    // row long enough for full blocks and a tail; a strided view reads the
+    // same values.
+    xt::xtensor<TestType, 1> wide = xt::empty<TestType>({std::size_t(1000)});
+    for (std::size_t i = 0; i < wide.size(); ++i)
+    {
+        wide(i) = TestType(std::sin(0.37 * double(i)) * 6.0);
+    }
+    wide(17) = -inf;
+    const auto p_wide = softmax(wide);
+    chain plain{temperature{1.0}};
+    const distribution d = plain.final_distribution(wide);
+    REQUIRE(d.ids.size() == 999);
+    for (std::size_t j = 0; j < d.ids.size(); ++j)
+    {
+        CHECK(p_wide(std::size_t(d.ids[j])) == d.probs[j]);
+    }
+    CHECK(p_wide(17) == 0.0);
+    xt::xtensor<TestType, 2> twice = xt::stack(xt::xtuple(wide, wide), 1);
+    CHECK((softmax(xt::view(twice, xt::all(), 0)) == p_wide));
+
     const auto masked = row<TestType>({0.0, -inf, 0.0});
     CHECK(softmax(masked)(1) == 0.0);
     CHECK(softmax(masked)(0) == 0.5);

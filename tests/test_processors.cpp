@@ -419,6 +419,64 @@ TEMPLATE_TEST_CASE("verbs after a dense top-p keep weights, thresholds and the f
     CHECK(c.argmax() == 0);
 }
 
+TEMPLATE_TEST_CASE("keep_subset keeps exactly a subset a stage computed, and refuses anything else", "[candidates]",
+                   float, double)
+{
+    const TestType ninf = -std::numeric_limits<TestType>::infinity();
+    xt::xtensor<TestType, 1> r = xt::full_like(xt::xtensor<TestType, 1>::from_shape({300}), TestType(-3));
+    r(4) = 2;
+    r(7) = 5;
+    r(100) = 1;
+    r(299) = 4;
+    r(50) = ninf;
+    const auto kept = [](candidates<TestType>& c) {
+        std::vector<token_id> ids;
+        c.for_each_by_id([&](token_id id, TestType) { ids.push_back(id); });
+        return ids;
+    };
+    const auto refused = [&](candidates<TestType>& c, std::vector<scored<TestType>> list, token_id bad) {
+        const std::size_t before = c.size();
+        CHECK_THROWS_MATCHES(c.keep_subset(list, "mine"), invalid_parameter,
+                             Message("mine: keep_subset: token " + std::to_string(bad) +
+                                     " is not a token of the set with its logit, or is listed twice"));
+        CHECK(c.size() == before);  // unchanged
+    };
+    candidates<TestType> c;
+    c.load(r);
+    // Dense: the argmax may go; the max follows what is kept.
+    refused(c, {{TestType(2), 4}, {ninf, 50}}, 50);                   // masked: not in the set
+    refused(c, {{TestType(2), 4}, {TestType(3), 100}}, 100);          // another logit
+    refused(c, {{TestType(2), 4}, {TestType(1), 100}, {TestType(2), 4}}, 4);  // twice
+    refused(c, {{TestType(2), 300}}, 300);                            // past the vocabulary
+    std::vector<scored<TestType>> none;
+    CHECK_THROWS_MATCHES(c.keep_subset(none, "mine"), invalid_logits, Message("mine: kept no token"));
+    std::vector<scored<TestType>> list{{TestType(1), 100}, {TestType(4), 299}, {TestType(2), 4}};
+    c.keep_subset(list, "mine");
+    CHECK(!c.dense());
+    CHECK(c.size() == 3);
+    CHECK(c.argmax() == 299);
+    CHECK(c.max_logit() == TestType(4));
+    CHECK(kept(c) == std::vector<token_id>{4, 100, 299});
+    // Sparse: only tokens still in the set, each once; the bits left clear
+    // by a refusal (the same tokens are accepted after it).
+    refused(c, {{TestType(5), 7}}, 7);                                // dropped before
+    refused(c, {{TestType(2), 4}, {TestType(2), 4}}, 4);
+    std::vector<scored<TestType>> two{{TestType(2), 4}, {TestType(1), 100}};
+    c.keep_subset(two, "mine");
+    CHECK(kept(c) == std::vector<token_id>{4, 100});
+    CHECK(c.argmax() == 4);
+    // The distribution is the one of the subset.
+    candidates<TestType> fresh;
+    fresh.load(r);
+    fresh.retain_if([](token_id id, TestType) { return id == 4 || id == 100; }, "x");
+    CHECK(distribution_of(c).probs == distribution_of(fresh).probs);
+    // After a fused top-k load: the set is the unfused one.
+    c.load(r, 2);
+    std::vector<scored<TestType>> low{{TestType(-3), 0}};
+    c.keep_subset(low, "mine");
+    CHECK(kept(c) == std::vector<token_id>{0});
+}
+
 TEST_CASE("token_history knows where the prompt ends", "[types]")
 {
     const std::vector<token_id> tokens = {5, 6, 7, 8, 9};

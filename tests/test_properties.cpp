@@ -366,6 +366,35 @@ TEST_CASE("sizes from outside are not allocated up front", "[properties][errors]
     CHECK_THROWS_MATCHES(self_consistency(std::size_t(1) << 62, 1, sample), std::runtime_error,
                          Catch::Matchers::Message("enough"));
     CHECK(calls == 3);
+    // self_consistency tallies as answers arrive: the answers alive at once
+    // are the distinct ones (3) and the one just sampled, whatever n is.
+    struct counted
+    {
+        int value;
+        static int& live() { static int n = 0; return n; }
+        static int& peak() { static int n = 0; return n; }
+        explicit counted(int v) : value(v) { note(); }
+        counted(const counted& o) : value(o.value) { note(); }
+        ~counted() { --live(); }
+        counted& operator=(const counted&) = default;
+        bool operator==(const counted& o) const { return value == o.value; }
+        static void note() { peak() = std::max(peak(), ++live()); }
+    };
+    const auto vote = self_consistency(30000, 5, [](philox4x32& rng) { return counted(int(rng() % 3)); });
+    CHECK(vote.total == 30000);
+    CHECK(vote.distinct == 3);
+    CHECK(vote.votes + vote.runner_up_votes <= 30000);
+    CHECK(counted::peak() <= 8);
+    // A lazy row too long for token_id is refused before it is evaluated (a
+    // copy of it would need 8 GiB).
+    const auto huge = xt::zeros<float>({std::size_t(1) << 31});
+    const auto too_long = Catch::Matchers::Message("logits: a row of 2147483648 tokens is longer than token_id can index");
+    candidates<float> c;
+    CHECK_THROWS_MATCHES(c.load(huge), invalid_logits, too_long);
+    CHECK_THROWS_MATCHES(greedy(huge), invalid_logits, too_long);
+    chain plain{temperature{1.0}};
+    philox4x32 draws(1);
+    CHECK_THROWS_MATCHES(plain.sample(huge, token_history{}, draws), invalid_logits, too_long);
     // generate with a huge max_tokens reserves a bounded amount and stops at eos.
     const auto model = [](token_span) { return xt::xtensor<double, 1>{0.0, 5.0}; };
     chain greedy_chain{temperature{0.0}};

@@ -745,7 +745,8 @@ TEST_CASE("compile_regex: unsupported constructs and malformed patterns name wha
         {"a$b", "matches no text"},
         {"\xC3", "invalid UTF-8 byte 0xC3, at offset 0"},
         {"a\x80", "invalid UTF-8 byte 0x80, at offset 1"},
-        {"\xC0\x80", "invalid UTF-8 sequence, at offset 0"},
+        {"\xC0\x80", "invalid UTF-8 byte 0xC0, at offset 0"},
+        {"\xED\xA0\x80", "invalid UTF-8 byte 0xA0, at offset 1"},
         {"[]", "matches no text"},
     };
     for (const error_case& c : cases)

@@ -14,7 +14,7 @@
 
 #include <catch2/catch.hpp>
 
-#include <xsampler/tokenizer.hpp>
+#include "../tool/tokenizer.hpp"
 
 using namespace xsampler;
 
@@ -207,6 +207,22 @@ TEST_CASE("load_gpt2_vocabulary: a clear error for bad data", "[tokenizer]")
     const vocabulary v = load_gpt2_vocabulary(dir() + "/bad");
     CHECK(v.bytes(1) == " x");
     CHECK(v.bytes(0) == "\xe9");
+    // The errors are the library's family: invalid_data, a std::runtime_error.
+    CHECK_THROWS_AS(load_gpt2_vocabulary(dir() + "/missing"), invalid_data);
+    // A directory where a file should be is refused, not read as empty; an
+    // endless file (a link to /dev/zero) stops at the size limit.
+    const std::string odd = dir() + "/odd";
+    std::filesystem::remove_all(odd);
+    std::filesystem::create_directories(odd + "/encoder.json");
+    CHECK_THROWS_WITH(load_gpt2_vocabulary(odd), Catch::Contains("encoder.json") && Catch::Contains("is a directory"));
+    std::filesystem::remove_all(odd + "/encoder.json");
+    std::filesystem::create_symlink("/dev/zero", odd + "/encoder.json");
+    CHECK_THROWS_WITH(load_gpt2_vocabulary(odd), Catch::Contains("load_gpt2_vocabulary") &&
+                                                     Catch::Contains("is larger than the 64 MiB"));
+    std::filesystem::remove(odd + "/encoder.json");
+    std::filesystem::copy_file(std::string(XSAMPLER_GPT2_DIR) + "/encoder.json", odd + "/encoder.json");
+    std::filesystem::create_directories(odd + "/vocab.bpe");
+    CHECK_THROWS_WITH(gpt2_tokenizer(odd), Catch::Contains("vocab.bpe") && Catch::Contains("is a directory"));
 }
 
 TEST_CASE("gpt2_tokenizer: known ids and the round trip of any bytes", "[tokenizer]")

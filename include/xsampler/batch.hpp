@@ -105,6 +105,14 @@ namespace xsampler
             {
                 throw invalid_parameter("row " + std::to_string(row) + ": " + e.what());
             }
+            catch (const invalid_data& e)
+            {
+                throw invalid_data("row " + std::to_string(row) + ": " + e.what());
+            }
+            catch (const invalid_use& e)
+            {
+                throw invalid_use("row " + std::to_string(row) + ": " + e.what());
+            }
         }
     }
 

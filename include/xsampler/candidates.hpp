@@ -71,8 +71,8 @@
 //   log_weight_moments(), entropy()  Z and E[t] of the kept set; H in nats
 //   kth_logit(k)            the k-th best kept logit (selection; no change)
 //   keep_logit_at_least(x)  the tokens with logit >= x (a prefix)
-//   keep_typical(q, min_keep)  the shortest prefix of the order by distance
-//                           to the mean log weight whose mass reaches q·Z
+//   keep_subset(list, who)  exactly the tokens of a list a stage computed
+//                           (a subset of the set; typical's interval)
 // and top_items(j, out) reads the j best kept tokens, in rank order.
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
@@ -996,78 +996,68 @@ namespace xsampler
             keep_where_monotone([x](T v) { return v >= x; }, x, 1);  // x <= the max: the argmax passes
         }
 
-        /// Locally typical sampling's set: with t_i = (x_i - m) s and c = E[t]
-        /// (log_weight_moments; -log p_i - H = c - t_i exactly, so the
-        /// distance |-log p_i - H| is |t_i - c|), order the kept tokens by
-        /// (|t_i - c| ascending, id ascending) and keep the shortest prefix of
-        /// that order whose mass reaches q·Z, and at least min_keep of it (all
-        /// of them if rounding leaves every prefix short). Not a rank prefix:
-        /// the max and argmax follow what is kept. Distances are doubles,
-        /// computed from t_i rounded to T; masses summed in double. Never a
-        /// sort of the set: on a dense set, only the tokens within a proven
-        /// distance of c (the lightest tokens' mass bounds how far the kept
-        /// interval can reach) are gathered; among them, buckets by distance
-        /// summed in id order locate the crossing, and only the crossing
-        /// bucket is refined (again by buckets, or sorted when short). Equal
-        /// to a running sum in that order but for rounding within ~1e-15 Z of
-        /// the target; deterministic across compilers and standard libraries.
-        void keep_typical(double q, std::size_t min_keep)
+        /// Keeps exactly the tokens of `kept`, a subset of the kept set that
+        /// a stage computed itself (typical's interval, filters/typical.hpp):
+        /// each token of the set listed once, with the logit the set holds,
+        /// in any order. Not a rank prefix: the max and argmax follow what is
+        /// kept. `kept` is swapped with the set's list (its contents after
+        /// are unspecified: scratch). O(|kept| + the size of a sparse set).
+        /// Empty: invalid_logits("<who>: kept no token"); a token outside the
+        /// set, with another logit or listed twice: invalid_parameter naming
+        /// who and the token. Either leaves the set as it was.
+        void keep_subset(std::vector<scored<T>>& kept, const std::string& who)
         {
             unfuse();
-            const moments mo = log_weight_moments();
-            if (mo.n <= std::max<std::size_t>(min_keep, 1))
+            if (kept.empty())
             {
-                return;
+                throw invalid_logits(who + ": kept no token");
             }
-            const double target = q * mo.z;
-            const double c = mo.mean;
-            const T m = max_logit();
-            const T s = scale();
-            const T s2 = scale2();
-            const auto dist = [&](T logit) { return std::fabs(double(detail::exponent(logit, m, s)) - c); };
-            auto& g = m_near;
+            std::uint64_t* in_set = grown(m_subset_bits, m_row.size / 64 + 1);
+            const auto flip = [&](std::size_t i) { in_set[i / 64] ^= std::uint64_t(1) << (i % 64); };
+            const auto has = [&](std::size_t i) { return (in_set[i / 64] >> (i % 64) & 1) != 0; };
             if (!m_dense)
             {
-                g.clear();
-                for_each_by_id([&](token_id id, T logit) { g.push_back({dist(logit), weight(id, logit), id, logit}); });
-                commit_nearest(target, min_keep, g.size(), -inf);
-                return;
+                for (const auto& item : m_items)
+                {
+                    flip(std::size_t(item.id));
+                }
             }
-            // The kept interval lies within [min(t_tail, 2c), 0]: the tokens
-            // with t >= t_tail = log((1 - q) Z / V) hold more than q Z (the
-            // others hold less than V e^t_tail), and all of them lie within
-            // max(c - t_tail, -c) of c. Tried tighter first; a try holds if
-            // the farthest kept token is nearer than every token it left out.
-            const double t_tail = q < 1.0 ? std::log((1.0 - q) * mo.z / double(m_row.size)) : -double(inf);
-            const double tries[] = {std::min(t_tail + 3.0, 2.0 * c), std::min(t_tail, 2.0 * c) - 1.0, -double(inf)};
-            for (const double t_try : tries)
+            std::size_t bad = kept.size();
+            for (std::size_t j = 0; j < kept.size() && bad == kept.size(); ++j)
             {
-                // The least T at or below t_try (so G holds every token with t >= t_try).
-                T t_low = T(t_try);
-                if (double(t_low) > t_try)
+                const auto id = kept[j].id;
+                const auto i = std::size_t(id);
+                // Dense: the bits mark the tokens listed so far; sparse: the
+                // set's tokens not yet listed.
+                const bool ok = id >= 0 && i < m_row.size && kept[j].logit == logit(id) && kept[j].logit != -inf &&
+                                has(i) != m_dense;
+                if (!ok)
                 {
-                    t_low = std::nextafter(t_low, -inf);
+                    bad = j;
+                    break;
                 }
-                const bool all = !(t_low > -std::numeric_limits<T>::max());
-                const T x_low = all ? -std::numeric_limits<T>::max()
-                                    : least_logit_where(m, [&](T x) { return detail::exponent(x, m, s) >= t_low; });
-                g.clear();
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                    using B = detail::batch<T>;
-                    detail::for_each_passing(
-                        x, n, [&](const B& v) { return v >= B(x_low); }, [&](T v) { return v >= x_low; },
-                        [&](std::size_t j) {
-                            const auto id = token_id(first + j);
-                            g.push_back({dist(x[j]), T(0), id, x[j]});
-                        });
-                });
-                near_weights(m, s2);
-                // Every token left out has t < t_low, so a distance >= fl(c - t_low).
-                if (commit_nearest(target, min_keep, g.size(), all ? -double(inf) : c - double(t_low)))
+                flip(i);
+            }
+            for (std::size_t j = 0; j < bad; ++j)  // the bits back to all clear
+            {
+                flip(std::size_t(kept[j].id));
+            }
+            if (!m_dense)
+            {
+                for (const auto& item : m_items)
                 {
-                    return;
+                    flip(std::size_t(item.id));
                 }
             }
+            if (bad != kept.size())
+            {
+                throw invalid_parameter(who + ": keep_subset: token " + std::to_string(kept[bad].id) +
+                                        " is not a token of the set with its logit, or is listed twice");
+            }
+            m_items.swap(kept);
+            become_sparse(false, false);
+            m_max_stale = true;
+            m_weights_current = false;  // stored relative to a max that may be gone
         }
 
     private:
@@ -2332,198 +2322,6 @@ namespace xsampler
             ea = rel * std::abs(a.hi) + dn * 1100.0 * detail::exp_dd_tiny;
         }
 
-        // --- keep_typical's selection ---
-
-        struct near_token
-        {
-            double d;  // distance |t - c|
-            T w;       // weight
-            token_id id;
-            T logit;
-        };
-        static bool nearer(const near_token& a, const near_token& b) noexcept
-        {
-            return a.d < b.d || (a.d == b.d && a.id < b.id);
-        }
-
-        // A scratch buffer of at least n records for recursion depth `depth`.
-        near_token* near_level(std::size_t depth, std::size_t n)
-        {
-            if (m_near_levels.size() <= depth)
-            {
-                m_near_levels.resize(depth + 1);
-            }
-            return grown(m_near_levels[depth], n);
-        }
-
-        // Appends to m_near_out the shortest prefix, by (d, id), of the
-        // records cur[0, len) (given in id order) whose mass reaches `need`,
-        // and returns true; or appends them all and returns false. Buckets
-        // by distance (64 over [dmin, dmax], a key monotone in d), their
-        // masses summed in id order, locate the crossing bucket, which is
-        // refined the same way; 256 records or fewer are sorted and walked.
-        bool nearest_prefix(const near_token* cur, std::size_t len, double need, std::size_t depth)
-        {
-            auto& out = m_near_out;
-            constexpr std::size_t buckets = 64;
-            // A token whose exponent underflowed to -inf (weight 0) is infinitely
-            // far: dmax is the largest finite distance, and the infinite ones
-            // go to the last bucket (or last in the walk).
-            double dmin = double(inf);
-            double dmax = 0.0;
-            bool infinite = false;
-            for (std::size_t i = 0; i < len; ++i)
-            {
-                const double d = cur[i].d;
-                dmin = std::min(dmin, d);
-                if (d < double(inf))
-                {
-                    dmax = std::max(dmax, d);
-                }
-                else
-                {
-                    infinite = true;
-                }
-            }
-            const double scale = double(buckets) / (dmax - dmin);
-            if (len <= 256 || depth >= 64 || !(dmax > dmin) || !std::isfinite(scale))
-            {
-                // Few, or all at one distance (already in (d, id) order), or
-                // too close to split: walk in (d, id) order.
-                near_token* buf = near_level(depth, len);
-                std::copy(cur, cur + len, buf);
-                if (dmax > dmin || infinite)
-                {
-                    std::sort(buf, buf + len, nearer);
-                }
-                double cum = 0.0;
-                for (std::size_t i = 0; i < len; ++i)
-                {
-                    out.push_back(buf[i]);
-                    cum += double(buf[i].w);
-                    if (cum >= need)
-                    {
-                        return true;
-                    }
-                }
-                return false;
-            }
-            const auto key = [&](double d) {
-                return d >= dmax ? buckets - 1 : std::min(std::size_t((d - dmin) * scale), buckets - 1);
-            };
-            double mass[buckets] = {};
-            for (std::size_t i = 0; i < len; ++i)
-            {
-                mass[key(cur[i].d)] += double(cur[i].w);
-            }
-            double cum = 0.0;
-            std::size_t pushed = 0;  // the buckets below this one are in `out`
-            const auto push_below = [&](std::size_t b) {
-                for (std::size_t i = 0; i < len; ++i)
-                {
-                    const std::size_t k = key(cur[i].d);
-                    if (k >= pushed && k < b)
-                    {
-                        out.push_back(cur[i]);
-                    }
-                }
-                pushed = b;
-            };
-            for (std::size_t b = 0; b < buckets; ++b)
-            {
-                if (mass[b] == 0.0 || cum + mass[b] < need)
-                {
-                    cum += mass[b];
-                    continue;
-                }
-                push_below(b);
-                near_token* buf = near_level(depth, len);
-                std::size_t count = 0;
-                for (std::size_t i = 0; i < len; ++i)
-                {
-                    if (key(cur[i].d) == b)
-                    {
-                        buf[count++] = cur[i];
-                    }
-                }
-                pushed = b + 1;
-                if (nearest_prefix(buf, count, need - cum, depth + 1))
-                {
-                    return true;
-                }
-                cum += mass[b];  // rounding left it short: it is kept whole
-            }
-            push_below(buckets);
-            return false;
-        }
-
-        // The records' weights (detail::weight's bits), a vector at a time.
-        void near_weights(T m, T s2) noexcept
-        {
-            using B = detail::batch<T>;
-            auto& g = m_near;
-            alignas(64) T lane[B::size];
-            for (std::size_t i = 0; i < g.size(); i += B::size)
-            {
-                const std::size_t k = std::min(B::size, g.size() - i);
-                for (std::size_t j = 0; j < B::size; ++j)
-                {
-                    lane[j] = j < k ? g[i + j].logit : m;
-                }
-                detail::exp2_nonpos(detail::exponent(B::load_aligned(lane), B(m), B(s2))).store_aligned(lane);
-                for (std::size_t j = 0; j < k; ++j)
-                {
-                    g[i + j].w = lane[j];
-                }
-            }
-        }
-
-        // keep_typical's set among the records m_near[0, n) (in id order): the
-        // prefix, at least min_keep; committed if proven whole — `limit` is
-        // -inf when no token was left out of the records, else every token
-        // left out has a distance >= limit and the farthest kept token must be
-        // nearer. Returns whether it was committed.
-        bool commit_nearest(double target, std::size_t min_keep, std::size_t n, double limit)
-        {
-            auto& g = m_near;
-            auto& out = m_near_out;
-            const bool whole = limit == -double(inf);
-            out.clear();
-            if (!nearest_prefix(g.data(), n, target, 0) && !whole)
-            {
-                return false;  // the records hold less than the target
-            }
-            if (out.size() < min_keep)
-            {
-                if (n < min_keep && !whole)
-                {
-                    return false;
-                }
-                out.assign(g.begin(), g.begin() + std::ptrdiff_t(n));
-                const std::size_t k = std::min(min_keep, n);
-                std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(k - 1), out.end(), nearer);
-                out.resize(k);
-            }
-            double farthest = 0.0;
-            for (const auto& r : out)
-            {
-                farthest = std::max(farthest, r.d);
-            }
-            if (!whole && !(farthest < limit))
-            {
-                return false;
-            }
-            m_items.clear();
-            for (const auto& r : out)
-            {
-                m_items.push_back({r.logit, r.id});
-            }
-            become_sparse(false, false);
-            m_max_stale = true;
-            m_weights_current = false;  // stored relative to a max that may be gone
-            return true;
-        }
-
         // --- keep_mass on a dense set ---
 
         // The nucleus of a whole row in O(V + n log n) for a nucleus of n
@@ -2868,11 +2666,10 @@ namespace xsampler
         };
         std::vector<exact_item> m_exact;
         std::vector<double> m_octave_mass;
-        // the entropy filters' scratch (keep_typical, kth_logit), reused across calls
-        std::vector<near_token> m_near;
-        std::vector<near_token> m_near_out;
-        std::vector<std::vector<near_token>> m_near_levels;
+        // kth_logit's scratch, reused across calls
         std::vector<scored<T>> m_select;
+        // keep_subset's: a bit per token, all clear between calls
+        std::vector<std::uint64_t> m_subset_bits;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

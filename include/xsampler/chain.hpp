@@ -57,25 +57,17 @@ namespace xsampler
 
     namespace detail
     {
-        /// The k of a top_k stage, 0 for any other stage.
+        /// The k a stage selects as a top-k (its fused_top_k(), stage.hpp);
+        /// 0 for a stage that is no top-k.
         template <class S>
-        std::size_t top_k_of(const S& stage) noexcept
+        auto top_k_of(const S& stage, int) noexcept -> decltype(std::size_t(stage.fused_top_k()))
         {
-            if constexpr (std::is_same<S, top_k>::value)
-            {
-                // keep_all's ties may lie outside the selection's list: not fused.
-                if (stage.ties() != top_k_ties::lowest_id)
-                {
-                    return 0;
-                }
-                const auto k = std::size_t(stage.value());
-                return k == 0 ? 0 : std::max(k, stage.min_keep());  // what its apply keeps
-            }
-            else
-            {
-                (void)stage;
-                return 0;
-            }
+            return stage.fused_top_k();
+        }
+        template <class S>
+        std::size_t top_k_of(const S&, long) noexcept
+        {
+            return 0;
         }
 
         /// Decides the fused top-k of a run of stages: feed each stage in
@@ -98,7 +90,7 @@ namespace xsampler
                     return;  // its edits keep the fused selection (candidates::load)
                 }
                 decided = true;
-                k = top_k_of(stage);
+                k = top_k_of(stage, 0);
             }
             /// A custom stage is processor-shaped whatever it wraps: it is
             /// fused through only if it wraps a processor.

@@ -1,4 +1,4 @@
-// xsampler/entropy_filters.hpp — typical and top_n_sigma. (xsampler, BSD-3-Clause)
+// xsampler/entropy_filters.hpp — typical (filters/typical.hpp) and top_n_sigma. (xsampler, BSD-3-Clause)
 //
 // Filters that read the shape of the whole kept set — its entropy or the
 // spread of its logits — before they cut (stage.hpp says what a stage is;
@@ -7,25 +7,7 @@
 // naming the stage, the parameter, the range and the value); masked tokens
 // are never part of the set; never an empty set.
 //
-// typical{P, min_keep = 1}, P in (0, 1] (locally typical sampling)
-//   With p_i the current probabilities (temperature so far included) and H
-//   their entropy in nats, orders the kept tokens by |-log p_i - H|
-//   ascending, ties to the lower id, and keeps the shortest prefix of that
-//   order whose mass reaches P (inclusive of the token that crosses it, with
-//   a 1e-12 slack, not yet an exact decision as top_p now makes), and never
-//   fewer than min_keep of that
-//   order (all of them if there are fewer). Renormalised by the draw. Not a
-//   prefix of the rank: the most probable token may be dropped, and greedy
-//   after it returns the best *kept* token. P == 1 disables it (llama.cpp:
-//   P >= 1 is a no-op). Since -log p_i - H = E[t] - t_i with t_i the log
-//   weight, the order is by distance of the log weight to its mean, and the
-//   kept set is an interval of logits around that mean (candidates::
-//   keep_typical: no sort of the row; distances in double, masses summed in
-//   double). llama.cpp keeps the prefix whose float running sum exceeds P
-//   strictly, orders ties by an unstable sort, and its entropy turns NaN when
-//   a token is masked; transformers keeps every token tied in distance with
-//   the crossing one (a uniform row of 5 at P = 0.5 keeps all 5 there, 3
-//   here) and checks P in (0, 1). Both count min_keep in the same order.
+// typical{P, min_keep = 1}: filters/typical.hpp, with its selection.
 // top_n_sigma{N, min_keep = 1} (llama.cpp)
 //   Keeps the tokens whose logit x satisfies x >= M - N·sigma, M the best
 //   logit and sigma the population standard deviation of the finite logits
@@ -57,42 +39,10 @@
 #include "candidates.hpp"
 #include "detail/expansion.hpp"
 #include "filters.hpp"
+#include "filters/typical.hpp"
 
 namespace xsampler
 {
-    class typical
-    {
-    public:
-        static constexpr const char* name = "typical";
-        static constexpr bool keeps_rank_prefix = false;
-        /// Probability mass by which the kept prefix may fall short of P.
-        static constexpr double mass_slack = 1e-12;
-
-        explicit typical(double p, std::size_t min_keep = 1)
-            : m_p(p), m_min_keep(detail::min_keep_of(min_keep))
-        {
-            if (!(p > 0.0 && p <= 1.0))
-            {
-                throw invalid_parameter("typical: p must be in (0, 1], got " + detail::format_value(p));
-            }
-        }
-        double value() const noexcept { return m_p; }
-        std::size_t min_keep() const noexcept { return m_min_keep; }
-
-        template <class T>
-        void apply(candidates<T>& c) const
-        {
-            if (m_p < 1.0)
-            {
-                c.keep_typical(m_p - mass_slack, m_min_keep);
-            }
-        }
-
-    private:
-        double m_p;
-        std::size_t m_min_keep;
-    };
-
     class top_n_sigma
     {
     public:

@@ -103,6 +103,7 @@ namespace xsampler
     public:
         static constexpr const char* name = "temperature";
         static constexpr bool keeps_rank_prefix = true;
+        static constexpr bool kept_with_mirostat = true;  // llama.cpp: temp_ext, then mirostat
 
         explicit temperature(double t) : temperature(t, 0.0, 1.0) {}
         /// llama.cpp's dynamic temperature (its temp_ext): with range > 0 the
@@ -197,12 +198,15 @@ namespace xsampler
         std::int64_t value() const noexcept { return m_k; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
         top_k_ties ties() const noexcept { return m_ties; }
+        /// The k the chain may select in the row's pass (stage.hpp): what
+        /// apply keeps; 0 under keep_all, whose ties may lie outside the
+        /// selection's list.
+        std::size_t fused_top_k() const noexcept { return m_ties == top_k_ties::lowest_id ? kept() : 0; }
 
         template <class T>
         void apply(candidates<T>& c) const
         {
-            const auto k = std::size_t(std::min<std::uint64_t>(std::uint64_t(m_k), ~std::size_t(0)));
-            const std::size_t kept = k == 0 ? 0 : std::max(k, m_min_keep);
+            const std::size_t kept = this->kept();
             if (m_ties == top_k_ties::lowest_id)
             {
                 c.keep_top(kept);
@@ -216,6 +220,12 @@ namespace xsampler
         }
 
     private:
+        std::size_t kept() const noexcept
+        {
+            const auto k = std::size_t(std::min<std::uint64_t>(std::uint64_t(m_k), ~std::size_t(0)));
+            return k == 0 ? 0 : std::max(k, m_min_keep);
+        }
+
         std::int64_t m_k;
         std::size_t m_min_keep;
         top_k_ties m_ties;

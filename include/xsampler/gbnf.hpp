@@ -89,6 +89,7 @@
 
 #include "grammar.hpp"
 #include "types.hpp"
+#include "detail/utf8.hpp"
 
 namespace xsampler
 {
@@ -212,7 +213,7 @@ namespace xsampler
                     return std::string("'") + char(b) + "'";
                 }
                 std::uint32_t v = 0;
-                if (const std::size_t len = utf8_decode(m_t, m_i, v); len > 1)
+                if (const std::size_t len = detail::utf8_decode(m_t, m_i, v); len > 1)
                 {
                     return "'" + std::string(m_t.substr(m_i, len)) + "'";  // a well-formed character as itself
                 }
@@ -357,64 +358,11 @@ namespace xsampler
                 }
                 return utf8_char();
             }
-            /// The well-formed UTF-8 code point at t[at]: its length and value
-            /// (0 when the bytes there are not one).
-            static std::size_t utf8_decode(std::string_view t, std::size_t at, std::uint32_t& v) noexcept
-            {
-                const auto byte = [&](std::size_t k) -> unsigned {
-                    return at + k < t.size() ? static_cast<unsigned char>(t[at + k]) : 0u;
-                };
-                const unsigned b0 = byte(0);
-                std::size_t len = 0;
-                unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
-                if (at >= t.size())
-                {
-                    return 0;
-                }
-                if (b0 < 0x80)
-                {
-                    v = b0;
-                    return 1;
-                }
-                if (b0 >= 0xC2 && b0 <= 0xDF)
-                {
-                    len = 2;
-                    v = b0 & 0x1F;
-                }
-                else if (b0 >= 0xE0 && b0 <= 0xEF)
-                {
-                    len = 3;
-                    v = b0 & 0x0F;
-                    lo = b0 == 0xE0 ? 0xA0 : 0x80;  // no overlong form
-                    hi = b0 == 0xED ? 0x9F : 0xBF;  // no surrogate
-                }
-                else if (b0 >= 0xF0 && b0 <= 0xF4)
-                {
-                    len = 4;
-                    v = b0 & 0x07;
-                    lo = b0 == 0xF0 ? 0x90 : 0x80;  // no overlong form
-                    hi = b0 == 0xF4 ? 0x8F : 0xBF;  // nothing past U+10FFFF
-                }
-                else
-                {
-                    return 0;
-                }
-                for (std::size_t k = 1; k < len; ++k)
-                {
-                    const unsigned b = byte(k);
-                    if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF))
-                    {
-                        return 0;
-                    }
-                    v = (v << 6) | (b & 0x3F);
-                }
-                return len;
-            }
             /// The well-formed UTF-8 code point at m_i, read.
             std::uint32_t utf8_char()
             {
                 std::uint32_t v = 0;
-                const std::size_t len = utf8_decode(m_t, m_i, v);
+                const std::size_t len = detail::utf8_decode(m_t, m_i, v);
                 if (len == 0)
                 {
                     fail("invalid UTF-8", m_i);
@@ -516,7 +464,7 @@ namespace xsampler
                             {
                                 break;
                             }
-                            regex::utf8_append(character(true), bytes);
+                            detail::utf8_append(character(true), bytes);
                         }
                         ++m_i;
                         space(nested);

@@ -107,6 +107,7 @@
 #include <vector>
 
 #include "types.hpp"
+#include "detail/utf8.hpp"
 
 namespace xsampler
 {
@@ -236,7 +237,10 @@ namespace xsampler
     namespace detail::regex
     {
         using code_point = std::uint32_t;
-        constexpr code_point max_code_point = 0x10FFFF;
+        using detail::max_code_point;
+        using detail::utf8_append;
+        using detail::utf8_encode;
+        using detail::utf8_length;
         constexpr int max_count = 1000;
         constexpr int max_depth = 256;
 
@@ -363,37 +367,6 @@ namespace xsampler
         /// One UTF-8 byte range per byte of an encoding: the product of the
         /// ranges is a set of encodings.
         using byte_seq = std::vector<std::pair<unsigned char, unsigned char>>;
-
-        inline int utf8_length(code_point c) { return c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; }
-
-        inline void utf8_encode(code_point c, unsigned char* out)
-        {
-            switch (utf8_length(c))
-            {
-            case 1: out[0] = static_cast<unsigned char>(c); break;
-            case 2:
-                out[0] = static_cast<unsigned char>(0xC0 | c >> 6);
-                out[1] = static_cast<unsigned char>(0x80 | (c & 0x3F));
-                break;
-            case 3:
-                out[0] = static_cast<unsigned char>(0xE0 | c >> 12);
-                out[1] = static_cast<unsigned char>(0x80 | (c >> 6 & 0x3F));
-                out[2] = static_cast<unsigned char>(0x80 | (c & 0x3F));
-                break;
-            default:
-                out[0] = static_cast<unsigned char>(0xF0 | c >> 18);
-                out[1] = static_cast<unsigned char>(0x80 | (c >> 12 & 0x3F));
-                out[2] = static_cast<unsigned char>(0x80 | (c >> 6 & 0x3F));
-                out[3] = static_cast<unsigned char>(0x80 | (c & 0x3F));
-            }
-        }
-
-        inline void utf8_append(code_point c, std::string& out)
-        {
-            unsigned char b[4];
-            utf8_encode(c, b);
-            out.append(reinterpret_cast<const char*>(b), std::size_t(utf8_length(c)));
-        }
 
         /// The encodings of [lo, hi] (no surrogates) as byte sequences: split
         /// where the encoding's length changes, then until every trailing
@@ -752,29 +725,14 @@ namespace xsampler
 
             code_point decode_utf8()
             {
-                const std::size_t at = m_i;
-                const unsigned char b0 = byte_at(m_i);
-                int n = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
-                if (n == 0 || m_i + std::size_t(n) > m_p.size())
+                code_point c = 0;
+                std::size_t bad = 0;
+                const std::size_t n = detail::utf8_decode(m_p, m_i, c, &bad);
+                if (n == 0)
                 {
-                    fail("invalid UTF-8 byte 0x" + hex(b0, 2), at);
+                    fail("invalid UTF-8 byte 0x" + hex(byte_at(bad), 2), bad);
                 }
-                code_point c = n == 1 ? b0 : n == 2 ? (b0 & 0x1Fu) : n == 3 ? (b0 & 0x0Fu) : (b0 & 0x07u);
-                for (int k = 1; k < n; ++k)
-                {
-                    const unsigned char b = byte_at(m_i + std::size_t(k));
-                    if ((b >> 6) != 2)
-                    {
-                        fail("invalid UTF-8 byte 0x" + hex(b, 2), m_i + std::size_t(k));
-                    }
-                    c = c << 6 | (b & 0x3Fu);
-                }
-                static const code_point least[5] = {0, 0, 0x80, 0x800, 0x10000};
-                if (c < least[n] || c > max_code_point || (c >= 0xD800 && c <= 0xDFFF))
-                {
-                    fail("invalid UTF-8 sequence", at);
-                }
-                m_i += std::size_t(n);
+                m_i += n;
                 return c;
             }
 

@@ -54,8 +54,24 @@ namespace xsampler
         template <class E>
         using logit_type = std::decay_t<typename E::value_type>;
 
+        /// Throws unless a row of n tokens can be sampled: not empty, and
+        /// every index a token_id.
+        inline void check_row_size(std::size_t n)
+        {
+            if (n == 0)
+            {
+                throw invalid_logits("logits: the row is empty");
+            }
+            if (n > std::size_t(std::numeric_limits<token_id>::max()))
+            {
+                throw invalid_logits("logits: a row of " + std::to_string(n) + " tokens is longer than token_id can index");
+            }
+        }
+
         /// The row behind `expr`, read in place when its elements are
-        /// contiguous, else evaluated once into `scratch`.
+        /// contiguous, else evaluated once into `scratch`; its size is
+        /// checked first (check_row_size), so a lazy row too long to index is
+        /// refused before it is evaluated.
         template <class E, class T = logit_type<E>>
         row_ref<T> contiguous_row(const xt::xexpression<E>& expr, std::vector<T>& scratch)
         {
@@ -68,6 +84,7 @@ namespace xsampler
                                      "-D");
             }
             const std::size_t n = e.size();
+            check_row_size(n);  // before a lazy row is evaluated
             if constexpr (xt::has_data_interface<E>::value)
             {
                 if (n <= 1 || e.strides()[0] == 1)
@@ -117,20 +134,6 @@ namespace xsampler
             T max;
             token_id argmax;
         };
-
-        /// Throws unless a row of n tokens can be sampled: not empty, and
-        /// every index a token_id.
-        inline void check_row_size(std::size_t n)
-        {
-            if (n == 0)
-            {
-                throw invalid_logits("logits: the row is empty");
-            }
-            if (n > std::size_t(std::numeric_limits<token_id>::max()))
-            {
-                throw invalid_logits("logits: a row of " + std::to_string(n) + " tokens is longer than token_id can index");
-            }
-        }
 
         /// One pass (SIMD): validates the row and finds its max; then finds
         /// the first index of the max (ties: the lowest id).

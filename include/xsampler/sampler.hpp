@@ -283,7 +283,7 @@ namespace xsampler
                                                     " is set but not in the sampler order");
                         }
                         known.push_back({S::name, r.make(m_params), neutral,
-                                         !detail::is_processor<S, float>::value && std::string(S::name) != "temperature"});
+                                         !detail::is_processor<S, float>::value && !detail::kept_with_mirostat<S>::value});
                     };
                     (add(row), ...);
                 },

@@ -33,11 +33,16 @@ namespace xsampler
             double z;
             double log_z;
 
-            explicit raw_softmax(candidates<T>& c)
-                : x(c.loaded_row()), n(c.vocab()), m(c.loaded_max()), z(dense_total(x, n, m, T(log2e), nullptr)),
-                  log_z(std::log(z))
+            /// Row x[0, n) (validated) and its max m.
+            raw_softmax(const T* row, std::size_t size, T max)
+                : x(row), n(size), m(max), z(dense_total(x, n, m, T(log2e), nullptr)), log_z(std::log(z))
             {
             }
+            /// The row a set loaded, as loaded.
+            explicit raw_softmax(const candidates<T>& c) : raw_softmax(c.loaded_row(), c.vocab(), c.loaded_max()) {}
+
+            /// p_i (0 for a masked token): the weight at scale 1 over Z.
+            double prob(std::size_t i) const noexcept { return double(weight(x[i], m, T(log2e))) / z; }
 
             /// log p_i = (x_i - m) - log Z (-inf for a masked token); where
             /// x_i - m overflows T, the difference in double.
@@ -95,13 +100,25 @@ namespace xsampler
         };
     }
 
+    namespace detail
+    {
+        /// f(raw_softmax) over the row behind `logits`: validated in one
+        /// pass, read in place when contiguous; no candidates set is built.
+        template <class E, class F>
+        auto with_raw_softmax(const xt::xexpression<E>& logits, F&& f)
+        {
+            using T = logit_type<E>;
+            std::vector<T> scratch;
+            const row_ref<T> row = contiguous_row(logits, scratch);
+            return f(raw_softmax<T>(row.data, row.size, scan_row(row).max));
+        }
+    }
+
     /// log(sum_i exp(x_i)) over the row, in double.
     template <class E>
     double logsumexp(const xt::xexpression<E>& logits)
     {
-        candidates<detail::logit_type<E>> c;
-        c.load(logits);
-        return double(c.loaded_max()) + detail::raw_softmax<detail::logit_type<E>>(c).log_z;
+        return detail::with_raw_softmax(logits, [](const auto& raw) { return double(raw.m) + raw.log_z; });
     }
 
     /// log p_i for every token (-inf for masked tokens), computed as
@@ -109,39 +126,36 @@ namespace xsampler
     template <class E>
     xt::xtensor<double, 1> log_softmax(const xt::xexpression<E>& logits)
     {
-        candidates<detail::logit_type<E>> c;
-        c.load(logits);
-        const detail::raw_softmax<detail::logit_type<E>> raw(c);
-        xt::xtensor<double, 1> out = xt::empty<double>({c.vocab()});
-        for (std::size_t i = 0; i < c.vocab(); ++i)
-        {
-            out(i) = raw.logprob(i);
-        }
-        return out;
+        return detail::with_raw_softmax(logits, [](const auto& raw) {
+            xt::xtensor<double, 1> out = xt::empty<double>({raw.n});
+            for (std::size_t i = 0; i < raw.n; ++i)
+            {
+                out(i) = raw.logprob(i);
+            }
+            return out;
+        });
     }
 
-    /// p_i for every token (0 for masked tokens), summing to 1 up to rounding.
+    /// p_i for every token (0 for masked tokens), summing to 1 up to
+    /// rounding: bit for bit the probabilities of a chain with no filter.
     template <class E>
     xt::xtensor<double, 1> softmax(const xt::xexpression<E>& logits)
     {
-        candidates<detail::logit_type<E>> c;
-        c.load(logits);
-        const double z = c.total_weight();
-        xt::xtensor<double, 1> out = xt::empty<double>({c.vocab()});
-        for (std::size_t i = 0; i < c.vocab(); ++i)
-        {
-            out(i) = c.weight(c.loaded_row()[i]) / z;
-        }
-        return out;
+        return detail::with_raw_softmax(logits, [](const auto& raw) {
+            xt::xtensor<double, 1> out = xt::empty<double>({raw.n});
+            for (std::size_t i = 0; i < raw.n; ++i)
+            {
+                out(i) = raw.prob(i);
+            }
+            return out;
+        });
     }
 
     /// Shannon entropy of the softmax, in nats: -sum p_i log p_i.
     template <class E>
     double entropy(const xt::xexpression<E>& logits)
     {
-        candidates<detail::logit_type<E>> c;
-        c.load(logits);
-        return detail::raw_softmax<detail::logit_type<E>>(c).entropy();
+        return detail::with_raw_softmax(logits, [](const auto& raw) { return raw.entropy(); });
     }
 }
 

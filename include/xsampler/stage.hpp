@@ -19,7 +19,7 @@
 //   error naming it: invalid_logits("<name>: every token is masked").
 // - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
 //   keep_mass, keep_log_weight_at_least, keep_ratio_at_least,
-//   keep_probability_at_least, keep_eta, keep_logit_at_least, keep_typical,
+//   keep_probability_at_least, keep_eta, keep_logit_at_least, keep_subset,
 //   retain_if.
 // - a random filter (xtc) is a filter that also gets u, one uniform01 drawn
 //   for this call from the engine the caller passed (sample's, or the one
@@ -35,6 +35,13 @@
 //       (or a member `bool rescales_only() const noexcept` where that depends
 //       on the parameters: temperature is rescales_only unless its dynamic
 //       range is positive)
+//   std::size_t fused_top_k() const noexcept;    a filter that keeps the k
+//       best-ranked tokens (ties to the lowest id) and nothing else returns
+//       k (0: not now): when every stage before it rescales only or is a
+//       processor, the chain selects them in the row's validation pass
+//       (candidates::load) and its apply's keep_top(k) takes that list
+//   static constexpr bool kept_with_mirostat;    a filter the run-time
+//       sampler keeps when mirostat replaces the filters (temperature)
 //   static constexpr bool restricts_set;         true for a processor that
 //       keeps a set (keep_in, retain_if) rather than editing a few logits:
 //       a top_k after it is then not fused (the fused selection would be
@@ -197,6 +204,15 @@ namespace xsampler
         };
 
         template <class S, class = void>
+        struct kept_with_mirostat : std::false_type
+        {
+        };
+        template <class S>
+        struct kept_with_mirostat<S, std::enable_if_t<S::kept_with_mirostat>> : std::true_type
+        {
+        };
+
+        template <class S, class = void>
         struct rescales_only : std::false_type
         {
         };
@@ -343,7 +359,7 @@ namespace xsampler
         {
             if (!m_stage)
             {
-                throw std::logic_error("custom_stage '" + m_name + "': used after being moved from");
+                throw invalid_use("custom_stage '" + m_name + "': used after being moved from");
             }
             return *m_stage;
         }

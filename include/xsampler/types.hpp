@@ -4,14 +4,22 @@
 // history (with where its prompt ends), the sampled token, and the exception
 // family.
 //
-// Errors: every bad input throws a class derived from std::invalid_argument,
-// whose message names the function or stage, the parameter, the allowed range
-// and the value ("top_p: p must be in (0, 1], got 1.5"), or the index of the
-// offending logit ("logits: NaN at index 17").
-//   - invalid_parameter: a stage or sampler parameter out of range; thrown
-//     when the stage is constructed, never per token.
-//   - invalid_logits: a row that cannot be sampled: empty, not 1-D, NaN or
-//     +inf at some index, or every token masked with -inf.
+// Errors: every exception the library throws derives from xsampler::error
+// and from the matching standard exception, so a caller catches either
+// family. The message names the function or stage, the parameter, the
+// allowed range and the value ("top_p: p must be in (0, 1], got 1.5"), or
+// the index of the offending logit ("logits: NaN at index 17").
+//   - invalid_parameter (std::invalid_argument): a stage or sampler
+//     parameter out of range, a grammar or schema that cannot be compiled;
+//     thrown when the object is constructed, never per token.
+//   - invalid_logits (std::invalid_argument): a row that cannot be sampled:
+//     empty, not 1-D, NaN or +inf at some index, longer than token_id can
+//     index, or every token masked with -inf.
+//   - invalid_data (std::runtime_error): data read from outside that is
+//     malformed or unreadable (a tokenizer's files).
+//   - invalid_use (std::logic_error): an object used in a state that does
+//     not allow it (a custom_stage after it was moved from).
+// The object that threw stays usable.
 #ifndef XSAMPLER_TYPES_HPP
 #define XSAMPLER_TYPES_HPP
 
@@ -30,18 +38,59 @@ namespace xsampler
     /// A token id: an index into the vocabulary (int32, as engines store them).
     using token_id = std::int32_t;
 
-    /// A parameter outside its documented range.
-    class invalid_parameter : public std::invalid_argument
+    /// The base of every exception the library throws; each one also derives
+    /// from the standard exception named beside it.
+    class error
     {
     public:
-        using std::invalid_argument::invalid_argument;
+        virtual ~error() = default;
+        /// The message: what went wrong, naming the parameter or the index.
+        virtual const char* what() const noexcept = 0;
+
+    protected:
+        error() = default;
+        error(const error&) = default;
+        error& operator=(const error&) = default;
     };
 
-    /// A logits row that cannot be sampled from.
-    class invalid_logits : public std::invalid_argument
+    namespace detail
+    {
+        /// An xsampler::error that is also the standard exception Std.
+        template <class Std>
+        class error_as : public error, public Std
+        {
+        public:
+            using Std::Std;
+            const char* what() const noexcept override { return Std::what(); }
+        };
+    }
+
+    /// A parameter outside its documented range (std::invalid_argument).
+    class invalid_parameter : public detail::error_as<std::invalid_argument>
     {
     public:
-        using std::invalid_argument::invalid_argument;
+        using error_as::error_as;
+    };
+
+    /// A logits row that cannot be sampled from (std::invalid_argument).
+    class invalid_logits : public detail::error_as<std::invalid_argument>
+    {
+    public:
+        using error_as::error_as;
+    };
+
+    /// Data read from outside that is malformed or unreadable (std::runtime_error).
+    class invalid_data : public detail::error_as<std::runtime_error>
+    {
+    public:
+        using error_as::error_as;
+    };
+
+    /// An object used in a state that does not allow it (std::logic_error).
+    class invalid_use : public detail::error_as<std::logic_error>
+    {
+    public:
+        using error_as::error_as;
     };
 
     /// A view of n contiguous elements (std::span's subset, for C++17): cheap

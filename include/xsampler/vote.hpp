@@ -11,8 +11,9 @@
 //   is a pure function of the sequence. No answers: invalid_parameter.
 // self_consistency(n, seed, sample)
 //   Calls sample(rng) n times, sample i with its own engine philox4x32(seed,
-//   i) — independent, reproducible streams — and votes over the answers.
-//   Memory grows with the answers sampled, never reserved for n up front.
+//   i) — independent, reproducible streams — and votes over the answers,
+//   tallied as they arrive (vote_tally): memory grows with the distinct
+//   answers, not with n.
 //
 // Why agreement, not a token probability, is the confidence to show a user:
 // a model's token probabilities measure how sure it is of the next token of
@@ -50,53 +51,77 @@ namespace xsampler
         std::size_t runner_up_votes = 0;
     };
 
+    /// Votes counted as answers arrive: the distinct answers (compared with
+    /// operator== only) in order of first appearance, each with its count.
+    /// Memory grows with the distinct answers, not with the votes.
+    template <class Answer>
+    class vote_tally
+    {
+    public:
+        void add(const Answer& answer)
+        {
+            ++m_total;
+            for (std::size_t g = 0; g < m_distinct.size(); ++g)
+            {
+                if (m_distinct[g] == answer)
+                {
+                    ++m_count[g];
+                    return;
+                }
+            }
+            m_distinct.push_back(answer);
+            m_count.push_back(1);
+        }
+
+        std::size_t total() const noexcept { return m_total; }
+
+        /// The majority (ties: the answer that appeared first) and the runner-up.
+        vote_result<Answer> result() const
+        {
+            if (m_total == 0)
+            {
+                throw invalid_parameter("majority_vote: no answers to vote on");
+            }
+            std::size_t best = 0;
+            for (std::size_t g = 1; g < m_count.size(); ++g)
+            {
+                if (m_count[g] > m_count[best])
+                {
+                    best = g;
+                }
+            }
+            vote_result<Answer> r{m_distinct[best], m_count[best], m_total, double(m_count[best]) / double(m_total),
+                                  m_distinct.size(), std::nullopt, 0};
+            for (std::size_t g = 0; g < m_count.size(); ++g)
+            {
+                if (g != best && (!r.runner_up || m_count[g] > r.runner_up_votes))
+                {
+                    r.runner_up = m_distinct[g];
+                    r.runner_up_votes = m_count[g];
+                }
+            }
+            return r;
+        }
+
+    private:
+        std::vector<Answer> m_distinct;
+        std::vector<std::size_t> m_count;
+        std::size_t m_total = 0;
+    };
+
     template <class Answer>
     vote_result<Answer> majority_vote(const std::vector<Answer>& answers)
     {
-        if (answers.empty())
+        vote_tally<Answer> tally;
+        for (const Answer& a : answers)
         {
-            throw invalid_parameter("majority_vote: no answers to vote on");
+            tally.add(a);
         }
-        // Distinct answers in order of first appearance, with their counts.
-        std::vector<std::size_t> first;
-        std::vector<std::size_t> count;
-        for (std::size_t i = 0; i < answers.size(); ++i)
-        {
-            std::size_t g = 0;
-            while (g < first.size() && !(answers[first[g]] == answers[i]))
-            {
-                ++g;
-            }
-            if (g == first.size())
-            {
-                first.push_back(i);
-                count.push_back(0);
-            }
-            ++count[g];
-        }
-        std::size_t best = 0;
-        for (std::size_t g = 1; g < count.size(); ++g)
-        {
-            if (count[g] > count[best])
-            {
-                best = g;
-            }
-        }
-        vote_result<Answer> r{answers[first[best]], count[best], answers.size(),
-                              double(count[best]) / double(answers.size()), count.size(), std::nullopt, 0};
-        for (std::size_t g = 0; g < count.size(); ++g)
-        {
-            if (g != best && (!r.runner_up || count[g] > r.runner_up_votes))
-            {
-                r.runner_up = answers[first[g]];
-                r.runner_up_votes = count[g];
-            }
-        }
-        return r;
+        return tally.result();
     }
 
     /// n answers from sample(rng), each with its own stream philox4x32(seed, i),
-    /// and their majority vote.
+    /// and their majority vote, tallied as they arrive.
     template <class Sample>
     auto self_consistency(std::size_t n, std::uint64_t seed, Sample&& sample)
     {
@@ -105,14 +130,13 @@ namespace xsampler
         {
             throw invalid_parameter("self_consistency: n must be >= 1, got 0");
         }
-        std::vector<Answer> answers;
-        answers.reserve(std::min<std::size_t>(n, 1024));  // n comes from outside: grow with what is sampled
+        vote_tally<Answer> tally;
         for (std::size_t i = 0; i < n; ++i)
         {
             philox4x32 rng(seed, i);
-            answers.push_back(sample(rng));
+            tally.add(sample(rng));
         }
-        return majority_vote(answers);
+        return tally.result();
     }
 }
 

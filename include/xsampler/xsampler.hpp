@@ -1,5 +1,9 @@
 // xsampler/xsampler.hpp — the umbrella header. (xsampler, BSD-3-Clause)
-// The umbrella header: includes everything.
+// The umbrella header: every public header but one. Left out:
+// json_schema.hpp, which needs nlohmann-json (include it where JSON Schema is
+// wanted). The detail/ headers come in through the public ones. Not part of
+// the library at all: the tool's tokenizer (tool/tokenizer.hpp; an engine
+// builds a `vocabulary` from its own tokenizer's bytes).
 #ifndef XSAMPLER_XSAMPLER_HPP
 #define XSAMPLER_XSAMPLER_HPP
 
@@ -7,7 +11,6 @@
 #include "types.hpp"
 #include "vocabulary.hpp"
 #include "regex.hpp"
-#include "tokenizer.hpp"
 #include "random.hpp"
 #include "row.hpp"
 #include "candidates.hpp"

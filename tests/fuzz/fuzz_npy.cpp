@@ -1,6 +1,6 @@
-// fuzz_npy: the xsampler tool's .npy reader (examples/npy_matrix.hpp) on any
+// fuzz_npy: the xsampler tool's .npy reader (tool/npy_matrix.hpp) on any
 // bytes. The bytes are written to a file (one per process) and read back
-// with examples::load_npy_matrix: it either throws a std::exception with a
+// with tool::load_npy_matrix: it either throws a std::exception with a
 // message, or returns a 1-D or 2-D matrix whose elements are the file's data,
 // element for element (C or Fortran order), with all of that data inside the
 // file. scripts/fuzz runs it with -malloc_limit_mb=512, so a reader that
@@ -15,7 +15,7 @@
 
 #include <unistd.h>
 
-#include "../../examples/npy_matrix.hpp"
+#include "../../tool/npy_matrix.hpp"
 #include "fuzz_input.hpp"
 
 namespace
@@ -90,10 +90,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_REQUIRE(size == 0 || std::fwrite(data, 1, size, f) == size, "short write");
         FUZZ_REQUIRE(std::fclose(f) == 0, "cannot close " + scratch_path());
     }
-    examples::npy_matrix m;
+    tool::npy_matrix m;
     try
     {
-        m = examples::load_npy_matrix(scratch_path());
+        m = tool::load_npy_matrix(scratch_path());
     }
     catch (const std::exception& e)
     {

@@ -29,7 +29,8 @@
 #include <utility>
 #include <vector>
 
-#include "../regex.hpp"
+#include "../types.hpp"
+#include "utf8.hpp"
 
 namespace xsampler::detail::json_canonical
 {
@@ -191,7 +192,7 @@ namespace xsampler::detail::json_canonical
                         }
                     }
                 }
-                regex::utf8_append(regex::code_point(c1), out);  // (a lone surrogate as its 3 bytes: a key of its own)
+                utf8_append(std::uint32_t(c1), out);  // (a lone surrogate as its 3 bytes: a key of its own)
                 break;
             }
             default: return npos;

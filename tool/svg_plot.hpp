@@ -19,8 +19,8 @@
 // The output is a function of its input alone (fixed layout, numbers printed
 // with fixed formats, no time or locale), so the same row and flags give the
 // same bytes. Text is XML-escaped; bytes outside printable ASCII show as '?'.
-#ifndef XSAMPLER_EXAMPLES_SVG_PLOT_HPP
-#define XSAMPLER_EXAMPLES_SVG_PLOT_HPP
+#ifndef XSAMPLER_TOOL_SVG_PLOT_HPP
+#define XSAMPLER_TOOL_SVG_PLOT_HPP
 
 #include <algorithm>
 #include <cmath>
@@ -32,7 +32,7 @@
 
 #include <xsampler/xsampler.hpp>
 
-namespace examples::svg
+namespace tool::svg
 {
     /// One stage's panel: for each bar, whether the stage's set keeps the token and its
     /// probability there (0 if dropped).

@@ -3,8 +3,8 @@
 // from a text (--corpus FILE --prompt TEXT [--rank R]), or an n-gram model
 // over the text's GPT-2 token ids (--corpus FILE --tokenizer gpt2 [--order N]
 // [--prompt TEXT]; its eos is <|endoftext|>, 50256, unless --eos is given).
-#ifndef XSAMPLER_EXAMPLES_DECODE_COMMANDS_HPP
-#define XSAMPLER_EXAMPLES_DECODE_COMMANDS_HPP
+#ifndef XSAMPLER_TOOL_DECODE_COMMANDS_HPP
+#define XSAMPLER_TOOL_DECODE_COMMANDS_HPP
 
 #include <cmath>
 #include <cstdio>
@@ -26,7 +26,7 @@
 #include "ngram_model.hpp"
 #include "tool_options.hpp"
 
-namespace examples
+namespace tool
 {
     using any_model = std::variant<table_model, bigram_model, ngram_model>;
 

@@ -54,7 +54,7 @@
 
 namespace
 {
-    using examples::tool_options;
+    using tool::tool_options;
 
     // A token's name in the output: its word (the corpus model), else nothing.
     using word_of = std::function<std::string(xsampler::token_id)>;
@@ -114,27 +114,27 @@ namespace
                 throw std::invalid_argument("give a row: --logits FILE.npy [--row I], or a model: --corpus FILE "
                                             "--prompt TEXT | --transitions T.npy --bos ID");
             }
-            const auto logits = examples::load_npy_matrix(o.logits);
+            const auto logits = tool::load_npy_matrix(o.logits);
             if (o.row >= logits.rows())
             {
                 throw std::out_of_range("--row " + std::to_string(o.row) + " is out of range: '" + o.logits +
                                         "' has " + std::to_string(logits.rows()) + " row(s)");
             }
-            std::visit([&](const auto& m) { f(xt::view(m, o.row, xt::all()), examples::history_of(o), word_of{}); },
+            std::visit([&](const auto& m) { f(xt::view(m, o.row, xt::all()), tool::history_of(o), word_of{}); },
                        logits.values);
             return;
         }
-        const examples::loaded input = examples::load_model(o);
+        const tool::loaded input = tool::load_model(o);
         const xsampler::token_history history(
             input.prompt, o.prompt_tokens < 0 ? input.prompt.size() : std::size_t(o.prompt_tokens));
         std::visit(
             [&](const auto& m) {
                 word_of word;
-                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, examples::bigram_model>)
+                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, tool::bigram_model>)
                 {
                     word = [&m](xsampler::token_id id) { return m.word(id); };
                 }
-                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, examples::ngram_model>)
+                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, tool::ngram_model>)
                 {
                     word = [&m](xsampler::token_id id) {
                         // the token's bytes as a JSON string: a newline or a partial UTF-8 character stays on one line
@@ -179,7 +179,7 @@ namespace
         if (!out)
         {
             const std::string reason = errno != 0 ? std::string(": ") + std::strerror(errno) : "";
-            throw std::runtime_error(flag + ": cannot write '" + examples::detail::echo(path) + "'" + reason);
+            throw std::runtime_error(flag + ": cannot write '" + tool::detail::echo(path) + "'" + reason);
         }
     }
 
@@ -200,92 +200,92 @@ int main(int argc, char** argv)
     // Each subcommand runs from its callback, inside app.parse, once every flag is parsed and
     // checked. The sampler is built first: it validates every parameter before a file is read.
     auto* dist = app.add_subcommand("dist", "print the final distribution: ID<TAB>PROB, most probable first");
-    examples::add_row_flags(*dist, o);
-    examples::add_integer(*dist, "--seed", o.params.seed, std::uint64_t(0), UINT64_MAX,
+    tool::add_row_flags(*dist, o);
+    tool::add_integer(*dist, "--seed", o.params.seed, std::uint64_t(0), UINT64_MAX,
                           "seed of the engine XTC's coin is drawn from (default 0)");
-    examples::add_svg_flags(*dist, o);
+    tool::add_svg_flags(*dist, o);
     dist->callback([&o] {
-        auto s = examples::make_sampler(o);
+        auto s = tool::make_sampler(o);
         with_row(o, [&](const auto& row, const xsampler::token_history& history, const word_of& word) {
             if (!o.svg.empty())
             {
                 auto rng = s.engine();  // a copy: the listing below draws the same coins
-                auto figure = examples::svg::trace_figure(
+                auto figure = tool::svg::trace_figure(
                     s, row, history, o.svg_bars, [&](xsampler::token_id id) { return word ? word(id) : std::to_string(id); },
                     rng);
                 figure.source = source_of(o);
                 figure.log_scale = o.svg_log;
-                write_file(o.svg, examples::svg::render(figure), "--svg");
+                write_file(o.svg, tool::svg::render(figure), "--svg");
             }
             print_distribution(s.final_distribution(row, history, s.engine()), word);
         });
     });
 
     auto* sample = app.add_subcommand("sample", "print N sampled ids, one a line");
-    examples::add_row_flags(*sample, o);
-    examples::add_seed(*sample, o, "seed of the philox4x32 engine");
-    examples::add_n(*sample, o, "number of samples (default 1)");
+    tool::add_row_flags(*sample, o);
+    tool::add_seed(*sample, o, "seed of the philox4x32 engine");
+    tool::add_n(*sample, o, "number of samples (default 1)");
     sample->add_flag("--counts", o.counts, "print ID<TAB>COUNT lines instead, most frequent first");
     sample->callback([&o] {
-        auto s = examples::make_sampler(o);
+        auto s = tool::make_sampler(o);
         with_row(o, [&](const auto& row, const xsampler::token_history& history, const word_of&) {
             print_samples(s, row, history, o);
         });
     });
 
     auto* generate = app.add_subcommand("generate", "decode a sequence from a model, with its stop reason");
-    examples::add_model_flags(*generate, o);
-    examples::add_stage_flags(*generate, o);
-    examples::add_seed(*generate, o, "seed of the philox4x32 engine");
-    examples::add_max_tokens(*generate, o.generate.max_tokens, 0, "stop after N tokens (stop reason max_tokens)")->required();
-    examples::add_integer(*generate, "--min-tokens", o.generate.min_tokens, std::size_t(0), examples::limits::tokens,
+    tool::add_model_flags(*generate, o);
+    tool::add_stage_flags(*generate, o);
+    tool::add_seed(*generate, o, "seed of the philox4x32 engine");
+    tool::add_max_tokens(*generate, o.generate.max_tokens, 0, "stop after N tokens (stop reason max_tokens)")->required();
+    tool::add_integer(*generate, "--min-tokens", o.generate.min_tokens, std::size_t(0), tool::limits::tokens,
                           "no eos or stop sequence before N tokens (default 0), at most 10^6");
-    examples::add_stop_seq(*generate, o);
-    examples::add_stop_strings(*generate, o);
-    examples::add_constraint_flags(*generate, o);
+    tool::add_stop_seq(*generate, o);
+    tool::add_stop_strings(*generate, o);
+    tool::add_constraint_flags(*generate, o);
     generate->add_flag("--ignore-eos", o.generate.ignore_eos, "mask the eos ids at every step (llama.cpp's)");
-    examples::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
-                          std::size_t(examples::limits::token_id),
+    tool::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
+                          std::size_t(tool::limits::token_id),
                           "report the N most probable tokens at each step, N <= the vocabulary");
     generate->callback([&o] {
-        examples::default_eos(o);
-        examples::make_sampler(o);  // the parameters are checked before the model is read
-        examples::run_generate(o);
+        tool::default_eos(o);
+        tool::make_sampler(o);  // the parameters are checked before the model is read
+        tool::run_generate(o);
     });
 
     int status = 0;
     auto* match = app.add_subcommand(
         "match", "whether a text is in a grammar's language: accepted, incomplete or rejected at byte N");
-    examples::add_constraint_flags(*match, o, false);
-    examples::add_text_flags(*match, o);
-    match->callback([&o, &status] { status = examples::run_match(o); });
+    tool::add_constraint_flags(*match, o, false);
+    tool::add_text_flags(*match, o);
+    match->callback([&o, &status] { status = tool::run_match(o); });
 
     auto* beam = app.add_subcommand("beam", "beam search: the best sequences with their probabilities");
-    examples::add_model_flags(*beam, o);
-    examples::add_history(*beam, o);
-    examples::add_integer(*beam, "--beam-width", o.beam.beam_width, std::size_t(1), examples::limits::beam_width,
+    tool::add_model_flags(*beam, o);
+    tool::add_history(*beam, o);
+    tool::add_integer(*beam, "--beam-width", o.beam.beam_width, std::size_t(1), tool::limits::beam_width,
                           "beams kept at each step, at most 1024")
         ->required();
-    examples::add_max_tokens(*beam, o.beam.max_tokens, 1, "longest sequence")->required();
-    examples::add_integer(*beam, "--n-best", o.beam.n_best, std::size_t(1), examples::limits::beam_width,
+    tool::add_max_tokens(*beam, o.beam.max_tokens, 1, "longest sequence")->required();
+    tool::add_integer(*beam, "--n-best", o.beam.n_best, std::size_t(1), tool::limits::beam_width,
                           "sequences to return, <= beam width (default 1)");
-    examples::add_real(*beam, "--length-penalty", o.beam.length_penalty, "score = logprob / length^A (default 1)");
+    tool::add_real(*beam, "--length-penalty", o.beam.length_penalty, "score = logprob / length^A (default 1)");
     beam->callback([&o] {
-        examples::default_eos(o);
-        examples::run_beam(o);
+        tool::default_eos(o);
+        tool::run_beam(o);
     });
 
     auto* vote = app.add_subcommand("vote", "self-consistency: N samples and their majority");
-    examples::add_model_flags(*vote, o);
-    examples::add_stage_flags(*vote, o);
-    examples::add_n(*vote, o, "number of samples")->required();
-    examples::add_seed(*vote, o, "seed; sample i uses philox4x32(seed, i)");
+    tool::add_model_flags(*vote, o);
+    tool::add_stage_flags(*vote, o);
+    tool::add_n(*vote, o, "number of samples")->required();
+    tool::add_seed(*vote, o, "seed; sample i uses philox4x32(seed, i)");
     o.generate.max_tokens = 32;  // vote's default; generate requires the flag, so it never sees this one
-    examples::add_max_tokens(*vote, o.generate.max_tokens, 0, "longest completion (default 32)");
+    tool::add_max_tokens(*vote, o.generate.max_tokens, 0, "longest completion (default 32)");
     vote->callback([&o] {
-        examples::default_eos(o);
-        auto s = examples::make_sampler(o);
-        examples::run_vote(o, s);
+        tool::default_eos(o);
+        auto s = tool::make_sampler(o);
+        tool::run_vote(o, s);
     });
 
     try

@@ -1,9 +1,9 @@
-// xsampler examples — a model whose next-token logits are row T[last token]
+// xsampler tool — a model whose next-token logits are row T[last token]
 // of a [vocab, vocab] matrix (a Markov model), behind the interface an engine
 // implements: model(prefix) -> logits row, model(prefixes) -> [beams, vocab].
 // It counts its calls, so tests can check how often a decoder runs it.
-#ifndef XSAMPLER_EXAMPLES_TABLE_MODEL_HPP
-#define XSAMPLER_EXAMPLES_TABLE_MODEL_HPP
+#ifndef XSAMPLER_TOOL_TABLE_MODEL_HPP
+#define XSAMPLER_TOOL_TABLE_MODEL_HPP
 
 #include <stdexcept>
 #include <string>
@@ -14,7 +14,7 @@
 
 #include <xsampler/types.hpp>
 
-namespace examples
+namespace tool
 {
     using xsampler::token_id;
     using xsampler::token_span;

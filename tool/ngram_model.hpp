@@ -1,4 +1,4 @@
-// xsampler examples — an n-gram model over GPT-2's token ids, counted from a
+// xsampler tool — an n-gram model over GPT-2's token ids, counted from a
 // text: the tool's `--corpus FILE --tokenizer gpt2 [--order N]` model, a real
 // 50,257-token vocabulary behind the decode loop's interface
 // (model(prefix) -> logits row, model(prefixes) -> [beams, vocab] batch).
@@ -20,8 +20,8 @@
 // logits = log P. A row costs one fill of V plus the counts of the N contexts
 // (the sums are collected sparsely first), into a buffer the model reuses:
 // the reference is valid until the next call; one model, one thread.
-#ifndef XSAMPLER_EXAMPLES_NGRAM_MODEL_HPP
-#define XSAMPLER_EXAMPLES_NGRAM_MODEL_HPP
+#ifndef XSAMPLER_TOOL_NGRAM_MODEL_HPP
+#define XSAMPLER_TOOL_NGRAM_MODEL_HPP
 
 #include <algorithm>
 #include <cmath>
@@ -34,11 +34,11 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include <xsampler/tokenizer.hpp>
+#include "tokenizer.hpp"
 
 #include "input_file.hpp"
 
-namespace examples
+namespace tool
 {
     class ngram_model
     {

@@ -1,4 +1,4 @@
-// xsampler examples — two toy language models behind the interface an engine
+// xsampler tool — two toy language models behind the interface an engine
 // implements for the decode loop: model(prefix) -> the next token's logits,
 // and model(prefixes) -> a [beams, vocab] batch for beam search.
 //
@@ -16,8 +16,8 @@
 //                singular values (L ~ U_R S_R V_R^T, xtensor-blas), and the
 //                logits of a batch are hidden [beams, R] x head [R, vocab];
 //                L is dense, so the vocabulary is capped (max_rank_vocab).
-#ifndef XSAMPLER_EXAMPLES_MODELS_HPP
-#define XSAMPLER_EXAMPLES_MODELS_HPP
+#ifndef XSAMPLER_TOOL_MODELS_HPP
+#define XSAMPLER_TOOL_MODELS_HPP
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +38,7 @@
 #include "npy_matrix.hpp"
 #include "table_model.hpp"
 
-namespace examples
+namespace tool
 {
     using xsampler::token_id;
     using xsampler::token_span;

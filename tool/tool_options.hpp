@@ -18,8 +18,8 @@
 // flag (`limits`), reals are decimal; a bad one is a CLI::ValidationError
 // naming the flag and the range. Ids are checked against the vocabulary once
 // the model is loaded (decode_commands.hpp).
-#ifndef XSAMPLER_EXAMPLES_TOOL_OPTIONS_HPP
-#define XSAMPLER_EXAMPLES_TOOL_OPTIONS_HPP
+#ifndef XSAMPLER_TOOL_TOOL_OPTIONS_HPP
+#define XSAMPLER_TOOL_TOOL_OPTIONS_HPP
 
 #include <algorithm>
 #include <charconv>
@@ -35,7 +35,7 @@
 
 #include <xsampler/xsampler.hpp>
 
-namespace examples
+namespace tool
 {
     /// The tool's bounds on sizes from the command line, so that no count it is given can
     /// exhaust memory or time by itself, and arithmetic on them (2 x beam width) cannot wrap.

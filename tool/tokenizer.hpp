@@ -1,4 +1,8 @@
-// xsampler/tokenizer.hpp — real vocabularies from tokenizer data, and GPT-2's BPE. (xsampler, BSD-3-Clause)
+// xsampler tool — tokenizer.hpp: real vocabularies from tokenizer data, and GPT-2's BPE. (xsampler, BSD-3-Clause)
+//
+// The tool's, not the library's: an engine has its own tokenizer and builds a
+// `vocabulary` from its tokens' bytes (README, "Constraints"); the tool, the
+// tests and the benchmarks read real vocabularies through this file.
 //
 // Loaders that build a `vocabulary` (vocabulary.hpp) from the files a
 // tokenizer ships, read at run time (the repository vendors none of them;
@@ -18,8 +22,10 @@
 //   "<|endoftext|>" must be there and is the one special token, and the eos
 //   (50,257 tokens, eos 50256, for GPT-2's file). A missing file, malformed
 //   JSON, a duplicate token or id, a gap in the ids, a token outside the
-//   alphabet: std::runtime_error naming the function, the file and the
-//   problem (with the byte offset for JSON).
+//   alphabet: invalid_data naming the function, the file and the problem
+//   (with the byte offset for JSON). Each file is read whole, at most 64 MiB
+//   (the largest, Llama 3's, is 3 MiB); a directory, a larger file or an
+//   endless one (a device) is an error naming it.
 // load_llama3_vocabulary(dir)
 //   dir/src/data-converted.js (the npm package llama3-tokenizer-js): the
 //   string literal llama_vocab_base64 is base64 of the 128,000 base tokens,
@@ -53,6 +59,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -62,8 +69,11 @@
 #include <utility>
 #include <vector>
 
-#include "types.hpp"
-#include "vocabulary.hpp"
+#include <xsampler/detail/utf8.hpp>
+#include <xsampler/types.hpp>
+#include <xsampler/vocabulary.hpp>
+
+#include "input_file.hpp"
 
 namespace xsampler
 {
@@ -102,79 +112,14 @@ namespace xsampler
             return cp < inverse.size() ? inverse[cp] : -1;
         }
 
-        inline void append_utf8(std::string& out, char32_t cp)
-        {
-            if (cp < 0x80)
-            {
-                out += char(cp);
-            }
-            else if (cp < 0x800)
-            {
-                out += char(0xC0 | (cp >> 6));
-                out += char(0x80 | (cp & 0x3F));
-            }
-            else if (cp < 0x10000)
-            {
-                out += char(0xE0 | (cp >> 12));
-                out += char(0x80 | ((cp >> 6) & 0x3F));
-                out += char(0x80 | (cp & 0x3F));
-            }
-            else
-            {
-                out += char(0xF0 | (cp >> 18));
-                out += char(0x80 | ((cp >> 12) & 0x3F));
-                out += char(0x80 | ((cp >> 6) & 0x3F));
-                out += char(0x80 | (cp & 0x3F));
-            }
-        }
-
         // The code point that starts at s[i] and its length in bytes; a byte that does not
         // start a valid UTF-8 sequence (overlong, surrogate, above U+10FFFF, truncated) is
         // invalid_code_point with length 1.
         inline std::pair<char32_t, std::size_t> next_code_point(std::string_view s, std::size_t i)
         {
-            const auto b0 = static_cast<unsigned char>(s[i]);
-            if (b0 < 0x80)
-            {
-                return {b0, 1};
-            }
-            std::size_t n = 0;
-            char32_t cp = 0;
-            char32_t min = 0;
-            if (b0 >= 0xC2 && b0 <= 0xDF)
-            {
-                n = 2, cp = b0 & 0x1F, min = 0x80;
-            }
-            else if (b0 >= 0xE0 && b0 <= 0xEF)
-            {
-                n = 3, cp = b0 & 0x0F, min = 0x800;
-            }
-            else if (b0 >= 0xF0 && b0 <= 0xF4)
-            {
-                n = 4, cp = b0 & 0x07, min = 0x10000;
-            }
-            else
-            {
-                return {invalid_code_point, 1};
-            }
-            if (i + n > s.size())
-            {
-                return {invalid_code_point, 1};
-            }
-            for (std::size_t k = 1; k < n; ++k)
-            {
-                const auto b = static_cast<unsigned char>(s[i + k]);
-                if ((b & 0xC0) != 0x80)
-                {
-                    return {invalid_code_point, 1};
-                }
-                cp = cp << 6 | (b & 0x3F);
-            }
-            if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
-            {
-                return {invalid_code_point, 1};
-            }
-            return {cp, n};
+            std::uint32_t cp = 0;
+            const std::size_t n = detail::utf8_decode(s, i, cp);
+            return n == 0 ? std::pair<char32_t, std::size_t>{invalid_code_point, 1} : std::pair<char32_t, std::size_t>{cp, n};
         }
 
         // The bytes a token string spells in the alphabet; "" if some code point is not in it.
@@ -197,19 +142,17 @@ namespace xsampler
 
         inline std::string read_file(const std::string& path, const char* who)
         {
-            std::ifstream in(path, std::ios::binary);
-            if (!in)
+            try
             {
-                throw std::runtime_error(std::string(who) + ": cannot open '" + path +
-                                         "' (scripts/install-deps installs the tokenizer data)");
+                return tool::read_text_file(path, std::size_t(64) << 20, "64 MiB");
             }
-            std::ostringstream text;
-            text << in.rdbuf();
-            if (in.bad())
+            catch (const std::runtime_error& e)
             {
-                throw std::runtime_error(std::string(who) + ": cannot read '" + path + "'");
+                std::error_code ec;
+                const bool missing = !std::filesystem::exists(path, ec);
+                throw invalid_data(std::string(who) + ": " + e.what() +
+                                   (missing ? " (scripts/install-deps installs the tokenizer data)" : ""));
             }
-            return text.str();
         }
 
         // A strict parser for exactly one flat JSON object of string keys and integer values
@@ -261,7 +204,7 @@ namespace xsampler
         private:
             [[noreturn]] void fail(const std::string& what) const
             {
-                throw std::runtime_error(m_context + ": malformed JSON at byte " + std::to_string(m_pos) + ": " + what);
+                throw invalid_data(m_context + ": malformed JSON at byte " + std::to_string(m_pos) + ": " + what);
             }
             int peek() const { return m_pos < m_text.size() ? static_cast<unsigned char>(m_text[m_pos]) : -1; }
             void expect(char c)
@@ -365,7 +308,7 @@ namespace xsampler
                             }
                             cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
                         }
-                        append_utf8(s, cp);
+                        detail::utf8_append(std::uint32_t(cp), s);
                         break;
                     }
                     default: --m_pos; fail("bad escape in a string");
@@ -421,7 +364,7 @@ namespace xsampler
             };
             if (text.size() % 4 != 0)
             {
-                throw std::runtime_error(context + ": base64 length " + std::to_string(text.size()) +
+                throw invalid_data(context + ": base64 length " + std::to_string(text.size()) +
                                          " is not a multiple of 4");
             }
             std::string out;
@@ -442,7 +385,7 @@ namespace xsampler
                     v[k] = value(c);
                     if (v[k] < 0 || pad > 0)
                     {
-                        throw std::runtime_error(context + ": bad base64 character at offset " +
+                        throw invalid_data(context + ": bad base64 character at offset " +
                                                  std::to_string(i + std::size_t(k)));
                     }
                 }
@@ -715,11 +658,11 @@ namespace xsampler
         const auto entries = detail::tokenizer::flat_json_parser(text, context).parse();
         if (entries.empty())
         {
-            throw std::runtime_error(context + ": no tokens");
+            throw invalid_data(context + ": no tokens");
         }
         if (entries.size() > std::size_t(INT32_MAX))
         {
-            throw std::runtime_error(context + ": too many tokens");
+            throw invalid_data(context + ": too many tokens");
         }
         std::vector<std::string> tokens(entries.size());
         std::vector<bool> seen(entries.size(), false);
@@ -731,17 +674,17 @@ namespace xsampler
         {
             if (id < 0 || std::uint64_t(id) >= entries.size())
             {
-                throw std::runtime_error(context + ": id " + std::to_string(id) + " of token \"" + spelling.substr(0, 40) +
+                throw invalid_data(context + ": id " + std::to_string(id) + " of token \"" + spelling.substr(0, 40) +
                                          "\" is outside [0, " + std::to_string(entries.size()) +
                                          ") (the ids must be 0..N-1 without gaps)");
             }
             if (seen[std::size_t(id)])
             {
-                throw std::runtime_error(context + ": duplicate id " + std::to_string(id));
+                throw invalid_data(context + ": duplicate id " + std::to_string(id));
             }
             if (!by_spelling.emplace(spelling, id).second)
             {
-                throw std::runtime_error(context + ": duplicate token \"" + spelling.substr(0, 40) + "\"");
+                throw invalid_data(context + ": duplicate token \"" + spelling.substr(0, 40) + "\"");
             }
             seen[std::size_t(id)] = true;
             if (spelling == "<|endoftext|>")
@@ -751,7 +694,7 @@ namespace xsampler
             }
             if (!detail::tokenizer::token_bytes(spelling, bytes) || bytes.empty())
             {
-                throw std::runtime_error(context + ": token " + std::to_string(id) + " \"" + spelling.substr(0, 40) +
+                throw invalid_data(context + ": token " + std::to_string(id) + " \"" + spelling.substr(0, 40) +
                                          "\" is not spelt in GPT-2's byte alphabet");
             }
             tokens[std::size_t(id)] = bytes;
@@ -761,12 +704,12 @@ namespace xsampler
         {
             if (!seen[id])
             {
-                throw std::runtime_error(context + ": no token has id " + std::to_string(id));
+                throw invalid_data(context + ": no token has id " + std::to_string(id));
             }
         }
         if (eos < 0)
         {
-            throw std::runtime_error(context + ": no \"<|endoftext|>\" token");
+            throw invalid_data(context + ": no \"<|endoftext|>\" token");
         }
         vocabulary v(std::move(tokens), {eos});
         v.set_eos({eos});
@@ -805,13 +748,13 @@ namespace xsampler
         const std::size_t begin = text.find(marker);
         if (begin == std::string::npos)
         {
-            throw std::runtime_error(context + ": no string llama_vocab_base64");
+            throw invalid_data(context + ": no string llama_vocab_base64");
         }
         const std::size_t from = begin + marker.size();
         const std::size_t end = text.find('"', from);
         if (end == std::string::npos)
         {
-            throw std::runtime_error(context + ": llama_vocab_base64 is not terminated");
+            throw invalid_data(context + ": llama_vocab_base64 is not terminated");
         }
         const std::string lines =
             detail::tokenizer::base64_decode(std::string_view(text).substr(from, end - from), context);
@@ -825,7 +768,7 @@ namespace xsampler
             const std::string_view spelling = std::string_view(lines).substr(pos, nl - pos);
             if (!detail::tokenizer::token_bytes(spelling, bytes) || bytes.empty())
             {
-                throw std::runtime_error(context + ": token " + std::to_string(tokens.size()) + " \"" +
+                throw invalid_data(context + ": token " + std::to_string(tokens.size()) + " \"" +
                                          std::string(spelling.substr(0, 40)) + "\" is not spelt in GPT-2's byte alphabet");
             }
             tokens.push_back(bytes);
@@ -833,7 +776,7 @@ namespace xsampler
         }
         if (tokens.size() != base_tokens)
         {
-            throw std::runtime_error(context + ": expected " + std::to_string(base_tokens) + " base tokens, got " +
+            throw invalid_data(context + ": expected " + std::to_string(base_tokens) + " base tokens, got " +
                                      std::to_string(tokens.size()));
         }
         std::vector<token_id> special;
@@ -859,7 +802,7 @@ namespace xsampler
                 m_byte_token[b] = m_vocab.find(std::string(1, char(b)));
                 if (m_byte_token[b] < 0)
                 {
-                    throw std::runtime_error(std::string(who) + ": '" + dir + "/encoder.json' has no token for byte " +
+                    throw invalid_data(std::string(who) + ": '" + dir + "/encoder.json' has no token for byte " +
                                              std::to_string(b));
                 }
             }
@@ -887,13 +830,13 @@ namespace xsampler
                 if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() ||
                     line.find(' ', sp + 1) != std::string_view::npos)
                 {
-                    throw std::runtime_error(context + ": line " + std::to_string(line_no) +
+                    throw invalid_data(context + ": line " + std::to_string(line_no) +
                                              " is not a pair \"left right\"");
                 }
                 if (!detail::tokenizer::token_bytes(line.substr(0, sp), left) ||
                     !detail::tokenizer::token_bytes(line.substr(sp + 1), right))
                 {
-                    throw std::runtime_error(context + ": line " + std::to_string(line_no) +
+                    throw invalid_data(context + ": line " + std::to_string(line_no) +
                                              " is not spelt in GPT-2's byte alphabet");
                 }
                 const token_id l = m_vocab.find(left);
@@ -901,7 +844,7 @@ namespace xsampler
                 const token_id merged = m_vocab.find(left + right);
                 if (l < 0 || r < 0 || merged < 0)
                 {
-                    throw std::runtime_error(context + ": line " + std::to_string(line_no) +
+                    throw invalid_data(context + ": line " + std::to_string(line_no) +
                                              " merges tokens that are not in encoder.json");
                 }
                 // The first line of a pair wins, as a rank table built in order keeps it.

@@ -1,4 +1,4 @@
-// xsampler examples — reading a float32/float64 .npy file as a [rows, cols]
+// xsampler tool — reading a float32/float64 .npy file as a [rows, cols]
 // matrix, turning every way a file can be bad into a std::runtime_error with
 // a one-line message that names the file.
 //
@@ -11,8 +11,8 @@
 // Limits: a header of at most 1 MiB; rank 1 ([n], read as [1, n]) or 2.
 // C-order data is read straight into the returned matrix (peak memory: the
 // data once); Fortran-order data costs one transposing copy.
-#ifndef XSAMPLER_EXAMPLES_NPY_MATRIX_HPP
-#define XSAMPLER_EXAMPLES_NPY_MATRIX_HPP
+#ifndef XSAMPLER_TOOL_NPY_MATRIX_HPP
+#define XSAMPLER_TOOL_NPY_MATRIX_HPP
 
 #include <algorithm>
 #include <cctype>
@@ -28,7 +28,7 @@
 
 #include "input_file.hpp"
 
-namespace examples
+namespace tool
 {
     /// The file's array: 1-D [n] becomes [1, n]; `rank` says which it was.
     struct npy_matrix

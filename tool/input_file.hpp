@@ -1,13 +1,13 @@
-// xsampler examples — opening a file the tool reads, so that every way it can
-// be wrong is one std::runtime_error that names it: missing or unreadable,
-// a directory, shorter than its contents claim.
+// xsampler tool — opening a file the tool reads, so that every way it can be
+// wrong is one xsampler::invalid_data (a std::runtime_error) that names it:
+// missing or unreadable, a directory, shorter than its contents claim.
 //
 // A regular file's size is known before anything is read (stat), so a size
 // the contents claim is checked against it before anything is allocated for
 // it. Other files (a pipe, /dev/zero) have no size: a reader takes them in
 // pieces, allocating only for what has arrived, up to a limit of its own.
-#ifndef XSAMPLER_EXAMPLES_INPUT_FILE_HPP
-#define XSAMPLER_EXAMPLES_INPUT_FILE_HPP
+#ifndef XSAMPLER_TOOL_INPUT_FILE_HPP
+#define XSAMPLER_TOOL_INPUT_FILE_HPP
 
 #include <cerrno>
 #include <cstdint>
@@ -18,7 +18,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace examples
+#include <xsampler/types.hpp>
+
+namespace tool
 {
     class input_file
     {
@@ -63,7 +65,7 @@ namespace examples
             return std::size_t(m_in.gcount());
         }
 
-        [[noreturn]] void fail(const std::string& why) const { throw std::runtime_error("'" + m_path + "': " + why); }
+        [[noreturn]] void fail(const std::string& why) const { throw xsampler::invalid_data("'" + m_path + "': " + why); }
 
     private:
         std::string m_path;
