@@ -475,6 +475,32 @@ TEMPLATE_TEST_CASE("keep_subset keeps exactly a subset a stage computed, and ref
     std::vector<scored<TestType>> low{{TestType(-3), 0}};
     c.keep_subset(low, "mine");
     CHECK(kept(c) == std::vector<token_id>{0});
+    // A negative id is refused like any other stranger.
+    refused(c, {{TestType(-3), -1}}, -1);
+}
+
+TEST_CASE("a workspace's stage scratch is one object per type, reused, and empty in a copy", "[candidates]")
+{
+    candidates<float> c;
+    c.scratch<std::vector<int>>().assign(5, 1);
+    c.scratch<int>() = 7;
+    CHECK(c.scratch<std::vector<int>>().size() == 5);
+    CHECK(c.scratch<int>() == 7);
+    candidates<float> d = c;
+    CHECK(d.scratch<int>() == 0);
+    CHECK(d.scratch<std::vector<int>>().empty());
+    CHECK(c.scratch<int>() == 7);
+    // typical keeps its buffers there: a chain and its copy decide alike.
+    xt::xtensor<float, 1> r = xt::empty<float>({std::size_t(500)});
+    for (std::size_t i = 0; i < r.size(); ++i)
+    {
+        r(i) = float(std::cos(0.11 * double(i)) * 4.0);
+    }
+    chain a{temperature{0.9}, typical{0.7}};
+    const distribution first = a.final_distribution(r);
+    chain b = a;
+    CHECK(b.final_distribution(r).ids == first.ids);
+    CHECK(a.final_distribution(r).probs == first.probs);
 }
 
 TEST_CASE("token_history knows where the prompt ends", "[types]")

@@ -82,196 +82,57 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "row.hpp"
 #include "detail/exact.hpp"
+#include "detail/top_select.hpp"
 
 namespace xsampler
 {
-    /// A token with its logit.
-    template <class T>
-    struct scored
-    {
-        T logit;
-        token_id id;
-    };
-
-    /// The rank of the contract: higher logit first, then lower id.
-    template <class T>
-    bool ranks_before(const scored<T>& a, const scored<T>& b) noexcept
-    {
-        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-    }
-
     namespace detail
     {
-        /// The k best-ranked unmasked tokens of a row given in runs of
-        /// increasing ids, unordered, into `out` (all of them if fewer). One
-        /// pass in id order keeps a threshold tau, the k-th best logit so
-        /// far: a later token enters only if its logit exceeds tau (an equal
-        /// logit has a higher id, so it ranks below), and a vector group whose
-        /// max does not exceed tau is skipped whole. The buffer is cut back to
-        /// k by nth_element when it reaches its cap.
-        template <class T>
-        class top_selector
+        /// Scratch objects of the stages that run on a workspace, one of
+        /// each type, made on first use and reused (a stage's buffers grow
+        /// to the vocabulary once per workspace, not once per sampler). A
+        /// copy starts empty: scratch is never state.
+        class scratch_store
         {
         public:
-            top_selector(std::size_t k, std::vector<scored<T>>& out)
-                : m_k(k), m_cap(std::max<std::size_t>(2 * std::min<std::size_t>(k, max_k), 128)), m_out(out)
-            {
-                m_out.clear();
-            }
+            scratch_store() = default;
+            scratch_store(const scratch_store&) noexcept {}
+            scratch_store(scratch_store&&) noexcept = default;
+            scratch_store& operator=(const scratch_store&) noexcept { return *this; }
+            scratch_store& operator=(scratch_store&&) noexcept = default;
 
-            /// Logits x[0, n) of tokens first, first + 1, ...
-            template <class Watch = no_watch>
-            void feed(const T* x, std::size_t n, std::size_t first, Watch&& watch = Watch{})
+            template <class S>
+            S& get()
             {
-                using B = batch<T>;
-                if (m_k == 0)
+                for (auto& e : m_entries)
                 {
-                    return;
-                }
-                const auto take = [&](std::size_t i) {
-                    if (x[i] > m_tau)  // tau may rise inside a group: asked again
+                    if (e.tag == &tag<S>)
                     {
-                        m_out.push_back({x[i], token_id(first + i)});
-                        if (m_out.size() == m_cap)
-                        {
-                            shrink();
-                        }
+                        return *static_cast<S*>(e.object.get());
                     }
-                };
-                for_each_passing(
-                    x, n, [&](const B& v) { return v > B(m_tau); }, [&](T v) { return v > m_tau; }, take, watch);
-            }
-
-            void finish()
-            {
-                if (m_out.size() > m_k)
-                {
-                    shrink();
                 }
+                m_entries.push_back({&tag<S>, holder(new S(), [](void* o) { delete static_cast<S*>(o); })});
+                return *static_cast<S*>(m_entries.back().object.get());
             }
-
-            /// Before finish: every token not in the output ranks after all
-            /// of it; -inf while it holds every unmasked token fed.
-            T threshold() const noexcept { return m_tau; }
 
         private:
-            // k is at most a row's length (token_id's range), so 2k cannot wrap.
-            static constexpr std::size_t max_k = std::size_t(std::numeric_limits<token_id>::max());
-
-            void shrink()
+            template <class S>
+            static constexpr char tag = 0;
+            using holder = std::unique_ptr<void, void (*)(void*)>;
+            struct entry
             {
-                std::nth_element(m_out.begin(), m_out.begin() + std::ptrdiff_t(m_k - 1), m_out.end(), ranks_before<T>);
-                m_out.resize(m_k);
-                m_tau = m_out[m_k - 1].logit;
-            }
-
-            std::size_t m_k;
-            std::size_t m_cap;
-            std::vector<scored<T>>& m_out;
-            T m_tau = -std::numeric_limits<T>::infinity();
+                const char* tag;
+                holder object;
+            };
+            std::vector<entry> m_entries;
         };
-
-        /// A list of scored tokens for float rows and one for double rows: a
-        /// stage's scratch, grown once and reused.
-        struct scored_lists
-        {
-            std::vector<scored<float>> f;
-            std::vector<scored<double>> d;
-            std::vector<scored<float>>& get(float) noexcept { return f; }
-            std::vector<scored<double>>& get(double) noexcept { return d; }
-        };
-
-        /// select_top over one contiguous row.
-        template <class T, class Watch = no_watch>
-        void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out, Watch&& watch = Watch{})
-        {
-            top_selector<T> select(k, out);
-            select.feed(x, n, 0, watch);
-            select.finish();
-        }
-    }
-
-    namespace detail
-    {
-        /// One pass over logits x[0, n) of tokens first, first + 1, ... (first
-        /// a multiple of 64): adds each weight w_i (detail/exp2.hpp, at m and
-        /// s2) to `z` and w_i t_i, t_i = exponent(x_i, m, s) (0 where w_i is
-        /// 0), to `wt`, both in the blocked order of detail/blocked_sum.hpp
-        /// (so `z` gets the bits dense_sum gives), and counts the unmasked
-        /// logits. SIMD over full blocks, scalar over the tail: the same bits.
-        template <class T>
-        void dense_moments(const T* x, std::size_t n, std::size_t first, T m, T s, T s2, blocked_sum<T>& z,
-                           blocked_sum<T>& wt, std::size_t& count)
-        {
-            using B = batch<T>;
-            constexpr std::size_t width = B::size;
-            constexpr std::size_t groups = lanes / width;
-            const B vm(m);
-            const B vs(s);
-            const B vs2(s2);
-            const B zero(T(0));
-            const B ninf(-std::numeric_limits<T>::infinity());
-            const bool wide = may_overflow(m);
-            const std::size_t full = n / block_size;
-            const B limit(exp_constants<T>::limit);
-            for (std::size_t b = 0; b < full; ++b)
-            {
-                const T* block = x + b * block_size;
-                const B low = block_low(block);
-                B acc_w[groups];
-                B acc_wt[groups];
-                // As dense_sum: a block whose least exponent is above exp2's
-                // limit has no masked token and no zero weight (same bits).
-                if (!wide && xsimd::all((low - vm) * vs2 > limit))
-                {
-                    for (std::size_t t = 0; t < block_size; t += lanes)
-                    {
-                        for (std::size_t g = 0; g < groups; ++g)
-                        {
-                            const B d = B::load_unaligned(block + t + g * width) - vm;
-                            const B w = exp2_core<T>(d * vs2);
-                            const B wtv = w * (d * vs);
-                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
-                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
-                        }
-                    }
-                    count += block_size;
-                }
-                else
-                {
-                    B unmasked = zero;
-                    for (std::size_t t = 0; t < block_size; t += lanes)
-                    {
-                        for (std::size_t g = 0; g < groups; ++g)
-                        {
-                            const B v = B::load_unaligned(block + t + g * width);
-                            const B w = exp2_nonpos(wide ? exponent(v, vm, vs2) : (v - vm) * vs2);
-                            const B wtv =
-                                xsimd::select(w > zero, w * (wide ? exponent(v, vm, vs) : (v - vm) * vs), zero);
-                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
-                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
-                            unmasked = unmasked + xsimd::select(v != ninf, B(T(1)), zero);
-                        }
-                    }
-                    count += std::size_t(xsimd::hadd(unmasked));  // at most 64: exact in T
-                }
-                z.add_block(first / block_size + b, combine_lanes(acc_w));
-                wt.add_block(first / block_size + b, combine_lanes(acc_wt));
-            }
-            for (std::size_t i = full * block_size; i < n; ++i)
-            {
-                const T w = weight(x[i], m, s2);
-                z.add(first + i, w);
-                wt.add(first + i, w > T(0) ? w * exponent(x[i], m, s) : T(0));
-                count += x[i] != -std::numeric_limits<T>::infinity();
-            }
-        }
     }
 
     template <class T>
@@ -994,6 +855,15 @@ namespace xsampler
                 return;
             }
             keep_where_monotone([x](T v) { return v >= x; }, x, 1);  // x <= the max: the argmax passes
+        }
+
+        /// The workspace's scratch object of type S (default-constructed on
+        /// first use, then reused): where a stage's own algorithm keeps its
+        /// buffers (filters/typical.hpp), so they grow once per workspace.
+        template <class S>
+        S& scratch()
+        {
+            return m_stage_scratch.get<S>();
         }
 
         /// Keeps exactly the tokens of `kept`, a subset of the kept set that
@@ -2545,7 +2415,7 @@ namespace xsampler
         // exponents in the pass). Returns the exact count if
         // these bounds certify a crossing in the bucket given (`out` holds
         // the heavier tokens, `border` this bucket's, ranked), else 0.
-        std::size_t nucleus_in_double(const scored<T>* out, std::size_t heavier, const scored<T>* border,
+        XSAMPLER_NOINLINE std::size_t nucleus_in_double(const scored<T>* out, std::size_t heavier, const scored<T>* border,
                                       std::size_t here, const token_id* ids, const std::uint16_t* keys, std::size_t bucket,
                                       std::size_t count, T x_low, T t_low, double q)
         {
@@ -2670,6 +2540,7 @@ namespace xsampler
         std::vector<scored<T>> m_select;
         // keep_subset's: a bit per token, all clear between calls
         std::vector<std::uint64_t> m_subset_bits;
+        detail::scratch_store m_stage_scratch;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;
         T m_max = 0;

@@ -93,6 +93,21 @@ namespace xsampler
         using error_as::error_as;
     };
 
+    /// A token with its logit.
+    template <class T>
+    struct scored
+    {
+        T logit;
+        token_id id;
+    };
+
+    /// The rank of the contract: higher logit first, then lower id.
+    template <class T>
+    bool ranks_before(const scored<T>& a, const scored<T>& b) noexcept
+    {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+    }
+
     /// A view of n contiguous elements (std::span's subset, for C++17): cheap
     /// to copy, does not own them. span<const T> binds to a std::vector<T> (or
     /// any container with data() and size()) implicitly.

@@ -290,6 +290,83 @@ namespace xsampler
             return sum.total();
         }
     }
+
+    namespace detail
+    {
+        /// One pass over logits x[0, n) of tokens first, first + 1, ... (first
+        /// a multiple of 64): adds each weight w_i (detail/exp2.hpp, at m and
+        /// s2) to `z` and w_i t_i, t_i = exponent(x_i, m, s) (0 where w_i is
+        /// 0), to `wt`, both in the blocked order of detail/blocked_sum.hpp
+        /// (so `z` gets the bits dense_sum gives), and counts the unmasked
+        /// logits. SIMD over full blocks, scalar over the tail: the same bits.
+        template <class T>
+        void dense_moments(const T* x, std::size_t n, std::size_t first, T m, T s, T s2, blocked_sum<T>& z,
+                           blocked_sum<T>& wt, std::size_t& count)
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            constexpr std::size_t groups = lanes / width;
+            const B vm(m);
+            const B vs(s);
+            const B vs2(s2);
+            const B zero(T(0));
+            const B ninf(-std::numeric_limits<T>::infinity());
+            const bool wide = may_overflow(m);
+            const std::size_t full = n / block_size;
+            const B limit(exp_constants<T>::limit);
+            for (std::size_t b = 0; b < full; ++b)
+            {
+                const T* block = x + b * block_size;
+                const B low = block_low(block);
+                B acc_w[groups];
+                B acc_wt[groups];
+                // As dense_sum: a block whose least exponent is above exp2's
+                // limit has no masked token and no zero weight (same bits).
+                if (!wide && xsimd::all((low - vm) * vs2 > limit))
+                {
+                    for (std::size_t t = 0; t < block_size; t += lanes)
+                    {
+                        for (std::size_t g = 0; g < groups; ++g)
+                        {
+                            const B d = B::load_unaligned(block + t + g * width) - vm;
+                            const B w = exp2_core<T>(d * vs2);
+                            const B wtv = w * (d * vs);
+                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
+                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
+                        }
+                    }
+                    count += block_size;
+                }
+                else
+                {
+                    B unmasked = zero;
+                    for (std::size_t t = 0; t < block_size; t += lanes)
+                    {
+                        for (std::size_t g = 0; g < groups; ++g)
+                        {
+                            const B v = B::load_unaligned(block + t + g * width);
+                            const B w = exp2_nonpos(wide ? exponent(v, vm, vs2) : (v - vm) * vs2);
+                            const B wtv =
+                                xsimd::select(w > zero, w * (wide ? exponent(v, vm, vs) : (v - vm) * vs), zero);
+                            acc_w[g] = t == 0 ? w : acc_w[g] + w;
+                            acc_wt[g] = t == 0 ? wtv : acc_wt[g] + wtv;
+                            unmasked = unmasked + xsimd::select(v != ninf, B(T(1)), zero);
+                        }
+                    }
+                    count += std::size_t(xsimd::hadd(unmasked));  // at most 64: exact in T
+                }
+                z.add_block(first / block_size + b, combine_lanes(acc_w));
+                wt.add_block(first / block_size + b, combine_lanes(acc_wt));
+            }
+            for (std::size_t i = full * block_size; i < n; ++i)
+            {
+                const T w = weight(x[i], m, s2);
+                z.add(first + i, w);
+                wt.add(first + i, w > T(0) ? w * exponent(x[i], m, s) : T(0));
+                count += x[i] != -std::numeric_limits<T>::infinity();
+            }
+        }
+    }
 }
 
 #endif

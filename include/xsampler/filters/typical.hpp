@@ -35,10 +35,10 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <tuple>
 #include <vector>
 
 #include "../candidates.hpp"
+#include "../filters.hpp"
 #include "../stage.hpp"
 
 namespace xsampler
@@ -334,21 +334,20 @@ namespace xsampler
         double value() const noexcept { return m_p; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
 
-        /// The selection's scratch lives in the stage (one chain per
-        /// sequence, stage.hpp): apply is const to the parameters only.
+        /// The selection and its buffers are the workspace's scratch
+        /// (candidates::scratch): the stage holds its parameters only.
         template <class T>
         void apply(candidates<T>& c) const
         {
             if (m_p < 1.0)
             {
-                std::get<detail::typical_selection<T>>(m_work).keep(c, m_p - mass_slack, m_min_keep);
+                c.template scratch<detail::typical_selection<T>>().keep(c, m_p - mass_slack, m_min_keep);
             }
         }
 
     private:
         double m_p;
         std::size_t m_min_keep;
-        mutable std::tuple<detail::typical_selection<float>, detail::typical_selection<double>> m_work;
     };
 }
 
