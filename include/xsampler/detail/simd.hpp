@@ -30,9 +30,9 @@
 #include "../types.hpp"
 
 // A kernel's rare tier (a fallback in more precision) kept out of line, so
-// that the compiler's inlining budget does not fold it into the hot loop that
-// calls it (it did: top-p's double tier inlined into its nucleus search cost
-// that search 5%).
+// that the compiler's inlining budget does not fold it into the hot search
+// that calls it (top-p's double tier had been: docs/performance.md,
+// 2026-12-06).
 #if defined(__GNUC__) || defined(__clang__)
 #define XSAMPLER_NOINLINE __attribute__((noinline))
 #elif defined(_MSC_VER)
