@@ -203,6 +203,9 @@ namespace xsampler
         {
         };
 
+        /// min_keep as the filters take it: 0 counts as 1.
+        inline std::size_t min_keep_of(std::size_t min_keep) noexcept { return min_keep == 0 ? 1 : min_keep; }
+
         template <class S, class = void>
         struct kept_with_mirostat : std::false_type
         {

@@ -38,7 +38,6 @@
 #include <vector>
 
 #include "../candidates.hpp"
-#include "../filters.hpp"
 #include "../stage.hpp"
 
 namespace xsampler
