@@ -1,11 +1,12 @@
 // xsampler/filters.hpp — the built-in filters, one file each under filters/. (xsampler, BSD-3-Clause)
 //
 // The filters: stages that reshape or truncate the distribution (stage.hpp
-// says what a stage is). Each lives in its own file under filters/, with its
-// contract at the top: temperature.hpp (plain and llama.cpp's dynamic form),
-// top_k.hpp, top_p.hpp, levels.hpp (min_p, epsilon, eta), typical.hpp; the
-// rest follow (entropy_filters.hpp: top_n_sigma; xtc.hpp; mirostat.hpp).
-// Each keeps a prefix of the rank (logit desc, id asc) but typical.
+// says what a stage is), each in its own file under filters/ with its
+// contract at the top. This header includes temperature.hpp (plain and
+// llama.cpp's dynamic form), top_k.hpp, top_p.hpp and levels.hpp (min_p,
+// epsilon, eta), which keep a prefix of the rank (logit desc, id asc);
+// entropy_filters.hpp includes typical.hpp and top_n_sigma.hpp. xtc and
+// mirostat are still outside filters/ (xtc.hpp, mirostat.hpp).
 //
 // min_keep (the truncating filters' optional second argument)
 //   Never fewer than min_keep tokens of the rank are kept (llama.cpp's

@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "candidates.hpp"
-#include "filters.hpp"
+#include "stage.hpp"
 
 namespace xsampler
 {

@@ -2,7 +2,7 @@
 //
 // A filter (stage.hpp): a small value type, validated when constructed
 // (invalid_parameter naming the stage, the parameter, the range and the
-// value), with `apply(candidates<T>&)`; min_keep as filters.hpp states it.
+// value), with `apply(candidates<T>&)`.
 //
 // temperature{T}
 //   T > 0: the logits are divided by T (deferred into the exp: no pass over
