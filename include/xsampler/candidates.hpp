@@ -162,8 +162,7 @@ namespace xsampler
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0, std::size_t margin = 0)
         {
             end_pending();  // a throw may have left a fused load pending
-            m_row = detail::contiguous_row(logits, m_scratch);
-            detail::check_row_size(m_row.size);
+            m_row = detail::contiguous_row(logits, m_scratch);  // (checks the size)
             clear_patches();
             if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first, margin))
             {
@@ -893,7 +892,7 @@ namespace xsampler
                 }
             }
             std::size_t bad = kept.size();
-            for (std::size_t j = 0; j < kept.size() && bad == kept.size(); ++j)
+            for (std::size_t j = 0; j < kept.size(); ++j)
             {
                 const auto id = kept[j].id;
                 const auto i = std::size_t(id);
