@@ -734,7 +734,7 @@ TEMPLATE_TEST_CASE("min_keep: every truncating filter keeps at least min_keep", 
     // A fused top-k (load(row, k)) respects it too.
     candidates<TestType> c;
     c.load(l, 2);
-    c.keep_mass(0.1, 2);
+    top_p(0.1, 2).apply(c);
     CHECK(c.size() == 2);
     // The run-time sampler passes sampling_params::min_keep to every filter.
     sampling_params p;

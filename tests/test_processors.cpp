@@ -2,6 +2,7 @@
 // processor's edits decide exactly what the edited row would, the caller's row
 // is never written, the max and argmax follow the kept set, user stages run in
 // both kinds of chain, and errors name the stage.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -187,8 +188,8 @@ TEMPLATE_TEST_CASE("any verb after a fused top-k load gives what an unfused load
         [](auto& c) { c.keep_top(2); },  // fewer than the fused k: on the list
         [](auto& c) { c.keep_top(5); },  // more: unfused first
         [](auto& c) { c.keep_top(0); },
-        [](auto& c) { c.keep_mass(0.5); },
-        [](auto& c) { c.divide_scale(2.0); c.keep_mass(0.9); },
+        [](auto& c) { top_p(0.5).apply(c); },
+        [](auto& c) { c.divide_scale(2.0); top_p(0.9).apply(c); },
         [](auto& c) { c.keep_log_weight_at_least(TestType(-1)); },
         [](auto& c) { c.retain_if([](token_id id, TestType) { return id % 2 == 1; }, "odd"); },
         [](auto& c) { c.keep_argmax(); },
@@ -196,9 +197,9 @@ TEMPLATE_TEST_CASE("any verb after a fused top-k load gives what an unfused load
         [](auto& c) { (void)c.size(); c.keep_top(4); },
         [](auto& c) { (void)c.total_weight(); },
         [&](auto& c) { c.mask(top[0].second); c.set_logit(top[9].second, TestType(40)); c.keep_top(4); },
-        [&](auto& c) { c.mask(top[0].second); c.set_logit(7, TestType(40)); c.keep_mass(0.7); },
+        [&](auto& c) { c.mask(top[0].second); c.set_logit(7, TestType(40)); top_p(0.7).apply(c); },
         [&](auto& c) { c.set_logit(top[1].second, TestType(-50)); c.keep_argmax(); },
-        [&](auto& c) { c.set_logit(top[1].second, TestType(-50)); c.keep_top(3); c.keep_mass(0.6); },
+        [&](auto& c) { c.set_logit(top[1].second, TestType(-50)); c.keep_top(3); top_p(0.6).apply(c); },
         [&](auto& c) {
             for (std::size_t i = 0; i < 80; ++i)  // more lowering edits than the margin
             {
@@ -383,7 +384,7 @@ TEMPLATE_TEST_CASE("the fused selection survives up to the margin of lowering ed
 TEMPLATE_TEST_CASE("verbs after a dense top-p keep weights, thresholds and the fused load right", "[candidates]",
                    float, double)
 {
-    // Found by review: retain_if dropping the argmax after a dense keep_mass
+    // Found by review: retain_if dropping the argmax after a dense top_p
     // must not reuse the weights stored relative to the old max.
     xt::xtensor<TestType, 1> r = xt::full_like(xt::xtensor<TestType, 1>::from_shape({256}), TestType(-20));
     r(0) = 5;
@@ -415,7 +416,7 @@ TEMPLATE_TEST_CASE("verbs after a dense top-p keep weights, thresholds and the f
     // keep_argmax settles a fused top-k load.
     c.load(r, 3);
     c.keep_argmax();
-    c.keep_mass(0.5);
+    top_p(0.5).apply(c);
     CHECK(c.argmax() == 0);
 }
 
@@ -448,6 +449,7 @@ TEMPLATE_TEST_CASE("keep_subset keeps exactly a subset a stage computed, and ref
     refused(c, {{TestType(2), 4}, {TestType(3), 100}}, 100);          // another logit
     refused(c, {{TestType(2), 4}, {TestType(1), 100}, {TestType(2), 4}}, 4);  // twice
     refused(c, {{TestType(2), 300}}, 300);                            // past the vocabulary
+    refused(c, {{TestType(2), 4}, {TestType(1), 100}, {TestType(1), 100}}, 100);  // twice, in id order
     std::vector<scored<TestType>> none;
     CHECK_THROWS_MATCHES(c.keep_subset(none, "mine"), invalid_logits, Message("mine: kept no token"));
     std::vector<scored<TestType>> list{{TestType(1), 100}, {TestType(4), 299}, {TestType(2), 4}};
@@ -470,6 +472,19 @@ TEMPLATE_TEST_CASE("keep_subset keeps exactly a subset a stage computed, and ref
     fresh.load(r);
     fresh.retain_if([](token_id id, TestType) { return id == 4 || id == 100; }, "x");
     CHECK(distribution_of(c).probs == distribution_of(fresh).probs);
+    // Dense, in id order (checked in one pass, no bitmap), the best token
+    // kept: the weights a dense pass stored stay current, and the
+    // distribution is the subset's.
+    candidates<TestType> d;
+    d.load(r);
+    (void)d.total_weight_stored();
+    std::vector<scored<TestType>> in_order{{TestType(2), 4}, {TestType(5), 7}, {TestType(1), 100}};
+    d.keep_subset(in_order, "mine");
+    CHECK(kept(d) == std::vector<token_id>{4, 7, 100});
+    CHECK(d.argmax() == 7);
+    fresh.load(r);
+    fresh.retain_if([](token_id id, TestType) { return id == 4 || id == 7 || id == 100; }, "x");
+    CHECK(distribution_of(d).probs == distribution_of(fresh).probs);
     // After a fused top-k load: the set is the unfused one.
     c.load(r, 2);
     std::vector<scored<TestType>> low{{TestType(-3), 0}};
@@ -477,6 +492,42 @@ TEMPLATE_TEST_CASE("keep_subset keeps exactly a subset a stage computed, and ref
     CHECK(kept(c) == std::vector<token_id>{0});
     // A negative id is refused like any other stranger.
     refused(c, {{TestType(-3), -1}}, -1);
+}
+
+TEMPLATE_TEST_CASE("keep_monotone keeps x >= low that pass, asking decide only in [low, sure)", "[candidates]",
+                   float, double)
+{
+    xt::xtensor<TestType, 1> r = {0, 1, 2, 3, 4, 5, 6, 7};
+    r(2) = -std::numeric_limits<TestType>::infinity();
+    const auto kept = [](candidates<TestType>& c) {
+        std::vector<token_id> ids;
+        c.for_each_by_id([&](token_id id, TestType) { ids.push_back(id); });
+        return ids;
+    };
+    for (const bool sparse : {false, true})
+    {
+        CAPTURE(sparse);
+        candidates<TestType> c;
+        c.load(r);
+        if (sparse)
+        {
+            c.keep_top(7);  // every unmasked token, as a list
+        }
+        std::vector<TestType> asked;
+        c.keep_monotone(TestType(3), TestType(6), [&](TestType x) { asked.push_back(x); return x >= TestType(4); }, 1);
+        std::sort(asked.begin(), asked.end());
+        CHECK(asked == std::vector<TestType>{3, 4, 5});  // each once; never below low, never from sure
+        CHECK(kept(c) == std::vector<token_id>{4, 5, 6, 7});
+        CHECK(c.argmax() == 7);
+        // Fewer than min_keep pass: the top min_keep instead.
+        c.keep_monotone(TestType(7), TestType(7), [](TestType) { return false; }, 3);
+        CHECK(kept(c) == std::vector<token_id>{5, 6, 7});
+        // A decide that drops the best token (not monotone): the max follows.
+        c.keep_monotone(TestType(5), TestType(8), [](TestType x) { return x < TestType(7); }, 1);
+        CHECK(kept(c) == std::vector<token_id>{5, 6});
+        CHECK(c.argmax() == 6);
+        CHECK(c.max_logit() == TestType(6));
+    }
 }
 
 TEST_CASE("a workspace's stage scratch is one object per type, reused, and empty in a copy", "[candidates]")

@@ -18,8 +18,8 @@
 //   (invalid_logits naming who asked), and the set stays as it was.
 // - Dense: every unmasked token of the row is kept and no ids are stored (the
 //   state before any filter truncates). Sparse: an explicit list of
-//   (logit, id), after keep_top, keep_mass, keep_log_weight_at_least,
-//   keep_argmax or retain_if.
+//   (logit, id), after keep_top, keep_log_weight_at_least, keep_argmax,
+//   retain_if or keep_subset.
 // - The temperature is deferred: a scale s (the product of 1/T over the
 //   divide_scale calls so far) that the weights fold into the exp (detail/exp2.hpp),
 //   so temperature is never a pass over the row.
@@ -38,7 +38,7 @@
 //   in L nor edited ranks below every member of L that no edit lowered, so
 //   while at most `margin` members of L were lowered, the edited row's top k
 //   lies in the list. One more lowering edit, or any other verb or reader of
-//   the kept set (size, for_each_by_id, total_weight, keep_mass, ...), first
+//   the kept set (size, for_each_by_id, total_weight, items, ...), first
 //   "unfuses": the set becomes the dense set of the edited row, exactly as
 //   if the row had been loaded unfused and then edited.
 //
@@ -50,14 +50,12 @@
 //   divide_scale(T)         temperature T > 0
 //   keep_argmax()           temperature 0
 //   keep_top(k)             the k best-ranked (selection, never a sort)
-//   keep_mass(q[, min_keep])  the shortest rank prefix whose mass reaches q·Z
 //   keep_log_weight_at_least(d[, min_keep])  the tokens with (x - m)·s >= d,
 //                           decided on that product in T (a prefix)
 //   keep_ratio_at_least(r[, min_keep])        p_i >= r·p_max   (min_p)
 //   keep_probability_at_least(e[, min_keep])  p_i >= e          (epsilon)
 //   keep_eta(h[, min_keep])  p_i >= min(h, sqrt(h)·e^-H)        (eta)
-//   The prefixes of keep_mass and the three keeps above are exact: every
-//   keep/drop decision is the one real arithmetic makes on the row's own
+//   The three keeps above are exact: every keep/drop decision is the one real arithmetic makes on the row's own
 //   values (detail/exact.hpp). With min_keep, never fewer than min_keep
 //   tokens of the rank are kept (0 counts as 1).
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
@@ -72,8 +70,16 @@
 //   kth_logit(k)            the k-th best kept logit (selection; no change)
 //   keep_logit_at_least(x)  the tokens with logit >= x (a prefix)
 //   keep_subset(list, who)  exactly the tokens of a list a stage computed
-//                           (a subset of the set; typical's interval)
+//                           (a subset of the set: top_p's nucleus, typical's
+//                           interval), checked
 // and top_items(j, out) reads the j best kept tokens, in rank order.
+//
+// The kernel view: a stage whose algorithm the verbs cannot express fast
+// (filters/top_p.hpp, filters/typical.hpp) reads the set through
+// for_each_run, items(), weight(), total_weight_stored() with weights(),
+// sum_with_weights and exact_scale(), keeps its buffers in scratch<S>(), and
+// commits through keep_top or keep_subset, which check what they are given:
+// no stage can break the invariants above.
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
 
@@ -95,6 +101,17 @@ namespace xsampler
 {
     namespace detail
     {
+        /// v with at least n elements (it only ever grows), as a pointer.
+        template <class U>
+        U* grown(std::vector<U>& v, std::size_t n)
+        {
+            if (v.size() < n)
+            {
+                v.resize(n);
+            }
+            return v.data();
+        }
+
         /// Scratch objects of the stages that run on a workspace, one of
         /// each type, made on first use and reused (a stage's buffers grow
         /// to the vocabulary once per workspace, not once per sampler). A
@@ -413,6 +430,68 @@ namespace xsampler
         }
         detail::block_record block_totals() noexcept { return {m_blocks.data(), m_block_count}; }
 
+        // --- the kernel view: what a stage's own algorithm reads (the
+        //     nucleus of filters/top_p.hpp) beside for_each_run, items(),
+        //     weight() and the verbs; none of it changes the set ---
+
+        /// Z as total_weight() sums it; on a dense set each token's weight
+        /// is also stored by id (weights()), current until a verb or an
+        /// edit changes the set or its scale.
+        double total_weight_stored()
+        {
+            unfuse();
+            return sum_weights(nullptr, true);
+        }
+        /// The weights total_weight_stored() stored, indexed by token id.
+        const T* weights() const noexcept { return m_weights.data(); }
+        /// S, the scale in double: d_i = (x_i - m)·S exactly (scale() is S
+        /// rounded to T).
+        double exact_scale() const noexcept { return m_scale; }
+
+        /// Two sums over a dense set, its logits and its stored weights
+        /// (total_weight_stored() first), 64 tokens at a time: vec(x, w,
+        /// acc_a, acc_b) adds a block's SIMD vectors into two accumulators in
+        /// T whose lanes then go into sa and sb in double (so each lane sums
+        /// at most 64 terms in T), one double per lane until the end (no
+        /// chain of additions through one double); one(x, w) takes the tail
+        /// of a run, adding into sa and sb itself. Masked tokens come with
+        /// x = -inf and w = 0.
+        template <class Vec, class One>
+        void sum_with_weights(Vec&& vec, One&& one, double& sa, double& sb)
+        {
+            using B = detail::batch<T>;
+            alignas(64) double da[B::size] = {}, db[B::size] = {};
+            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                const T* w = m_weights.data() + first;
+                std::size_t i = 0;
+                for (; i + 64 <= len; i += 64)
+                {
+                    B acc_a(T(0)), acc_b(T(0));
+                    for (std::size_t j = i; j < i + 64; j += B::size)
+                    {
+                        vec(B::load_unaligned(x + j), B::load_unaligned(w + j), acc_a, acc_b);
+                    }
+                    alignas(64) T la[B::size], lb[B::size];
+                    acc_a.store_aligned(la);
+                    acc_b.store_aligned(lb);
+                    for (std::size_t k = 0; k < B::size; ++k)
+                    {
+                        da[k] += double(la[k]);
+                        db[k] += double(lb[k]);
+                    }
+                }
+                for (; i < len; ++i)
+                {
+                    one(x[i], w[i]);
+                }
+            });
+            for (std::size_t k = 0; k < B::size; ++k)
+            {
+                sa += da[k];
+                sb += db[k];
+            }
+        }
+
         // --- verbs: processors ---
 
         /// Sets token id's logit to x (a processor's edit: a penalty, a bias;
@@ -540,80 +619,6 @@ namespace xsampler
             become_sparse(false, false);
         }
 
-        /// Keep the shortest prefix of the rank whose mass reaches q·Z,
-        /// inclusive of the token that crosses it, and at least min_keep
-        /// tokens (0 counts as 1). Exact: the count is the least n with C_n
-        /// >= q·Z for the real masses C_n and Z of the weights e^((x - m) S)
-        /// (detail/exact.hpp): decided on the fast path's masses where their
-        /// error bounds separate C_n from q·Z, else re-decided in double, then
-        /// in double-double. q >= 1 keeps all; q <= 0 (or NaN) keeps the best.
-        /// On a list, a running sum in rank order; on a dense set, the
-        /// bucketed algorithm of keep_dense_mass.
-        void keep_mass(double q, std::size_t min_keep = 1)
-        {
-            unfuse();
-            min_keep = std::max<std::size_t>(min_keep, 1);
-            if (!(q > 0.0))
-            {
-                keep_top(min_keep);
-                return;
-            }
-            if (q >= 1.0 || min_keep >= (m_dense ? m_row.size : m_items.size()))
-            {
-                return;
-            }
-            if (m_dense)
-            {
-                keep_dense_mass(q, min_keep);
-                return;
-            }
-            const double z = total_weight();
-            const double target = q * z;
-            const std::size_t n_all = m_items.size();
-            const T m = max_logit();
-            const T s2 = scale2();
-            // The rank order is needed only as far as the sum goes: a long
-            // list is ordered a chunk at a time (the best of the rest
-            // selected, then sorted), each chunk four times the one before.
-            std::size_t sorted = m_rank_sorted ? n_all : 0;
-            std::size_t chunk = std::max<std::size_t>(min_keep, 1024);  // (the first holds min_keep)
-            const auto sort_to = [&](std::size_t i) {
-                if (i < sorted)
-                {
-                    return;
-                }
-                const auto from = m_items.begin() + std::ptrdiff_t(sorted);
-                const std::size_t end = n_all - sorted <= chunk + chunk / 2 ? n_all : sorted + chunk;
-                if (end < n_all)
-                {
-                    std::nth_element(from, m_items.begin() + std::ptrdiff_t(end), m_items.end(), ranks_before<T>);
-                }
-                std::sort(from, m_items.begin() + std::ptrdiff_t(end), ranks_before<T>);
-                sorted = end;
-                chunk *= 4;
-                m_rank_sorted = sorted == n_all;
-            };
-            double cum = 0.0;
-            for (std::size_t i = 0; i < n_all; ++i)
-            {
-                sort_to(i);
-                const double before = cum;
-                cum += double(weight(m_items[i].id, m_items[i].logit));
-                if (cum >= target)
-                {
-                    const double t = double(detail::exponent(m_items[i].logit, m, s2));
-                    if (!mass_certified(before, cum, t, n_all, q, z))
-                    {
-                        break;  // too close to call here: below
-                    }
-                    m_items.resize(std::max(i + 1, min_keep));
-                    become_sparse(true, m_items.size() <= 1);
-                    return;
-                }
-            }
-            exact_mass(q, min_keep);
-        }
-
         /// Keep the tokens with (x - m) * s >= d, a test monotone in the
         /// logit, so a rank prefix that holds the argmax (d <= 0 required: the
         /// argmax's d is 0; otherwise invalid_parameter, nothing changed; d ==
@@ -635,76 +640,8 @@ namespace xsampler
             const T m = max_logit();
             const T s = scale();
             const auto keep = [&](T logit) { return detail::exponent(logit, m, s) >= d; };
-            keep_where_monotone(keep, least_logit_where(m, keep), std::max<std::size_t>(min_keep, 1));
-        }
-
-        /// Keep the tokens with p_i >= r·p_max, i.e. (x - m)·S >= ln r, for
-        /// 0 < r <= 1 (min_p), and at least min_keep. Exact (the top of this
-        /// file); r == 1 keeps the tokens tied with the max. One SIMD pass on
-        /// a dense set, no exp.
-        void keep_ratio_at_least(double r, std::size_t min_keep = 1)
-        {
-            unfuse();
-            if (!(r > 0.0 && r <= 1.0))
-            {
-                throw invalid_parameter("keep_ratio_at_least: r must be in (0, 1], got " + detail::format_value(r));
-            }
-            const detail::dd log_r = r == 1.0 ? detail::dd{} : detail::log_dd(r);
-            const double e = r == 1.0 ? 0.0 : detail::log_error(log_r.hi);
-            keep_log_level([&](int) { return level{log_r, e}; }, min_keep, r == 1.0);
-        }
-
-        /// Keep the tokens with p_i >= e (0 < e; epsilon), and at least
-        /// min_keep. Exact: p_i = W_i / Z with Z re-summed in double, then
-        /// double-double, only where the bounds cannot decide.
-        void keep_probability_at_least(double e, std::size_t min_keep = 1)
-        {
-            unfuse();
-            exact_totals sums;
-            keep_log_level(probability_level(sums, e, "keep_probability_at_least"), min_keep, false);
-        }
-
-        /// How many leading tokens of `ranked` (kept tokens in rank order, as
-        /// top_items gives them) have p_i >= e (0 < e <= 1), decided exactly
-        /// as keep_probability_at_least decides; the set is unchanged (xtc).
-        std::size_t count_probability_at_least(double e, const std::vector<scored<T>>& ranked)
-        {
-            unfuse();
-            exact_totals sums;
-            auto level_at = probability_level(sums, e, "count_probability_at_least");
-            level_test<decltype(level_at)> test(*this, level_at);
-            std::size_t n = 0;
-            while (n < ranked.size() && test(ranked[n].logit))
-            {
-                ++n;
-            }
-            return n;
-        }
-
-        /// Keep the tokens with p_i >= min(h, sqrt(h)·e^-H), H the entropy
-        /// (nats) of the kept set's distribution, 0 < h < 1 (eta), and at least
-        /// min_keep. As keep_probability_at_least, with H bounded and
-        /// re-summed the same way: keep iff d_i >= min(ln h + ln Z, ln h / 2 +
-        /// A / Z), A = sum of W_j d_j (H = ln Z - A / Z).
-        void keep_eta(double h, std::size_t min_keep = 1)
-        {
-            unfuse();
-            if (!(h > 0.0 && h < 1.0))
-            {
-                throw invalid_parameter("keep_eta: h must be in (0, 1), got " + detail::format_value(h));
-            }
-            const detail::dd log_h = detail::log_dd(h);
-            const double e = detail::log_error(log_h.hi);
-            exact_totals sums;
-            keep_log_level(
-                [&](int tier) {
-                    // A first: its pass computes Z too.
-                    const level b = sums.mean_log_weight_plus(*this, tier, detail::dd{log_h.hi / 2, log_h.lo / 2}, e);
-                    const level a = sums.log_z_plus(*this, tier, log_h, e);
-                    const bool a_first = detail::sub(a.value, b.value).hi < 0.0;
-                    return level{a_first ? a.value : b.value, std::max(a.error, b.error)};
-                },
-                min_keep, false);
+            const T low = least_logit_where(m, keep);
+            keep_monotone(low, low, never, min_keep);
         }
 
         /// Keep the tokens for which keep(id, logit) is true: any subset, not
@@ -716,7 +653,7 @@ namespace xsampler
         void retain_if(Keep&& keep, const std::string& who)
         {
             unfuse();
-            scored<T>* out = grown(m_spare, m_dense ? m_row.size : m_items.size());
+            scored<T>* out = detail::grown(m_spare, m_dense ? m_row.size : m_items.size());
             std::size_t count = 0;
             for_each_by_id([&](token_id id, T logit) {
                 if (keep(id, logit))
@@ -836,6 +773,75 @@ namespace xsampler
             return m_select.back().logit;
         }
 
+        /// Keeps the tokens x >= low that pass an exact test: keep x iff
+        /// x >= low and (x >= sure or decide(x)), low <= sure; decide(x) is
+        /// asked only for the kept tokens in [low, sure) (a stage's exact
+        /// re-decision near its threshold, filters/levels.hpp), each once.
+        /// For a test monotone in the logit this is a rank prefix. If fewer
+        /// than min_keep pass (0 counts as 1), the top min_keep are kept
+        /// instead. One SIMD pass on a dense set (compares with low), one
+        /// pass over a list; the max and argmax follow if decide dropped the
+        /// best token.
+        template <class Decide>
+        void keep_monotone(T low, T sure, Decide&& decide, std::size_t min_keep)
+        {
+            unfuse();
+            min_keep = std::max<std::size_t>(min_keep, 1);
+            const token_id best = argmax();
+            bool best_kept = false;
+            const auto keep = [&](T x, token_id id) {
+                const bool k = x >= low && (x >= sure || decide(x));
+                best_kept = best_kept || (k && id == best);
+                return k;
+            };
+            std::size_t kept = 0;
+            if (!m_dense)
+            {
+                scored<T>* out = detail::grown(m_spare, m_items.size());
+                for (const auto& item : m_items)
+                {
+                    if (keep(item.logit, item.id))
+                    {
+                        out[kept++] = item;
+                    }
+                }
+                if (kept < min_keep)
+                {
+                    keep_top(min_keep);
+                    return;
+                }
+                m_items.assign(out, out + kept);
+                become_sparse(m_rank_sorted, m_id_sorted);
+            }
+            else
+            {
+                using B = detail::batch<T>;
+                const B vlow(low);
+                m_items.clear();
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                    detail::for_each_passing(
+                        x, n, [&](const B& v) { return v >= vlow; }, [&](T v) { return v >= low; },
+                        [&](std::size_t j) {
+                            if (keep(x[j], token_id(first + j)))
+                            {
+                                m_items.push_back({x[j], token_id(first + j)});
+                            }
+                        });
+                });
+                if (m_items.size() < min_keep)
+                {
+                    keep_top(min_keep);  // still dense: selects from the row
+                    return;
+                }
+                become_sparse(false, true);
+            }
+            if (!best_kept)
+            {
+                m_max_stale = true;
+                m_weights_current = false;  // stored relative to a max that is gone
+            }
+        }
+
         /// Keep the tokens whose current logit is >= x: a rank prefix that
         /// holds the argmax (x <= max_logit() required, else
         /// invalid_parameter and nothing changes; x == -inf keeps all). One
@@ -853,7 +859,7 @@ namespace xsampler
             {
                 return;
             }
-            keep_where_monotone([x](T v) { return v >= x; }, x, 1);  // x <= the max: the argmax passes
+            keep_monotone(x, x, never, 1);  // x <= the max: the argmax passes
         }
 
         /// The workspace's scratch object of type S (default-constructed on
@@ -868,9 +874,12 @@ namespace xsampler
         /// Keeps exactly the tokens of `kept`, a subset of the kept set that
         /// a stage computed itself (typical's interval, filters/typical.hpp):
         /// each token of the set listed once, with the logit the set holds,
-        /// in any order. Not a rank prefix: the max and argmax follow what is
-        /// kept. `kept` is swapped with the set's list (its contents after
-        /// are unspecified: scratch). O(|kept| + the size of a sparse set).
+        /// in any order. Not necessarily a rank prefix: the max and argmax
+        /// follow what is kept (weights stored by a dense pass stay current
+        /// while the best token stays). `kept` is swapped with the set's
+        /// list (its contents after are unspecified: scratch). O(|kept| +
+        /// the size of a sparse set); on a dense set a list in increasing id
+        /// order is checked in one pass, without the bitmap.
         /// Empty: invalid_logits("<who>: kept no token"); a token outside the
         /// set, with another logit or listed twice: invalid_parameter naming
         /// who and the token. Either leaves the set as it was.
@@ -881,41 +890,87 @@ namespace xsampler
             {
                 throw invalid_logits(who + ": kept no token");
             }
-            std::uint64_t* in_set = grown(m_subset_bits, m_row.size / 64 + 1);
-            const auto flip = [&](std::size_t i) { in_set[i / 64] ^= std::uint64_t(1) << (i % 64); };
-            const auto has = [&](std::size_t i) { return (in_set[i / 64] >> (i % 64) & 1) != 0; };
-            if (!m_dense)
-            {
-                for (const auto& item : m_items)
-                {
-                    flip(std::size_t(item.id));
-                }
-            }
+            const token_id best = argmax();
+            bool best_kept = false;
+            // A token of the set with the set's logit: on a dense set, any
+            // unmasked token with its current logit.
+            const auto valid = [&](const scored<T>& t) {
+                return t.id >= 0 && std::size_t(t.id) < m_row.size && t.logit == logit(t.id) && t.logit != -inf;
+            };
+            // On a dense set, a list in increasing id order lists no token
+            // twice: checked in one pass; any other list through the bitmap.
             std::size_t bad = kept.size();
-            for (std::size_t j = 0; j < kept.size(); ++j)
+            bool by_id = m_dense;
+            if (by_id)
             {
-                const auto id = kept[j].id;
-                const auto i = std::size_t(id);
-                // Dense: the bits mark the tokens listed so far; sparse: the
-                // set's tokens not yet listed.
-                const bool ok = id >= 0 && i < m_row.size && kept[j].logit == logit(id) && kept[j].logit != -inf &&
-                                has(i) != m_dense;
-                if (!ok)
+                // (an unedited row is read directly: the check is the cost of
+                // committing a nucleus of thousands)
+                const auto in_order = [&](auto&& current) {
+                    token_id last = -1;
+                    for (std::size_t j = 0; j < kept.size(); ++j)
+                    {
+                        const auto& t = kept[j];
+                        if (!(t.id > last))
+                        {
+                            by_id = false;
+                            return;
+                        }
+                        if (!(std::size_t(t.id) < m_row.size && t.logit == current(t.id) && t.logit != -inf))
+                        {
+                            bad = j;
+                            return;
+                        }
+                        last = t.id;
+                    }
+                };
+                if (m_patched.empty() && !m_outside)
                 {
-                    bad = j;
-                    break;
+                    const T* row = m_row.data;
+                    in_order([row](token_id id) { return row[std::size_t(id)]; });
                 }
-                flip(i);
-            }
-            for (std::size_t j = 0; j < bad; ++j)  // the bits back to all clear
-            {
-                flip(std::size_t(kept[j].id));
-            }
-            if (!m_dense)
-            {
-                for (const auto& item : m_items)
+                else
                 {
-                    flip(std::size_t(item.id));
+                    in_order([this](token_id id) { return logit(id); });
+                }
+                best_kept = by_id && bad == kept.size() &&
+                            std::binary_search(kept.begin(), kept.end(), scored<T>{T(0), best},
+                                               [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; });
+            }
+            if (!by_id)
+            {
+                best_kept = false;
+                std::uint64_t* in_set = detail::grown(m_subset_bits, m_row.size / 64 + 1);
+                const auto flip = [&](std::size_t i) { in_set[i / 64] ^= std::uint64_t(1) << (i % 64); };
+                const auto has = [&](std::size_t i) { return (in_set[i / 64] >> (i % 64) & 1) != 0; };
+                if (!m_dense)
+                {
+                    for (const auto& item : m_items)
+                    {
+                        flip(std::size_t(item.id));
+                    }
+                }
+                for (std::size_t j = 0; j < kept.size(); ++j)
+                {
+                    // Dense: the bits mark the tokens listed so far; sparse:
+                    // the set's tokens not yet listed.
+                    if (!valid(kept[j]) || has(std::size_t(kept[j].id)) == m_dense)
+                    {
+                        bad = j;
+                        break;
+                    }
+                    flip(std::size_t(kept[j].id));
+                    best_kept = best_kept || kept[j].id == best;
+                }
+                for (std::size_t j = 0; j < bad; ++j)  // the bits back to all clear
+                {
+                    flip(std::size_t(kept[j].id));
+                }
+                if (!m_dense)
+                {
+                    for (const auto& item : m_items)
+                    {
+                        flip(std::size_t(item.id));
+                    }
                 }
             }
             if (bad != kept.size())
@@ -924,25 +979,20 @@ namespace xsampler
                                         " is not a token of the set with its logit, or is listed twice");
             }
             m_items.swap(kept);
-            become_sparse(false, false);
-            m_max_stale = true;
-            m_weights_current = false;  // stored relative to a max that may be gone
+            become_sparse(std::is_sorted(m_items.begin(), m_items.end(), ranks_before<T>),
+                          by_id || std::is_sorted(m_items.begin(), m_items.end(),
+                                                  [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; }));
+            if (!best_kept)
+            {
+                m_max_stale = true;
+                m_weights_current = false;  // stored relative to a max that is gone
+            }
         }
 
     private:
         static constexpr T inf = std::numeric_limits<T>::infinity();
+        static constexpr bool never(T) noexcept { return false; }
         static constexpr std::size_t unknown = ~std::size_t(0);
-
-        // v with at least n elements (it only ever grows), as a pointer.
-        template <class U>
-        static U* grown(std::vector<U>& v, std::size_t n)
-        {
-            if (v.size() < n)
-            {
-                v.resize(n);
-            }
-            return v.data();
-        }
 
         /// A dense set's edit of token i (also a pending fused top-k's):
         /// patches the row, and the size and the max follow. Returns the old
@@ -1148,7 +1198,7 @@ namespace xsampler
         std::size_t retain_allowed(const token_set& allowed)
         {
             const auto& words = allowed.words();
-            scored<T>* out = grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
+            scored<T>* out = detail::grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
             std::size_t count = 0;
             if (m_dense)
             {
@@ -1298,7 +1348,7 @@ namespace xsampler
             m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
             m_weights.reserve(m_row.size);
             m_bits.reserve(m_row.size / 64 + 1);
-            grown(m_blocks, m_row.size / detail::block_size + 1);
+            detail::grown(m_blocks, m_row.size / detail::block_size + 1);
             m_row_max = m_max = max;
             m_row_argmax = m_argmax = argmax;
             m_max_stale = false;
@@ -1572,677 +1622,6 @@ namespace xsampler
 
         // --- exact decisions (detail/exact.hpp) ---
 
-        // Whether exact arithmetic keeps exactly the prefix whose computed
-        // masses are `before` (without its last token) and `after` (with it),
-        // the last token of exponent t (base 2), of a set of at most n tokens
-        // with computed total z, all from tier-1 weights: C_n >= q Z > C_{n-1}.
-        static bool mass_certified(double before, double after, double t, std::size_t n, double q, double z) noexcept
-        {
-            const double ez = detail::z_error<T>(z, n);
-            const double slack = 4.0 * detail::unit<double>() * (after + q * z);
-            return after - detail::prefix_error<T>(after, t, n) - slack >= q * (z + ez) &&
-                   before + detail::prefix_error<T>(before, t, n) + slack < q * (z - ez);
-        }
-
-        // mass_certified with sum W|t| over the prefix (with its last token)
-        // at most a_c and over the row at most a_z, rather than |t| C_n and Z
-        // log2 n: on real rows both are a few times smaller.
-        static bool mass_certified_given(double before, double after, double a_c, double a_z, std::size_t n, double q,
-                                         double z) noexcept
-        {
-            const double ez = detail::z_error_given<T>(z, a_z, n);
-            const double slack = 4.0 * detail::unit<double>() * (after + q * z);
-            return after - detail::prefix_error_given<T>(after, a_c, n) - slack >= q * (z + ez) &&
-                   before + detail::prefix_error_given<T>(before, a_c, n) + slack < q * (z - ez);
-        }
-
-        // keep_mass where the fast path could not decide: the kept set as a
-        // list, the weights again in double (tier 2), then in double-double
-        // (tier 3) where double cannot decide either; the exact all-tied case
-        // by counting. Rare on real rows; O(V log V) at worst.
-        void exact_mass(double q, std::size_t min_keep)
-        {
-            auto& count = detail::counters();
-            ++count.tier2;
-            const double m = double(max_logit());
-            const double s2 = scale2_double();
-            const double ud = detail::unit<double>();
-            auto& e = m_exact;
-            e.resize(m_dense ? m_row.size : m_items.size());
-            // The mass of each octave of weight: octave k holds the tokens
-            // with floor(t) = -k, t = (x - m) s2 in double (monotone in x).
-            // Z in four partial sums (independent chains).
-            auto& octave = m_octave_mass;
-            octave.assign(1100, 0.0);
-            double part[4] = {0.0, 0.0, 0.0, 0.0};
-            std::size_t n = 0;
-            const auto take = [&](token_id id, T x, double t, double w) {
-                exact_item& it = e[n];
-                it.item = {x, id};
-                it.w = w;
-                it.octave = t > -1099.0 ? int(-std::floor(t)) : 1099;
-                octave[std::size_t(it.octave)] += w;
-                part[n % 4] += w;
-                ++n;
-            };
-            if (m_dense)
-            {
-                // The exps in double vectors, 64 tokens at a time.
-                using D = detail::batch<double>;
-                alignas(64) double xd[64], td[64], wd[64];
-                for_each_run([&](const T* x, std::size_t first, std::size_t len) {
-                    for (std::size_t i = 0; i < len; i += 64)
-                    {
-                        const std::size_t k = std::min<std::size_t>(64, len - i);
-                        for (std::size_t j = 0; j < 64; ++j)
-                        {
-                            xd[j] = j < k ? double(x[i + j]) : m;
-                        }
-                        for (std::size_t j = 0; j < 64; j += D::size)
-                        {
-                            const D t = detail::exponent(D::load_aligned(xd + j), D(m), D(s2));
-                            t.store_aligned(td + j);
-                            detail::exp2_nonpos(t).store_aligned(wd + j);
-                        }
-                        for (std::size_t j = 0; j < k; ++j)
-                        {
-                            if (x[i + j] != -inf)
-                            {
-                                take(token_id(first + i + j), x[i + j], td[j], wd[j]);
-                            }
-                        }
-                    }
-                });
-            }
-            else
-            {
-                for (const auto& item : m_items)
-                {
-                    const double t = detail::exponent(double(item.logit), m, s2);
-                    take(item.id, item.logit, t, detail::exp2_nonpos(t));
-                }
-            }
-            e.resize(n);
-            const double z = (part[0] + part[1]) + (part[2] + part[3]);
-            const double dn = double(n);
-            const double ez = 1.06 * ((3.0 * std::log2(dn + 1.0) + 8.0) * ud + (dn + 8.0) * ud) * z +
-                              dn * detail::flush_error<double>();
-            // G: the octaves from the top whose mass reaches q Z by a margin
-            // (1e-9 Z, far above every error here) hold the nucleus: a rank
-            // prefix (t is monotone in the logit), sorted alone.
-            int last = 1099;
-            double above = 0.0;
-            for (int k = 0; k < 1100; ++k)
-            {
-                above += octave[std::size_t(k)];
-                if (above >= q * z + 1e-9 * z)
-                {
-                    last = k;
-                    break;
-                }
-            }
-            const auto by_rank = [](const exact_item& l, const exact_item& r) { return ranks_before(l.item, r.item); };
-            std::size_t g = std::size_t(std::partition(e.begin(), e.end(), [&](const exact_item& x) { return x.octave <= last; }) -
-                                        e.begin());
-            if (g < min_keep)
-            {
-                g = std::min(n, min_keep);
-                std::partial_sort(e.begin(), e.begin() + std::ptrdiff_t(g), e.end(), by_rank);
-            }
-            else
-            {
-                std::sort(e.begin(), e.begin() + std::ptrdiff_t(g), by_rank);
-            }
-            std::size_t kept = 0;
-            {
-                detail::dd_sum cum;
-                const auto error = [&](double c, double t) {
-                    return 1.06 * (detail::weight_error<double>(t) + 2.0 * ud + 2.0 * dn * ud * ud) * c +
-                           dn * detail::flush_error<double>();
-                };
-                for (std::size_t i = 0; i < g; ++i)
-                {
-                    const double before = detail::value(cum.s);
-                    cum.add(e[i].w);
-                    const double after = detail::value(cum.s);
-                    if (after >= q * z)
-                    {
-                        const double t = detail::exponent(double(e[i].item.logit), m, s2);
-                        const double slack = 4.0 * ud * (after + q * z);
-                        if (after - error(after, t) - slack >= q * (z + ez) &&
-                            before + error(before, t) + slack < q * (z - ez))
-                        {
-                            kept = i + 1;
-                        }
-                        break;
-                    }
-                }
-            }
-            if (kept == 0)
-            {
-                kept = exact_mass_dd(q, g);
-            }
-            m_items.resize(std::max(kept, std::min(min_keep, n)));
-            m_dense = false;  // become_sparse below
-            for (std::size_t i = 0; i < m_items.size(); ++i)
-            {
-                m_items[i] = e[i].item;
-            }
-            become_sparse(true, m_items.size() <= 1);
-        }
-
-        // Tier 3 of exact_mass: the weights in double-double over m_exact
-        // (its first g ranked), the count kept.
-        std::size_t exact_mass_dd(double q, std::size_t g)
-        {
-            auto& count = detail::counters();
-            ++count.tier3;
-            auto& e = m_exact;
-            const std::size_t n = e.size();
-            const double m = double(max_logit());
-            detail::dd_sum zs;
-            for (auto& x : e)
-            {
-                x.w3 = detail::exp_dd(detail::exponent_dd(double(x.item.logit), m, m_scale));
-                zs.add(x.w3);
-            }
-            const double dn = double(n);
-            const double rel = 1.1 * detail::exp_dd_error + (dn + 2.0) * std::ldexp(1.0, -103);
-            const double z = zs.s.hi;
-            const double ez = rel * 1.01 * z + dn * detail::exp_dd_tiny;
-            const detail::dd target = detail::mul(zs.s, q);
-            detail::dd_sum cum;
-            for (std::size_t i = 0; i < g; ++i)
-            {
-                const detail::dd before = cum.s;
-                cum.add(e[i].w3);
-                const double over = detail::sub(cum.s, target).hi;
-                if (over < 0.0)
-                {
-                    continue;
-                }
-                const double under = detail::sub(target, before).hi;
-                const double slack = std::ldexp(1.0, -100) * z;
-                if (over > rel * cum.s.hi + dn * detail::exp_dd_tiny + q * ez + slack &&
-                    under > rel * before.hi + dn * detail::exp_dd_tiny + q * ez + slack)
-                {
-                    return i + 1;
-                }
-                // Exactly equal only if every token is tied (Lindemann-
-                // Weierstrass, docs/semantics.md): then the least k >= q n.
-                const bool tied = std::all_of(e.begin(), e.end(), [&](const exact_item& x) { return x.item.logit == e[0].item.logit; });
-                if (tied)
-                {
-                    double k = std::max(1.0, std::ceil(q * dn));
-                    while (std::fma(q, dn, -k) > 0.0)
-                    {
-                        k += 1.0;
-                    }
-                    while (k > 1.0 && std::fma(q, dn, -(k - 1.0)) <= 0.0)
-                    {
-                        k -= 1.0;
-                    }
-                    return std::size_t(k);
-                }
-                ++count.residual;
-                return i + 1;
-            }
-            ++count.residual;  // cannot happen: the mass of the first g exceeds q Z by far
-            return g;
-        }
-
-        // A threshold on d = (x - m) S (keep iff d >= L), as a tier knows L.
-        struct level
-        {
-            detail::dd value;
-            double error;  // |value - L| <= error
-        };
-
-        // The level of p_i >= e: d_i >= ln e + ln Z (Z from `sums`, summed
-        // again at the tier asked). e outside (0, 1]: invalid_parameter
-        // naming `who`.
-        template <class Sums>
-        auto probability_level(Sums& sums, double e, const char* who)
-        {
-            if (!(e > 0.0 && e <= 1.0))
-            {
-                throw invalid_parameter(std::string(who) + ": e must be in (0, 1], got " + detail::format_value(e));
-            }
-            const detail::dd log_e = detail::log_dd(e);
-            return [this, &sums, log_e](int tier) {
-                return sums.log_z_plus(*this, tier, log_e, detail::log_error(log_e.hi));
-            };
-        }
-
-        // The exact test d >= L on a logit x, L given by level_at(tier) for
-        // tiers 1 to 3, each asked only when the one before cannot decide:
-        // sure_keep and sure_drop are tier 1's (both monotone in x), refine
-        // asks tiers 2 and 3.
-        template <class Level>
-        class level_test
-        {
-        public:
-            level_test(candidates& c, Level& level_at)
-                : m_level_at(level_at), m(c.max_logit()), s(c.scale()), S(c.m_scale), l1(level_at(1)),
-                  lc(detail::value(l1.value)), el(l1.error + 2.0 * ud * std::abs(lc)), fast(std::isnormal(s))
-            {
-            }
-            bool sure_keep(T x) const
-            {
-                return fast && double(detail::exponent(x, m, s)) * (1.0 + kappa) - tiny >= lc + el;
-            }
-            bool sure_drop(T x) const
-            {
-                return !fast ? x == -inf : double(detail::exponent(x, m, s)) * (1.0 - kappa) + tiny < lc - el;
-            }
-            bool refine(T x)
-            {
-                auto& count = detail::counters();
-                if (!have2)
-                {
-                    ++count.tier2;
-                    l2 = m_level_at(2);
-                    have2 = true;
-                }
-                const double d2 = detail::exponent(double(x), double(m), S);
-                const double lc2 = detail::value(l2.value);
-                const double dev = 3.3 * ud * (std::abs(d2) + std::abs(lc2)) + l2.error +
-                                   4.0 * std::numeric_limits<double>::denorm_min();
-                if (d2 - lc2 > dev || d2 - lc2 < -dev)
-                {
-                    return d2 > lc2;
-                }
-                if (!have3)
-                {
-                    ++count.tier3;
-                    l3 = m_level_at(3);
-                    have3 = true;
-                }
-                const detail::dd d3 = detail::exponent_dd(double(x), double(m), S);
-                const double diff = detail::sub(d3, l3.value).hi;
-                const double bound = std::ldexp(1.0, -102) * (std::abs(d3.hi) + std::abs(l3.value.hi)) + l3.error +
-                                     4.0 * std::numeric_limits<double>::denorm_min();
-                if (!(diff > bound || diff < -bound))
-                {
-                    ++count.residual;
-                }
-                return diff >= 0.0;
-            }
-            bool operator()(T x) { return sure_keep(x) || (!sure_drop(x) && refine(x)); }
-
-        private:
-            static constexpr double ud = detail::unit<double>();
-            // d in T is within kappa |d| (+ tiny) of the exact d: the roundings
-            // of s to T, of x - m and of the product (3u), and of this test.
-            static constexpr double kappa = 3.2 * detail::unit<T>() + 4.0 * ud;
-            static constexpr double tiny = 4.0 * double(std::numeric_limits<T>::denorm_min());
-            Level& m_level_at;
-            T m;
-            T s;
-            double S;
-            level l1;
-            double lc;
-            double el;
-            bool fast;  // a scale that underflows T: every token to tier 2
-            bool have2 = false;
-            bool have3 = false;
-            level l2{};
-            level l3{};
-        };
-
-        // Keep the tokens with d >= L (level_test), or with x >= m when
-        // `zero` (L = 0 exactly). At least min_keep of the rank.
-        template <class Level>
-        void keep_log_level(Level&& level_at, std::size_t min_keep, bool zero)
-        {
-            min_keep = std::max<std::size_t>(min_keep, 1);
-            const T m = max_logit();
-            if (zero)
-            {
-                keep_where_monotone([&](T x) { return x >= m; }, m, min_keep);
-                return;
-            }
-            level_test<std::remove_reference_t<Level>> test(*this, level_at);
-            const auto sure_keep = [&](T x) { return test.sure_keep(x); };
-            const auto sure_drop = [&](T x) { return test.sure_drop(x); };
-            const auto refine = [&](T x) { return test.refine(x); };
-            const auto keep = [&](T x) { return sure_keep(x) || (!sure_drop(x) && refine(x)); };
-            if (!m_dense)
-            {
-                scored<T>* out = grown(m_spare, m_items.size());
-                std::size_t kept = 0;
-                for (const auto& item : m_items)
-                {
-                    if (keep(item.logit))
-                    {
-                        out[kept++] = item;
-                    }
-                }
-                if (kept < min_keep)
-                {
-                    keep_top(min_keep);
-                    return;
-                }
-                m_items.assign(out, out + kept);
-                become_sparse(m_rank_sorted, m_id_sorted);
-                return;
-            }
-            // Both sure tests are monotone in the logit: the vectors compare
-            // with the least logit not surely dropped, and the few below the
-            // least surely kept are refined.
-            if (sure_drop(m))
-            {
-                keep_top(min_keep);
-                return;
-            }
-            const T x_maybe = least_logit_where(m, [&](T x) { return !sure_drop(x); });
-            const T x_sure = sure_keep(m) ? least_logit_where(m, sure_keep) : inf;
-            using B = detail::batch<T>;
-            const B low(x_maybe);
-            m_items.clear();
-            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                detail::for_each_passing(
-                    x, n, [&](const B& v) { return v >= low; }, [&](T v) { return v >= x_maybe; },
-                    [&](std::size_t j) {
-                        if (x[j] >= x_sure || refine(x[j]))
-                        {
-                            m_items.push_back({x[j], token_id(first + j)});
-                        }
-                    });
-            });
-            if (m_items.size() < min_keep)
-            {
-                keep_top(min_keep);
-                return;
-            }
-            become_sparse(false, true);
-        }
-
-        // Keep the tokens passing `keep`, monotone in the logit with least
-        // passing logit `low` (a prefix); the top min_keep if fewer pass.
-        template <class Keep>
-        void keep_where_monotone(Keep&& keep, T low, std::size_t min_keep)
-        {
-            if (!m_dense)
-            {
-                const auto kept = std::size_t(std::count_if(m_items.begin(), m_items.end(),
-                                                            [&](const scored<T>& t) { return keep(t.logit); }));
-                if (kept < min_keep)
-                {
-                    keep_top(min_keep);
-                    return;
-                }
-                m_items.erase(std::remove_if(m_items.begin(), m_items.end(), [&](const scored<T>& t) { return !keep(t.logit); }),
-                              m_items.end());
-                become_sparse(m_rank_sorted, m_id_sorted);
-                return;
-            }
-            using B = detail::batch<T>;
-            const B vlow(low);
-            m_items.clear();
-            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                detail::for_each_passing(
-                    x, n, [&](const B& v) { return v >= vlow; }, keep,
-                    [&](std::size_t j) { m_items.push_back({x[j], token_id(first + j)}); });
-            });
-            if (m_items.size() < min_keep)
-            {
-                keep_top(min_keep);  // still dense: selects from the row
-                return;
-            }
-            become_sparse(false, true);
-        }
-
-        // Two sums over a dense row and its current weights (m_weights), 64
-        // tokens at a time: vec(x, w, acc_a, acc_b) adds a block's vectors
-        // into two T accumulators whose lanes then go into sa and sb in
-        // double (so each lane sums at most 64 terms in T), one double per
-        // lane until the end (no chain of additions through one double);
-        // one(x, w) takes the tail of a run, adding into sa and sb itself.
-        template <class Vec, class One>
-        void sum_by_block(Vec&& vec, One&& one, double& sa, double& sb)
-        {
-            using B = detail::batch<T>;
-            alignas(64) double da[B::size] = {}, db[B::size] = {};
-            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
-                const T* w = m_weights.data() + first;
-                std::size_t i = 0;
-                for (; i + 64 <= len; i += 64)
-                {
-                    B acc_a(T(0)), acc_b(T(0));
-                    for (std::size_t j = i; j < i + 64; j += B::size)
-                    {
-                        vec(B::load_unaligned(x + j), B::load_unaligned(w + j), acc_a, acc_b);
-                    }
-                    alignas(64) T la[B::size], lb[B::size];
-                    acc_a.store_aligned(la);
-                    acc_b.store_aligned(lb);
-                    for (std::size_t k = 0; k < B::size; ++k)
-                    {
-                        da[k] += double(la[k]);
-                        db[k] += double(lb[k]);
-                    }
-                }
-                for (; i < len; ++i)
-                {
-                    one(x[i], w[i]);
-                }
-            });
-            for (std::size_t k = 0; k < B::size; ++k)
-            {
-                sa += da[k];
-                sb += db[k];
-            }
-        }
-
-        // Z and A = sum of W_j d_j over the kept set at tiers 1 to 3, each
-        // computed once when first asked, with their error bounds; the
-        // thresholds of keep_probability_at_least and keep_eta from them.
-        struct exact_totals
-        {
-            bool have[4] = {};
-            bool have_a[4] = {};
-            detail::dd z[4];
-            detail::dd a[4];
-            double ez[4] = {};
-            double ea[4] = {};
-
-            void compute(candidates& c, int tier, bool with_a)
-            {
-                if (have[tier] && (have_a[tier] || !with_a))
-                {
-                    return;
-                }
-                c.exact_sums(tier, with_a, z[tier], ez[tier], a[tier], ea[tier]);
-                have[tier] = true;
-                have_a[tier] = have_a[tier] || with_a;
-            }
-
-            // add + ln Z
-            level log_z_plus(candidates& c, int tier, detail::dd add, double e)
-            {
-                compute(c, tier, false);
-                const double zh = z[tier].hi;
-                const detail::dd lz = detail::add(detail::log_dd(zh), detail::dd{z[tier].lo / zh, 0.0});
-                const double err = e + 1.01 * ez[tier] / (zh - ez[tier]) + detail::log_error(lz.hi) +
-                                   std::ldexp(1.0, -100) * (std::abs(add.hi) + std::abs(lz.hi));
-                return {detail::add(add, lz), err};
-            }
-
-            // add + A / Z
-            level mean_log_weight_plus(candidates& c, int tier, detail::dd add, double e)
-            {
-                compute(c, tier, true);
-                const double zh = z[tier].hi;
-                detail::dd q = detail::div(a[tier], zh);
-                q = detail::sub(q, detail::mul(q, z[tier].lo / zh));
-                const double err = e + 1.01 * (ea[tier] + std::abs(q.hi) * ez[tier]) / (zh - ez[tier]) +
-                                   std::ldexp(1.0, -100) * (std::abs(add.hi) + std::abs(q.hi));
-                return {detail::add(add, q), err};
-            }
-        };
-
-        // The sums of exact_totals at one tier: Z (> 0) and, with_a, A (<= 0).
-        void exact_sums(int tier, bool with_a, detail::dd& z, double& ez, detail::dd& a, double& ea)
-        {
-            const double ud = detail::unit<double>();
-            const T m = max_logit();
-            const double md = double(m);
-            const double S = m_scale;
-            const double dn = double(m_dense ? m_row.size : m_items.size());  // at least the kept count
-            if (tier == 1 && !with_a)
-            {
-                z = {total_weight(), 0.0};
-                ez = detail::z_error<T>(z.hi, std::size_t(dn));
-                return;
-            }
-            if (tier == 1 && m_dense)
-            {
-                // The weights of one SIMD pass (kept), then w d and w d^2 in T
-                // vectors, 64 tokens at a time, each block's lanes added into
-                // double (8 terms a lane: within 8u of the block's sum).
-                const double zh = sum_weights(nullptr, true);
-                z = {zh, 0.0};
-                ez = detail::z_error<T>(zh, std::size_t(dn));
-                using B = detail::batch<T>;
-                const T s = scale();
-                const B vm(m), vs(s), zero(T(0));
-                double sa = 0.0, sb = 0.0;
-                sum_by_block(
-                    [&](const B& vx, const B& vw, B& acc_a, B& acc_b) {
-                        const B d = detail::exponent(vx, vm, vs);
-                        const B wd = xsimd::select(vw > zero, vw * d, zero);
-                        acc_a += wd;
-                        acc_b += wd * d;
-                    },
-                    [&](T x, T w) {
-                        if (w > T(0))
-                        {
-                            const double d = double(detail::exponent(x, m, s));
-                            sa += double(w) * d;
-                            sb += double(w) * d * d;
-                        }
-                    },
-                    sa, sb);
-                a = {sa, 0.0};
-                // Terms within (3|t| + 12) u of W D (the products in T too);
-                // lanes of at most 64 terms in T; the rest in double.
-                const double u = detail::unit<T>();
-                ea = 1.1 * u * (3.0 * detail::log2e * sb + 12.0 * std::abs(sa)) + 1.1 * 64.0 * u * std::abs(sa) +
-                     1.1 * (dn + 64.0) * ud * std::abs(sa) + dn * 1024.0 * detail::flush_error<T>();
-                return;
-            }
-            if (tier == 1 || tier == 2)
-            {
-                // Tier 1: the weights in T with the terms w d and w d^2 in
-                // double; tier 2: all of it in double. Sums in double-double.
-                const double u = tier == 1 ? detail::unit<T>() : ud;
-                const T s2 = scale2();
-                const T s = scale();
-                const double s2d = scale2_double();
-                detail::dd_sum zs, as;
-                double b = 0.0;
-                for_each_by_id([&](token_id id, T x) {
-                    double w, d;
-                    if (tier == 1)
-                    {
-                        w = double(weight(id, x));
-                        d = double(detail::exponent(x, m, s));
-                    }
-                    else
-                    {
-                        w = detail::exp2_nonpos(detail::exponent(double(x), md, s2d));
-                        d = detail::exponent(double(x), md, S);
-                    }
-                    zs.add(w);
-                    if (w > 0.0)
-                    {
-                        as.add(-(w * d));
-                        b += w * d * d;
-                    }
-                });
-                (void)s2;
-                z = zs.s;
-                const double zh = z.hi;
-                const double flush = tier == 1 ? detail::flush_error<T>() : detail::flush_error<double>();
-                ez = 1.06 * ((3.0 * std::log2(dn + 1.0) + 8.0) * u + 2.0 * dn * ud * ud + 2.0 * ud) * zh + dn * flush;
-                a = detail::neg(as.s);
-                // Each term w d within (3|t| + 9) u of W D, t = d log2 e; a
-                // flushed token's W |D| is below 1024 times its flush bound.
-                ea = 1.1 * u * (3.0 * detail::log2e * b + 9.0 * std::abs(a.hi)) +
-                     (2.0 * dn * ud * ud + 2.0 * ud) * std::abs(a.hi) + dn * 1024.0 * flush;
-                return;
-            }
-            // Tier 3: double-double throughout.
-            detail::dd_sum zs, as;
-            for_each_by_id([&](token_id, T x) {
-                const detail::dd d = detail::exponent_dd(double(x), md, S);
-                const detail::dd w = detail::exp_dd(d);
-                zs.add(w);
-                if (with_a && w.hi > 0.0)
-                {
-                    as.add(detail::neg(detail::mul(w, d)));
-                }
-            });
-            z = zs.s;
-            const double rel = 1.1 * detail::exp_dd_error + (dn + 4.0) * std::ldexp(1.0, -103);
-            ez = rel * 1.01 * z.hi + dn * detail::exp_dd_tiny;
-            a = detail::neg(as.s);
-            ea = rel * std::abs(a.hi) + dn * 1100.0 * detail::exp_dd_tiny;
-        }
-
-        // --- keep_mass on a dense set ---
-
-        // The nucleus of a whole row in O(V + n log n) for a nucleus of n
-        // tokens, without sorting the row. Everything is decided on
-        // t = (x - m) s2, the weight's exponent, which is monotone in the
-        // logit (each rounding is), so every set below is a prefix of the
-        // rank — whether or not the rounded exp2 is monotone:
-        //  1. one SIMD pass computes Z and keeps every weight;
-        //  2. tail bound: tokens lighter than (Z - target) / V hold less than
-        //     Z - target together, so the nucleus is among G, the tokens with
-        //     t >= t_low for t_low = log2 of that bound (tried first at 8x
-        //     the bound; any G whose mass reaches the target holds the
-        //     nucleus, so the bound only decides the speed);
-        //  3. G is gathered and bucketed by floor(4 (t - t_low))
-        //     (4 buckets an octave of weight); the bucket masses locate the
-        //     bucket where the running mass crosses the target;
-        //  4. only that bucket is sorted by rank and walked token by token;
-        //  5. the crossing is certified exact by the error bounds of
-        //     detail/exact.hpp (mass_certified), else exact_mass re-decides.
-        // Masses are summed in double: per bucket, G's tokens in id order
-        // into four partial sums (token i into sum i mod 4) added as
-        // (s0 + s1) + (s2 + s3); then bucket by bucket; then token by token in
-        // the crossing bucket.
-        void keep_dense_mass(double q, std::size_t min_keep)
-        {
-            const double z = sum_weights(nullptr, true);
-            const double target = q * z;
-            const T limit = detail::exp_constants<T>::limit;
-            const T t_floor = T(std::log2((z - target) / double(m_row.size)));
-            if (std::isnormal(scale2()))  // else the bounds do not hold: exact_mass
-            {
-                for (const T t_low : {T(t_floor + T(3)), t_floor, limit})
-                {
-                    if (t_low <= T(0))
-                    {
-                        const int found = nucleus_above(std::max(t_low, limit), q, z, min_keep);
-                        if (found > 0)
-                        {
-                            return;
-                        }
-                        if (found < 0)
-                        {
-                            break;
-                        }
-                    }
-                }
-            }
-            // Too close to call on the float weights, or rounding left every
-            // prefix short: re-decided exactly.
-            exact_mass(q, min_keep);
-        }
-
         // The least logit x <= m that passes `test`, a test monotone in the
         // logit that m passes and -inf fails: bisection over the
         // floating-point numbers in [-inf, m].
@@ -2264,244 +1643,6 @@ namespace xsampler
             return value(hi);
         }
 
-        // key(m) at t_low = limit: the most buckets there can be.
-        static constexpr int limit_key() noexcept { return int(detail::exp_constants<T>::limit) * 4; }
-
-        // The nucleus among G = the tokens with t >= t_low: 1 if the mass of
-        // G reaches the target q z and the crossing is certified exact (the
-        // kept tokens end in id order, at least min_keep of them); 0 if G's
-        // mass falls short; -1 if the crossing is too close to call here.
-        int nucleus_above(T t_low, double q, double z, std::size_t min_keep)
-        {
-            const double target = q * z;
-            const std::size_t n = m_row.size;
-            const T m = m_max;
-            const T s2 = scale2();
-            const auto key = [&](T logit) { return std::size_t(int((detail::exponent(logit, m, s2) - t_low) * T(4))); };
-
-            // Gather G's ids, a vector at a time, branch-free.
-            using B = detail::batch<T>;
-            const T x_low = least_logit_where(m, [&](T x) { return detail::exponent(x, m, s2) >= t_low; });
-            token_id* ids = grown(m_ids, n + B::size);  // gathers write past their count
-            std::size_t count = 0;
-            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
-                const std::size_t vec_end = len - len % B::size;
-                for (std::size_t i = 0; i < vec_end; i += B::size)
-                {
-                    count += detail::compress_bits<B::size>(detail::mask_bits(B::load_unaligned(x + i) >= B(x_low)),
-                                                            first + i, ids + count);
-                }
-                for (std::size_t j = vec_end; j < len; ++j)
-                {
-                    ids[count] = token_id(first + j);
-                    count += x[j] >= x_low;
-                }
-            });
-
-            // The bucket masses, each bucket's as four partial sums, so that a
-            // run of one bucket is not one chain of additions through memory.
-            const T* w = m_weights.data();
-            auto& mass = m_bucket_mass;
-            const std::size_t buckets = key(m) + 1;
-            mass.reserve(4 * (std::size_t(-limit_key()) + 1));
-            mass.assign(4 * buckets, 0.0);
-            std::uint16_t* keys = grown(m_keys, n);  // at most 4 * 1022 + 1 buckets
-            for (std::size_t i = 0; i < count; ++i)
-            {
-                keys[i] = std::uint16_t(key(logit(ids[i])));
-                mass[4 * keys[i] + i % 4] += double(w[ids[i]]);
-            }
-            for (std::size_t b = 0; b < buckets; ++b)
-            {
-                mass[b] = (mass[4 * b] + mass[4 * b + 1]) + (mass[4 * b + 2] + mass[4 * b + 3]);
-            }
-            mass.resize(buckets);
-
-            // Bounds on sum W|t| for mass_certified_given: bucket b's tokens
-            // have |t| <= |t_low| - (b - 1) / 4 (a quarter octave of slack
-            // for the key's rounding), and the rest R, of exact mass at most
-            // r_up, at most R log2(n / R) (the entropy of W / R is at most
-            // log2 n, |t| = -log2 W; increasing in R up to n / e); R's float
-            // mass is z - g within z's lane roundings (8u z) and g's. The
-            // factors 1.001 cover W against w and |t| against its rounding.
-            const auto t_most = [&](std::size_t b) { return std::max(0.0, -double(t_low) - (double(b) - 1.0) / 4.0); };
-            double g = 0.0, a_g = 0.0;
-            for (std::size_t b = 0; b < buckets; ++b)
-            {
-                g += mass[b];
-                a_g += mass[b] * t_most(b);
-            }
-            const double dn = double(n);
-            const double r_up = 1.001 * std::max(0.0, z - g) + 17.0 * detail::unit<T>() * z + dn * detail::flush_error<T>();
-            const double a_r = r_up < dn / 2.72 ? r_up * std::log2(dn / r_up) : dn * detail::log2e / 2.71;
-            const double a_z = 1.001 * (a_g + a_r);
-
-            double cum = 0.0;
-            double a_heavy = 0.0;  // sum w |t| bound over the heavier buckets
-            for (std::size_t b = buckets; b-- > 0;)
-            {
-                if (mass[b] == 0.0 || cum + mass[b] < target)
-                {
-                    cum += mass[b];
-                    a_heavy += mass[b] * t_most(b);
-                    continue;
-                }
-                // The crossing bucket: everything heavier, in id order, from
-                // the front of `out`; this bucket's tokens from the back (each
-                // token is written at both ends, and counted at one or none:
-                // the two ends never pass each other). G itself is left as it
-                // is: if rounding makes the walk fall short, the next bucket
-                // is split the same way.
-                scored<T>* out = grown(m_spare, n);
-                std::size_t heavier = 0;
-                std::size_t here = 0;
-                for (std::size_t i = 0; i < count; ++i)
-                {
-                    const scored<T> s{logit(ids[i]), ids[i]};
-                    const std::size_t k = keys[i];
-                    out[heavier] = s;
-                    out[count - 1 - here] = s;
-                    heavier += k > b;
-                    here += k == b;
-                }
-                scored<T>* const border = out + (count - here);
-                std::sort(border, out + count, [](const scored<T>& l, const scored<T>& r) { return ranks_before(l, r); });
-                // Keeps the first `kept` tokens of the rank: the heavier ones
-                // and the first kept - heavier of this bucket (in id order).
-                const auto commit = [&](std::size_t kept) {
-                    if (kept < min_keep)
-                    {
-                        keep_top(min_keep);  // still dense: selects from the row
-                        return 1;
-                    }
-                    const std::size_t mine = kept - heavier;
-                    const auto by_id = [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; };
-                    std::sort(border, border + mine, by_id);
-                    m_items.resize(kept);
-                    std::merge(out, out + heavier, border, border + mine, m_items.begin(), by_id);
-                    become_sparse(false, true);
-                    return 1;
-                };
-                const double cum_heavy = cum;
-                for (std::size_t i = 0; i < here; ++i)
-                {
-                    const double before = cum;
-                    cum += double(w[border[i].id]);
-                    if (cum >= target)
-                    {
-                        // This bucket's tokens so far have |t| at most this one's (ranked).
-                        const double t = double(detail::exponent(border[i].logit, m, s2));
-                        const double a_c = 1.001 * (a_heavy + (cum - cum_heavy) * std::abs(t));
-                        if (mass_certified(before, cum, t, n, q, z) || mass_certified_given(before, cum, a_c, a_z, n, q, z))
-                        {
-                            return commit(heavier + i + 1);
-                        }
-                        // Too close for the float weights: G again in double,
-                        // the rest as it is with its bound.
-                        const std::size_t kept = nucleus_in_double(out, heavier, border, here, ids, keys, b, count, x_low, t_low, q);
-                        return kept == 0 ? -1 : commit(kept);
-                    }
-                }
-                a_heavy += (cum - cum_heavy) * t_most(b);  // rounding left it short: on to the next bucket
-            }
-            return 0;
-        }
-
-        // Tier 2 of the dense keep_mass, on G = the tokens with x >= x_low
-        // (t >= t_low): their weights in double; the rest R summed from the
-        // float weights in one pass, with the bound u (3 sum W|t| + 5 sum W)
-        // + ... of detail/exact.hpp, sum W|t| bounded by R's entropy (no
-        // exponents in the pass). Returns the exact count if
-        // these bounds certify a crossing in the bucket given (`out` holds
-        // the heavier tokens, `border` this bucket's, ranked), else 0.
-        XSAMPLER_NOINLINE std::size_t nucleus_in_double(const scored<T>* out, std::size_t heavier, const scored<T>* border,
-                                      std::size_t here, const token_id* ids, const std::uint16_t* keys, std::size_t bucket,
-                                      std::size_t count, T x_low, T t_low, double q)
-        {
-            ++detail::counters().tier2;
-            const double md = double(m_max);
-            const double s2d = scale2_double();
-            const auto w2 = [&](T x) { return detail::exp2_nonpos(detail::exponent(double(x), md, s2d)); };
-            // G's weights in double vectors, 64 at a time; the heavier
-            // buckets' share (key above this bucket's) on the way, as the
-            // weights times 0 or 1 (exact), in vector sums (no chain of
-            // scalar additions).
-            using D = detail::batch<double>;
-            alignas(64) double xd[64], wd[64], hd[64];
-            D zacc(0.0), hacc(0.0);
-            for (std::size_t i = 0; i < count; i += 64)
-            {
-                const std::size_t k = std::min<std::size_t>(64, count - i);
-                for (std::size_t j = 0; j < 64; ++j)
-                {
-                    xd[j] = j < k ? double(logit(ids[i + j])) : md;
-                    hd[j] = j < k && keys[i + j] > bucket ? 1.0 : 0.0;
-                }
-                for (std::size_t j = 0; j < 64; j += D::size)
-                {
-                    detail::exp2_nonpos(detail::exponent(D::load_aligned(xd + j), D(md), D(s2d))).store_aligned(wd + j);
-                }
-                std::fill(wd + k, wd + 64, 0.0);
-                for (std::size_t j = 0; j < 64; j += D::size)
-                {
-                    const D w = D::load_aligned(wd + j);
-                    zacc += w;
-                    hacc += w * D::load_aligned(hd + j);
-                }
-            }
-            alignas(64) double lz[D::size], lh[D::size];
-            zacc.store_aligned(lz);
-            hacc.store_aligned(lh);
-            double z_g = 0.0, heavy = 0.0;
-            for (std::size_t j = 0; j < D::size; ++j)
-            {
-                z_g += lz[j];
-                heavy += lh[j];
-            }
-            (void)out;
-            // R: every unmasked token below x_low, from its float weight.
-            using B = detail::batch<T>;
-            const B vlow(x_low), zero(T(0));
-            double r = 0.0, unused = 0.0;
-            sum_by_block([&](const B& vx, const B& w, B& acc_w, B&) { acc_w += xsimd::select(vx < vlow, w, zero); },
-                         [&](T x, T w) { r += x < x_low ? double(w) : 0.0; }, r, unused);
-            const double ut = detail::unit<T>();
-            const double ud = detail::unit<double>();
-            const double dn = double(m_row.size);
-            // R's exact mass is below r_up (its weights within 405u, the
-            // flushed ones within the flush bound), and sum W |t| over R is
-            // at most R log2(n / R) (the entropy of W / R is at most log2 n;
-            // |t| = -log2 W), which increases with R up to n / e. So R is
-            // within u (3 R log2(n / R) + 5 R) (+ the rounding of |t|) of the
-            // exact (the factor 1 + 68u covers |t| against -log2 W and
-            // log2's rounding), plus its lanes of at most 64 terms in T, the
-            // rest in double.
-            const double r_up = 1.001 * r + dn * detail::flush_error<T>();
-            const double rt = r_up < dn / 2.72 ? r_up * std::log2(dn / r_up) : dn * detail::log2e / 2.71;
-            const double er = 1.1 * (ut * (3.0 * rt * (1.0 + 68.0 * ut) + 5.0 * r_up) + 64.0 * ut * r + (dn + 64.0) * ud * r) +
-                              dn * detail::flush_error<T>();
-            const double rel_g = 1.06 * ((3.0 * (std::abs(double(t_low)) + 1.0) + 5.0) * ud + (double(count) + 8.0) * ud);
-            const double z2 = z_g + r;
-            const double ez2 = rel_g * z_g + er + 2.0 * ud * z2;
-            const double target = q * z2;
-            double cum = heavy;
-            for (std::size_t i = 0; i < here; ++i)
-            {
-                const double before = cum;
-                cum += w2(border[i].logit);
-                if (cum >= target)
-                {
-                    const double slack = 4.0 * ud * (cum + target);
-                    if (cum - rel_g * cum - slack >= q * (z2 + ez2) && before + rel_g * before + slack < q * (z2 - ez2))
-                    {
-                        return heavier + i + 1;
-                    }
-                    return 0;
-                }
-            }
-            return 0;
-        }
-
         static constexpr std::size_t no_patch = ~std::size_t(0);
 
         detail::row_ref<T> m_row{nullptr, 0};
@@ -2520,21 +1661,7 @@ namespace xsampler
         std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
         std::vector<T> m_weights;
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
-        // keep_mass's scratch, reused across calls
-        std::vector<double> m_bucket_mass;
-        std::vector<token_id> m_ids;
-        std::vector<scored<T>> m_spare;
-        std::vector<std::uint16_t> m_keys;
-        // exact_mass's scratch: a kept token with its weights in double and double-double
-        struct exact_item
-        {
-            scored<T> item;
-            double w;
-            int octave;
-            detail::dd w3;
-        };
-        std::vector<exact_item> m_exact;
-        std::vector<double> m_octave_mass;
+        std::vector<scored<T>> m_spare;  // retain_if's, keep_in's and keep_log_level's list
         // kth_logit's scratch, reused across calls
         std::vector<scored<T>> m_select;
         // keep_subset's: a bit per token, all clear between calls

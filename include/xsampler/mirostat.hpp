@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "candidates.hpp"
+#include "filters/levels.hpp"
 
 namespace xsampler
 {
@@ -116,7 +117,7 @@ namespace xsampler
                 c.keep_argmax();  // no token reaches it: the best one is kept
                 return;
             }
-            c.keep_probability_at_least(floor_p);
+            detail::keep_probability_at_least(c, floor_p, 1);
         }
 
         // v1: k from the estimated Zipf exponent of the m best tokens.

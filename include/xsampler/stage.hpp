@@ -18,9 +18,11 @@
 //   written. After it runs, a processor that left every token masked is an
 //   error naming it: invalid_logits("<name>: every token is masked").
 // - a filter reshapes or truncates: divide_scale, keep_argmax, keep_top,
-//   keep_mass, keep_log_weight_at_least, keep_ratio_at_least,
-//   keep_probability_at_least, keep_eta, keep_logit_at_least, keep_subset,
-//   retain_if.
+//   keep_log_weight_at_least, keep_logit_at_least, keep_monotone,
+//   keep_subset, retain_if; an algorithm the verbs cannot express reads the
+//   set through candidates' kernel view and commits through them
+//   (filters/top_p.hpp, filters/levels.hpp, filters/typical.hpp). A user's
+//   filter may also apply a built-in one (top_p{0.9}.apply(c)).
 // - a random filter (xtc) is a filter that also gets u, one uniform01 drawn
 //   for this call from the engine the caller passed (sample's, or the one
 //   given to filter / final_distribution), in chain order, before the draw's

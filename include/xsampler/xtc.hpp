@@ -37,6 +37,7 @@
 
 #include "candidates.hpp"
 #include "stage.hpp"
+#include "filters/levels.hpp"
 
 namespace xsampler
 {
@@ -91,7 +92,7 @@ namespace xsampler
         template <class T>
         std::size_t count_at_least(candidates<T>& c, const std::vector<scored<T>>& top) const
         {
-            return m_threshold == 0.0 ? top.size() : c.count_probability_at_least(m_threshold, top);
+            return m_threshold == 0.0 ? top.size() : detail::count_probability_at_least(c, m_threshold, top);
         }
 
         double m_probability;
