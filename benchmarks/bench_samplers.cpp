@@ -162,6 +162,62 @@ namespace
     {
         run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::eta{6e-4}}, false);
     }
+    // p-less (keep p >= sum p^2): one pass for Z and the weights, one for
+    // sum w^2 and its bound, one compare pass.
+    void BM_p_less(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::p_less{}}, false);
+    }
+    // p-less done plainly, in double: softmax, sum p^2, the kept tokens
+    // listed, renormalised, one draw.
+    void BM_reference_p_less(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        std::vector<double> p(row.size());
+        std::vector<std::int32_t> kept;
+        kept.reserve(row.size());
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            const float m = *std::max_element(row.begin(), row.end());
+            double z = 0.0;
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                p[i] = std::exp(double(row[i] - m) / 0.8);
+                z += p[i];
+            }
+            double b = 0.0;
+            for (double& x : p)
+            {
+                x /= z;
+                b += x * x;
+            }
+            kept.clear();
+            double mass = 0.0;
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                if (p[i] >= b)
+                {
+                    kept.push_back(std::int32_t(i));
+                    mass += p[i];
+                }
+            }
+            const double target = xsampler::uniform01(rng) * mass;
+            double run = 0.0;
+            std::int32_t chosen = kept.back();
+            for (const std::int32_t i : kept)
+            {
+                run += p[std::size_t(i)];
+                if (run > target)
+                {
+                    chosen = i;
+                    break;
+                }
+            }
+            benchmark::DoNotOptimize(chosen);
+        }
+        finish(state, row.size());
+    }
     // llama.cpp's default chain without penalties.
     auto llama_default()
     {
@@ -512,6 +568,8 @@ BENCHMARK(BM_sample_top_p_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sample_min_p)->Apply(vocab_args);
 BENCHMARK(BM_epsilon)->Arg(128256);
 BENCHMARK(BM_eta)->Arg(128256);
+BENCHMARK(BM_p_less)->Arg(128256);
+BENCHMARK(BM_reference_p_less)->Arg(128256);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sampler_chain)->Apply(vocab_args);

@@ -304,6 +304,21 @@ namespace test_helpers
                 keep);
             return *this;
         }
+        reference& p_less(std::size_t keep = 1)
+        {
+            long double z;
+            const auto w = weights(z);
+            long double b = 0.0L;
+            for (const long double x : w)
+            {
+                b += x * x;
+            }
+            const long double cut_w = b / z;  // p_i >= B / Z^2 iff w_i >= B / Z
+            cut(prefix([&](std::size_t i) { return w[i] >= cut_w; },
+                       [&](std::size_t i) { return std::abs(w[i] - cut_w) < 4.0L * margin() * cut_w; }),
+                keep);
+            return *this;
+        }
         /// The length of the prefix of the ranked tokens that `keeps`, noting
         /// in `near` a token on it or just past it that `close` finds too
         /// close to its threshold to call.

@@ -1300,7 +1300,7 @@ TEST_CASE("xsampler dist over the word model: words in the listing and the pictu
 
 // --- epsilon, eta, min_keep ---
 
-TEST_CASE("xsampler's --epsilon, --eta and --min-keep give the library's filters", "[cli][exact]")
+TEST_CASE("xsampler's --epsilon, --eta, --p-less and --min-keep give the library's filters", "[cli][exact]")
 {
     const auto logits = test_helpers::random_row<float>(300, 57, 2.0);
     const auto file = write_npy("exact_row.npy", logits);
@@ -1323,6 +1323,10 @@ TEST_CASE("xsampler's --epsilon, --eta and --min-keep give the library's filters
     p.min_keep = 3;
     p.order = parse_stage_order("eta;epsilon");
     check_dist("--logits " + file + " --epsilon 0.3 --eta 0.5 --min-keep 3 --samplers 'eta;epsilon'", logits, p);
+    p = sampling_params{};
+    p.p_less = true;
+    check_dist("--logits " + file + " --p-less", logits, p);
+    CHECK(lines(run("dist --logits " + file + " --p-less").out).size() < 300);
 
     const auto good = write_npy("exact_good.npy", test_helpers::row<float>({0.0, 1.0, 2.0}));
     check_error("dist --logits " + good + " --epsilon 1", "epsilon: e must be in [0, 1) (0 disables it), got 1");
@@ -1332,6 +1336,7 @@ TEST_CASE("xsampler's --epsilon, --eta and --min-keep give the library's filters
     check_error("dist --logits " + good + " --min-keep -1", "--min-keep");
     check_error("dist --logits " + good + " --min-keep 1.5", "--min-keep");
     check_error("dist --logits " + good + " --epsilon 0.1 --samplers top_k", "epsilon is set but not in the sampler order");
+    check_error("dist --logits " + good + " --p-less --samplers top_k", "p_less is set but not in the sampler order");
 }
 
 #endif

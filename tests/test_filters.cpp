@@ -716,6 +716,19 @@ TEMPLATE_TEST_CASE("min_p decides exactly at p_i = M·p_max", "[filters][exact]"
     CHECK(kept_ids(chain{min_p{1.0}}.final_distribution(r)) == std::set<token_id>{1, 2});
 }
 
+TEST_CASE("a scale float cannot hold: the exact tiers decide, not a clamped fast path", "[filters][exact]")
+{
+    // Found by review. Temperature 1e-39: S = 1e39 is beyond float, so
+    // scale() is clamped; the exact d of the second token is -1 (p / p_max =
+    // e^-1 = 0.37, p_max = 0.731), the clamped one -0.34.
+    const auto r = test_helpers::row<float>({0.0, -1e-39});
+    CHECK(kept_ids(chain{temperature{1e-39}, min_p{0.5}}.final_distribution(r)) == std::set<token_id>{0});
+    CHECK(kept_ids(chain{temperature{1e-39}, min_p{0.3}}.final_distribution(r)) == std::set<token_id>{0, 1});
+    CHECK(kept_ids(chain{temperature{1e-39}, top_p{0.7}}.final_distribution(r)) == std::set<token_id>{0});
+    CHECK(kept_ids(chain{temperature{1e-39}, top_p{0.75}}.final_distribution(r)) == std::set<token_id>{0, 1});
+    CHECK(kept_ids(chain{temperature{1e-39}, epsilon{0.3}}.final_distribution(r)) == std::set<token_id>{0});
+}
+
 TEMPLATE_TEST_CASE("min_keep: every truncating filter keeps at least min_keep", "[filters][exact][min_keep]", float,
                    double)
 {
@@ -821,6 +834,60 @@ TEMPLATE_TEST_CASE("epsilon and eta agree with the exact sort-based reference", 
         test_helpers::reference c(r);
         c.temperature(t).top_k(50).eta(h, keep);
         CHECK(kept_ids(chain{temperature{t}, top_k{50}, eta{h, keep}}.final_distribution(r)) == kept_ids(c));
+    }
+}
+
+TEMPLATE_TEST_CASE("p_less: llama.cpp's case, ties, exact at its level, min_keep, the sampler", "[filters][exact][p_less]",
+                   float, double)
+{
+    // llama.cpp's test_p_less: {.1, .15, .2, .25, .3} has sum p^2 = 0.225:
+    // .25 and .3 pass, renormalised to 5/11 and 6/11.
+    const auto five = logits_of<TestType>({0.10, 0.15, 0.20, 0.25, 0.30});
+    check_probs<TestType>(dist(five, p_less{}), {{3, 0.25 / 0.55}, {4, 0.30 / 0.55}});
+    // A tied set: p_i = sum p^2 = 1/n exactly, every token kept.
+    CHECK(kept_ids(chain{p_less{}}.final_distribution(logits_of<TestType>({0.2, 0.2, 0.2, 0.2, 0.2}))).size() == 5);
+    // Two tokens: the less probable passes only when tied (p1 >= p0^2 + p1^2
+    // iff p1 >= p0), however small the gap; the exact tiers decide it.
+    const TestType gap = std::is_same<TestType, float>::value ? TestType(1e-6) : TestType(1e-14);
+    CHECK(kept_ids(chain{p_less{}}.final_distribution(row<TestType>({0, -gap}))) == std::set<token_id>{0});
+    CHECK(kept_ids(chain{p_less{}}.final_distribution(row<TestType>({-gap, 0}))) == std::set<token_id>{1});
+    CHECK(kept_ids(chain{p_less{}}.final_distribution(row<TestType>({0, 0}))) == std::set<token_id>{0, 1});
+    // Three tied at the top and one a hair below them (a masked token
+    // between): sum p^2 is just above 1/4 and the fourth's p just below it.
+    const TestType inf = std::numeric_limits<TestType>::infinity();
+    CHECK(kept_ids(chain{p_less{}}.final_distribution(row<TestType>({0, 0, -inf, 0, -gap}))) ==
+          std::set<token_id>{0, 1, 3});
+    // min_keep, and a temperature: a flatter distribution keeps more.
+    CHECK(chain{p_less{3}}.final_distribution(five).ids.size() == 3);
+    CHECK(chain{temperature{100.0}, p_less{}}.final_distribution(five).ids.size() == 3);
+    // The run-time sampler: off by default, on with p_less, in the default order after min_p.
+    sampling_params params;
+    CHECK(sampler(params).final_distribution(five).ids.size() == 5);
+    params.p_less = true;
+    CHECK(sampler(params).final_distribution(five).ids == chain{p_less{}}.final_distribution(five).ids);
+    params.order = parse_stage_order("p_less;temperature");
+    params.temperature = 100.0;
+    CHECK(sampler(params).final_distribution(five).ids.size() == 2);  // before the temperature
+}
+
+TEMPLATE_TEST_CASE("p_less agrees with the exact sort-based reference", "[filters][exact][p_less]", float, double)
+{
+    for (std::uint64_t seed = 300; seed < 360; ++seed)
+    {
+        const std::size_t vocab = seed % 2 ? 20011 : 300;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0,
+                                                          seed % 5 == 0 ? 0.4 : 0.0);
+        const double t = 0.4 + 0.15 * double(seed % 7);
+        const std::size_t keep = 1 + seed % 3;
+        INFO("seed " << seed);
+        test_helpers::reference a(r);
+        a.temperature(t).p_less(keep);
+        CHECK_FALSE(a.near);
+        CHECK(kept_ids(chain{temperature{t}, p_less{keep}}.final_distribution(r)) == kept_ids(a));
+        // On a list (after top-k) too.
+        test_helpers::reference b(r);
+        b.temperature(t).top_k(50).p_less(keep);
+        CHECK(kept_ids(chain{temperature{t}, top_k{50}, p_less{keep}}.final_distribution(r)) == kept_ids(b));
     }
 }
 

@@ -528,6 +528,26 @@ TEMPLATE_TEST_CASE("keep_monotone keeps x >= low that pass, asking decide only i
         CHECK(c.argmax() == 6);
         CHECK(c.max_logit() == TestType(6));
     }
+    // Found by review: a low of -inf keeps no masked token (decide never
+    // sees one); NaN is refused and changes nothing.
+    candidates<TestType> d;
+    d.load(r);
+    const TestType inf = std::numeric_limits<TestType>::infinity();
+    bool saw_masked = false;
+    d.keep_monotone(-inf, -inf, [&](TestType x) { saw_masked = saw_masked || x == -inf; return true; }, 1);
+    CHECK_FALSE(saw_masked);
+    CHECK(kept(d) == std::vector<token_id>{0, 1, 3, 4, 5, 6, 7});
+    CHECK_THROWS_MATCHES(d.keep_monotone(TestType(std::nan("")), TestType(0), [](TestType) { return true; }, 1),
+                         invalid_parameter, Message("keep_monotone: low and sure must not be NaN"));
+    CHECK(d.size() == 7);
+    // A decide that reads the set (which may order a short list by id) sees
+    // every token once.
+    d.keep_top(7);
+    std::vector<TestType> seen;
+    d.keep_monotone(TestType(0), TestType(8), [&](TestType x) { (void)d.total_weight(); seen.push_back(x); return true; }, 1);
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen == std::vector<TestType>{0, 1, 3, 4, 5, 6, 7});
+    CHECK(kept(d) == std::vector<token_id>{0, 1, 3, 4, 5, 6, 7});
 }
 
 TEST_CASE("a workspace's stage scratch is one object per type, reused, and empty in a copy", "[candidates]")
@@ -648,7 +668,7 @@ TEMPLATE_TEST_CASE("user stages run in the run-time sampler as in the chain", "[
     bad.order = parse_stage_order("edits;temperature;top_k;odd;tfs");
     CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,
                          Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
-                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p, epsilon, eta, xtc, "
+                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p, p_less, epsilon, eta, xtc, "
                                  "edits, odd)"));
     bad.custom.push_back(custom_stage("top_k", odd_ids{}));
     CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,

@@ -18,8 +18,9 @@
 //   (invalid_logits naming who asked), and the set stays as it was.
 // - Dense: every unmasked token of the row is kept and no ids are stored (the
 //   state before any filter truncates). Sparse: an explicit list of
-//   (logit, id), after keep_top, keep_log_weight_at_least, keep_argmax,
-//   retain_if or keep_subset.
+//   (logit, id), after keep_top, keep_log_weight_at_least,
+//   keep_logit_at_least, keep_monotone, keep_argmax, retain_if, keep_subset
+//   or a keep_in that keeps less than a sixteenth of the row.
 // - The temperature is deferred: a scale s (the product of 1/T over the
 //   divide_scale calls so far) that the weights fold into the exp (detail/exp2.hpp),
 //   so temperature is never a pass over the row.
@@ -52,12 +53,14 @@
 //   keep_top(k)             the k best-ranked (selection, never a sort)
 //   keep_log_weight_at_least(d[, min_keep])  the tokens with (x - m)·s >= d,
 //                           decided on that product in T (a prefix)
-//   keep_ratio_at_least(r[, min_keep])        p_i >= r·p_max   (min_p)
-//   keep_probability_at_least(e[, min_keep])  p_i >= e          (epsilon)
-//   keep_eta(h[, min_keep])  p_i >= min(h, sqrt(h)·e^-H)        (eta)
-//   The three keeps above are exact: every keep/drop decision is the one real arithmetic makes on the row's own
-//   values (detail/exact.hpp). With min_keep, never fewer than min_keep
-//   tokens of the rank are kept (0 counts as 1).
+//   keep_monotone(low, sure, decide, min_keep)  the tokens x >= low with
+//                           x >= sure or decide(x): a monotone cut with a
+//                           stage's exact re-decision near its threshold
+//                           (min_p, epsilon, eta, p_less: filters/levels.hpp;
+//                           their decisions are the ones real arithmetic
+//                           makes on the row's values, detail/exact.hpp).
+//   With min_keep, never fewer than min_keep tokens of the rank are kept (0
+//   counts as 1).
 //   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
 //   keep_in(set, who)       the tokens of a mask over the vocabulary (a
 //                           processor's allow list; a constraint's mask); a
@@ -78,7 +81,8 @@
 // (filters/top_p.hpp, filters/typical.hpp) reads the set through
 // for_each_run, items(), weight(), total_weight_stored() with weights(),
 // sum_with_weights and exact_scale(), keeps its buffers in scratch<S>(), and
-// commits through keep_top or keep_subset, which check what they are given:
+// commits through keep_top, keep_monotone or keep_subset, which check what
+// they are given:
 // no stage can break the invariants above.
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
@@ -623,7 +627,7 @@ namespace xsampler
         /// logit, so a rank prefix that holds the argmax (d <= 0 required: the
         /// argmax's d is 0; otherwise invalid_parameter, nothing changed; d ==
         /// -inf keeps every kept token). One SIMD pass on a dense set, no exp.
-        /// Decided on the product in T (not exact: keep_ratio_at_least is).
+        /// Decided on the product in T (not exact: min_p is, filters/levels.hpp).
         /// If fewer than min_keep pass, the top min_keep are kept instead.
         void keep_log_weight_at_least(T d, std::size_t min_keep = 1)
         {
@@ -775,8 +779,11 @@ namespace xsampler
 
         /// Keeps the tokens x >= low that pass an exact test: keep x iff
         /// x >= low and (x >= sure or decide(x)), low <= sure; decide(x) is
-        /// asked only for the kept tokens in [low, sure) (a stage's exact
-        /// re-decision near its threshold, filters/levels.hpp), each once.
+        /// asked only for the unmasked tokens in [low, sure) (a stage's exact
+        /// re-decision near its threshold, filters/levels.hpp), each once,
+        /// and may read the set. A low or sure of -inf counts as the lowest
+        /// finite value (masked tokens are never kept); NaN:
+        /// invalid_parameter, nothing changed.
         /// For a test monotone in the logit this is a rank prefix. If fewer
         /// than min_keep pass (0 counts as 1), the top min_keep are kept
         /// instead. One SIMD pass on a dense set (compares with low), one
@@ -786,6 +793,13 @@ namespace xsampler
         void keep_monotone(T low, T sure, Decide&& decide, std::size_t min_keep)
         {
             unfuse();
+            if (low != low || sure != sure)
+            {
+                throw invalid_parameter("keep_monotone: low and sure must not be NaN");
+            }
+            // x >= -inf would take in the masked tokens
+            low = std::max(low, std::numeric_limits<T>::lowest());
+            sure = std::max(sure, std::numeric_limits<T>::lowest());
             min_keep = std::max<std::size_t>(min_keep, 1);
             const token_id best = argmax();
             bool best_kept = false;
@@ -797,9 +811,16 @@ namespace xsampler
             std::size_t kept = 0;
             if (!m_dense)
             {
-                scored<T>* out = detail::grown(m_spare, m_items.size());
-                for (const auto& item : m_items)
+                // A copy is walked: decide may read the set, and a read may
+                // order the list by id (use_bitmap).
+                const bool rank_sorted = m_rank_sorted;
+                const bool id_sorted = m_id_sorted;
+                const std::size_t n = m_items.size();
+                scored<T>* out = detail::grown(m_spare, n);
+                std::copy(m_items.begin(), m_items.end(), out);
+                for (std::size_t j = 0; j < n; ++j)
                 {
+                    const scored<T> item = out[j];
                     if (keep(item.logit, item.id))
                     {
                         out[kept++] = item;
@@ -811,7 +832,7 @@ namespace xsampler
                     return;
                 }
                 m_items.assign(out, out + kept);
-                become_sparse(m_rank_sorted, m_id_sorted);
+                become_sparse(rank_sorted, id_sorted);
             }
             else
             {
@@ -1661,7 +1682,7 @@ namespace xsampler
         std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
         std::vector<T> m_weights;
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
-        std::vector<scored<T>> m_spare;  // retain_if's, keep_in's and keep_log_level's list
+        std::vector<scored<T>> m_spare;  // retain_if's, keep_in's and keep_monotone's list
         // kth_logit's scratch, reused across calls
         std::vector<scored<T>> m_select;
         // keep_subset's: a bit per token, all clear between calls

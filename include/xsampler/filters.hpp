@@ -3,8 +3,9 @@
 // The filters: stages that reshape or truncate the distribution (stage.hpp
 // says what a stage is), each in its own file under filters/ with its
 // contract at the top. This header includes temperature.hpp (plain and
-// llama.cpp's dynamic form), top_k.hpp, top_p.hpp and levels.hpp (min_p,
-// epsilon, eta), which keep a prefix of the rank (logit desc, id asc);
+// llama.cpp's dynamic form), top_k.hpp, top_p.hpp, levels.hpp (min_p,
+// epsilon, eta) and p_less.hpp, which keep a prefix of the rank (logit
+// desc, id asc);
 // entropy_filters.hpp includes typical.hpp and top_n_sigma.hpp. xtc and
 // mirostat are still outside filters/ (xtc.hpp, mirostat.hpp).
 //
@@ -20,5 +21,6 @@
 #include "filters/top_k.hpp"
 #include "filters/top_p.hpp"
 #include "filters/levels.hpp"
+#include "filters/p_less.hpp"
 
 #endif

@@ -166,6 +166,17 @@ namespace xsampler
             double ez[4] = {};
             double ea[4] = {};
 
+            // Z at a tier, computed by a caller's own pass (p_less's).
+            void prime(int tier, double z_value, double z_error_bound)
+            {
+                if (!have[tier])
+                {
+                    z[tier] = {z_value, 0.0};
+                    ez[tier] = z_error_bound;
+                    have[tier] = true;
+                }
+            }
+
             void compute(candidates<T>& c, int tier, bool with_a)
             {
                 if (have[tier] && (have_a[tier] || !with_a))
@@ -228,7 +239,7 @@ namespace xsampler
         public:
             level_test(candidates<T>& c, Level& level_at)
                 : m_level_at(level_at), m(c.max_logit()), s(c.scale()), S(c.exact_scale()), l1(level_at(1)),
-                  lc(detail::value(l1.value)), el(l1.error + 2.0 * ud * std::abs(lc)), fast(std::isnormal(s))
+                  lc(detail::value(l1.value)), el(l1.error + 2.0 * ud * std::abs(lc)), fast(std::isnormal(s) && c.scale2_double() < double(std::numeric_limits<T>::max()))
             {
             }
             bool sure_keep(T x) const
@@ -288,7 +299,7 @@ namespace xsampler
             level l1;
             double lc;
             double el;
-            bool fast;  // a scale that underflows T: every token to tier 2
+            bool fast;  // a scale that underflows T or that T cannot hold (clamped): every token to tier 2
             bool have2 = false;
             bool have3 = false;
             level l2{};

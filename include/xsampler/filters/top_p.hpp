@@ -384,7 +384,9 @@ namespace xsampler
                 const double target = q * z;
                 const T limit = exp_constants<T>::limit;
                 const T t_floor = T(std::log2((z - target) / double(c.vocab())));
-                if (std::isnormal(c.scale2()))  // else the bounds do not hold: exact
+                // A scale that underflows T, or that T cannot hold (scale() and
+                // scale2() are then clamped): the bounds do not hold: exact.
+                if (std::isnormal(c.scale2()) && c.scale2_double() < double(std::numeric_limits<T>::max()))
                 {
                     for (const T t_low : {T(t_floor + T(3)), t_floor, limit})
                     {
