@@ -168,6 +168,69 @@ namespace
     {
         run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::p_less{}}, false);
     }
+    // top-H (H 0.4): the 100 best selected, their entropy prefix.
+    void BM_top_h(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::top_h{0.4}}, false);
+    }
+    // top-H as transformers does it, in double: the 100 best by a partial
+    // sort, their softmax and entropy terms, the prefix, one draw.
+    void BM_reference_top_h(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        std::vector<std::pair<float, std::int32_t>> all(row.size());
+        std::vector<double> q(100);
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            for (std::size_t i = 0; i < row.size(); ++i)
+            {
+                all[i] = {row[i] / 0.8f, std::int32_t(i)};
+            }
+            const std::size_t n = std::min<std::size_t>(100, all.size());
+            std::partial_sort(all.begin(), all.begin() + std::ptrdiff_t(n), all.end(), [](const auto& a, const auto& b) {
+                return a.first > b.first || (a.first == b.first && a.second < b.second);
+            });
+            double z = 0.0;
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                q[i] = std::exp(double(all[i].first - all[0].first));
+                z += q[i];
+            }
+            double entropy = 0.0;
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                q[i] /= z;
+                entropy -= q[i] * std::log(q[i]);
+            }
+            std::size_t kept = 1;
+            double cum = -q[0] * std::log(q[0]);
+            while (kept < n && cum - q[kept] * std::log(q[kept]) <= 0.4 * entropy)
+            {
+                cum -= q[kept] * std::log(q[kept]);
+                ++kept;
+            }
+            double mass = 0.0;
+            for (std::size_t i = 0; i < kept; ++i)
+            {
+                mass += q[i];
+            }
+            const double target = xsampler::uniform01(rng) * mass;
+            double run = 0.0;
+            std::int32_t chosen = all[kept - 1].second;
+            for (std::size_t i = 0; i < kept; ++i)
+            {
+                run += q[i];
+                if (run > target)
+                {
+                    chosen = all[i].second;
+                    break;
+                }
+            }
+            benchmark::DoNotOptimize(chosen);
+        }
+        finish(state, row.size());
+    }
     // p-less done plainly, in double: softmax, sum p^2, the kept tokens
     // listed, renormalised, one draw.
     void BM_reference_p_less(benchmark::State& state)
@@ -570,6 +633,8 @@ BENCHMARK(BM_epsilon)->Arg(128256);
 BENCHMARK(BM_eta)->Arg(128256);
 BENCHMARK(BM_p_less)->Arg(128256);
 BENCHMARK(BM_reference_p_less)->Arg(128256);
+BENCHMARK(BM_top_h)->Arg(128256);
+BENCHMARK(BM_reference_top_h)->Arg(128256);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);
 BENCHMARK(BM_sampler_chain)->Apply(vocab_args);

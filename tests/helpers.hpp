@@ -319,6 +319,39 @@ namespace test_helpers
                 keep);
             return *this;
         }
+        reference& top_h(double h, std::size_t keep = 1)
+        {
+            const std::size_t n = std::min<std::size_t>(kept.size(), 100);
+            const auto d = log_weights();
+            long double z = 0.0L;
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                z += std::exp(d[i]);
+            }
+            std::vector<long double> terms(n);
+            long double e = 0.0L;
+            for (std::size_t i = 0; i < n; ++i)
+            {
+                const long double q = std::exp(d[i]) / z;
+                terms[i] = q > 0.0L ? -q * std::log(q) : 0.0L;
+                e += terms[i];
+            }
+            const long double tau = (long double)h * e;
+            long double cum = 0.0L;
+            std::size_t k = n;
+            for (std::size_t i = 0; h < 1.0 && i < n; ++i)
+            {
+                cum += terms[i];
+                near = near || (i > 0 && std::abs(cum - tau) < 16.0L * margin() * (e + 1.0L));
+                if (cum > tau)
+                {
+                    k = i;
+                    break;
+                }
+            }
+            cut(std::max<std::size_t>(k, 1), keep);
+            return *this;
+        }
         /// The length of the prefix of the ranked tokens that `keeps`, noting
         /// in `near` a token on it or just past it that `close` finds too
         /// close to its threshold to call.

@@ -1300,7 +1300,7 @@ TEST_CASE("xsampler dist over the word model: words in the listing and the pictu
 
 // --- epsilon, eta, min_keep ---
 
-TEST_CASE("xsampler's --epsilon, --eta, --p-less and --min-keep give the library's filters", "[cli][exact]")
+TEST_CASE("xsampler's --epsilon, --eta, --p-less, --top-h and --min-keep give the library's filters", "[cli][exact]")
 {
     const auto logits = test_helpers::random_row<float>(300, 57, 2.0);
     const auto file = write_npy("exact_row.npy", logits);
@@ -1327,6 +1327,10 @@ TEST_CASE("xsampler's --epsilon, --eta, --p-less and --min-keep give the library
     p.p_less = true;
     check_dist("--logits " + file + " --p-less", logits, p);
     CHECK(lines(run("dist --logits " + file + " --p-less").out).size() < 300);
+    p = sampling_params{};
+    p.top_h = 0.5;
+    check_dist("--logits " + file + " --top-h 0.5", logits, p);
+    CHECK(lines(run("dist --logits " + file + " --top-h 0.5").out).size() <= 100);
 
     const auto good = write_npy("exact_good.npy", test_helpers::row<float>({0.0, 1.0, 2.0}));
     check_error("dist --logits " + good + " --epsilon 1", "epsilon: e must be in [0, 1) (0 disables it), got 1");
@@ -1337,6 +1341,7 @@ TEST_CASE("xsampler's --epsilon, --eta, --p-less and --min-keep give the library
     check_error("dist --logits " + good + " --min-keep 1.5", "--min-keep");
     check_error("dist --logits " + good + " --epsilon 0.1 --samplers top_k", "epsilon is set but not in the sampler order");
     check_error("dist --logits " + good + " --p-less --samplers top_k", "p_less is set but not in the sampler order");
+    check_error("dist --logits " + good + " --top-h 2", "top_h: h must be in [0, 1] (0 disables it), got 2");
 }
 
 #endif

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 
 #include <catch2/catch.hpp>
 #include <xtensor/xmath.hpp>
@@ -870,6 +871,65 @@ TEMPLATE_TEST_CASE("p_less: llama.cpp's case, ties, exact at its level, min_keep
     CHECK(sampler(params).final_distribution(five).ids.size() == 2);  // before the temperature
 }
 
+TEMPLATE_TEST_CASE("top_h: transformers' cases, ties, the 100 best, a dominated row, min_keep, the sampler",
+                   "[filters][exact][top_h]", float, double)
+{
+    const TestType inf = std::numeric_limits<TestType>::infinity();
+    const auto keeps = [](const xt::xtensor<TestType, 1>& r, double h) {
+        return kept_ids(chain{top_h{h}}.final_distribution(r));
+    };
+    // test_logits_process.py's TopH cases.
+    CHECK(keeps(logits_of<TestType>({0.97, 0.01, 0.01, 0.01}), 0.3) == std::set<token_id>{0});
+    CHECK(keeps(logits_of<TestType>({0.4, 0.3, 0.2, 0.1}), 0.7) == std::set<token_id>{0, 1});
+    CHECK(keeps(logits_of<TestType>({0.25, 0.25, 0.25, 0.25}), 1.0).size() == 4);
+    CHECK(keeps(row<TestType>({std::log(0.75), std::log(0.25), -inf, -inf}), 0.4) == std::set<token_id>{0});
+    // Four tied tokens at 0.5: the first two sum to exactly half of E, kept
+    // (inclusive; decided as equal after double-double).
+    CHECK(keeps(row<TestType>({0, 0, 0, 0}), 0.5) == std::set<token_id>{0, 1});
+    // Only the 100 best count: 150 tied tokens at H = 1 keep the 100 lowest ids.
+    const xt::xtensor<TestType, 1> flat = xt::zeros<TestType>({150});
+    const auto d = chain{top_h{1.0}}.final_distribution(flat);
+    CHECK(d.ids.size() == 100);
+    CHECK(*std::max_element(d.ids.begin(), d.ids.end()) == 99);
+    // One token dominates: at temperature 0.01 ten tokens 800 nats below the
+    // best have q = e^-800 / Z (0 in double), yet exactly the first two
+    // terms sum to 810/8010 of E: H = 0.1 keeps one, 0.2 two, 0.25 three.
+    xt::xtensor<TestType, 1> dominated = xt::full_like(xt::xtensor<TestType, 1>::from_shape({11}), TestType(-8));
+    dominated(0) = 0;
+    CHECK(kept_ids(chain{temperature{0.01}, top_h{0.1}}.final_distribution(dominated)).size() == 1);
+    CHECK(kept_ids(chain{temperature{0.01}, top_h{0.2}}.final_distribution(dominated)) == std::set<token_id>{0, 1});
+    CHECK(kept_ids(chain{temperature{0.01}, top_h{0.25}}.final_distribution(dominated)).size() == 3);
+    // Where the exact sides differ by less than double-double resolves, the
+    // exact sum of its terms decides: {1, 0, 0} at temperature 1e-30 has
+    // E's first term 2e-30 of the others, so at H = 0.5 the second token's
+    // prefix exceeds H·E by half of it.
+    const auto at = [](std::initializer_list<double> v, double t, double h) {
+        return chain{temperature{t}, top_h{h}}.final_distribution(row<TestType>(v)).ids.size();
+    };
+    CHECK(at({1, 0, 0}, 1e-30, 0.5) == 1);
+    CHECK(at({1, 0, 0, 0}, 1e-30, 0.5) == 2);
+    if (std::is_same<TestType, double>::value)
+    {
+        // A token whose gap overflows (its weight is 0, its term too); gaps
+        // that overflow the terms unless scaled (G = 1e301, 1e308).
+        CHECK(at({0, 0, -1.7e308}, 0.5, 0.3) == 1);
+        CHECK(at({1, 0, 0, 0}, 1e-301, 2.0 / 3.0) == 2);
+        CHECK(at({1e308, 0, 0}, 1.0, 0.5) == 1);
+        CHECK(at({1e308, 0, 0, -1e300}, 1.0, 0.5) == 1);
+    }
+
+    // min_keep; 0 disables; validation names the stage.
+    CHECK(chain{top_h{0.3, 3}}.final_distribution(logits_of<TestType>({0.97, 0.01, 0.01, 0.01})).ids.size() == 3);
+    CHECK(keeps(logits_of<TestType>({0.97, 0.01, 0.01, 0.01}), 0.0).size() == 4);
+    CHECK_THROWS_MATCHES(top_h{1.5}, invalid_parameter, Message("top_h: h must be in [0, 1] (0 disables it), got 1.5"));
+    CHECK_THROWS_MATCHES(top_h{std::nan("")}, invalid_parameter,
+                         Message("top_h: h must be in [0, 1] (0 disables it), got nan"));
+    // The run-time sampler: top_h in sampling_params, in the default order.
+    sampling_params params;
+    params.top_h = 0.7;
+    CHECK(sampler(params).final_distribution(logits_of<TestType>({0.4, 0.3, 0.2, 0.1})).ids.size() == 2);
+}
+
 TEMPLATE_TEST_CASE("p_less agrees with the exact sort-based reference", "[filters][exact][p_less]", float, double)
 {
     for (std::uint64_t seed = 300; seed < 360; ++seed)
@@ -888,6 +948,27 @@ TEMPLATE_TEST_CASE("p_less agrees with the exact sort-based reference", "[filter
         test_helpers::reference b(r);
         b.temperature(t).top_k(50).p_less(keep);
         CHECK(kept_ids(chain{temperature{t}, top_k{50}, p_less{keep}}.final_distribution(r)) == kept_ids(b));
+    }
+}
+
+TEMPLATE_TEST_CASE("top_h agrees with the exact sort-based reference", "[filters][exact][top_h]", float, double)
+{
+    for (std::uint64_t seed = 400; seed < 460; ++seed)
+    {
+        const std::size_t vocab = seed % 2 ? 20011 : 60;
+        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0,
+                                                          seed % 5 == 0 ? 0.4 : 0.0);
+        const double t = 0.4 + 0.15 * double(seed % 7);
+        const double h = double(1 + seed % 19) / 20.0;
+        const std::size_t keep = 1 + seed % 3;
+        INFO("seed " << seed << " h " << h);
+        for (const std::size_t k : {std::size_t(0), std::size_t(50)})  // a whole row, then a list after top-k
+        {
+            test_helpers::reference b(r);
+            b.temperature(t).top_k(k).top_h(h, keep);
+            CHECK_FALSE(b.near);
+            CHECK(kept_ids(chain{temperature{t}, top_k{std::int64_t(k)}, top_h{h, keep}}.final_distribution(r)) == kept_ids(b));
+        }
     }
 }
 

@@ -109,13 +109,17 @@ namespace
             p.penalty_scope = u() < 0.5 ? penalty_scope::window : penalty_scope::output;
             p.order.insert(p.order.begin(), "penalties");
         }
-        // epsilon, eta and min_keep, drawn last (the draws above are as before).
+        // epsilon, eta and min_keep, drawn after those (the draws above are as before).
         p.min_keep = u() < 0.7 ? 1 : below(6);
         p.epsilon = u() < 0.8 ? 0.0 : (u() < 0.2 ? 0.9 : 0.3 * u() * u());
         p.eta = u() < 0.8 ? 0.0 : 0.5 * u();
-        for (const char* name : {"epsilon", "eta"})
+        // p_less and top_h (issue 20), drawn after them.
+        p.p_less = u() < 0.15;
+        p.top_h = u() < 0.8 ? 0.0 : u();
+        for (const char* name : {"epsilon", "eta", "p_less", "top_h"})
         {
-            const bool on = std::string(name) == "epsilon" ? p.epsilon > 0.0 : p.eta > 0.0;
+            const std::string n = name;
+            const bool on = n == "epsilon" ? p.epsilon > 0.0 : n == "eta" ? p.eta > 0.0 : n == "p_less" ? p.p_less : p.top_h > 0.0;
             if (on)
             {
                 p.order.insert(p.order.begin() + std::ptrdiff_t(p.order.size() - below(5) % (p.order.size() + 1)), name);
@@ -167,6 +171,14 @@ namespace
             else if (name == "eta" && p.eta > 0.0)
             {
                 ref.eta(p.eta, keep);
+            }
+            else if (name == "p_less" && p.p_less)
+            {
+                ref.p_less(keep);
+            }
+            else if (name == "top_h" && p.top_h > 0.0)
+            {
+                ref.top_h(p.top_h, keep);
             }
         }
         const auto want = ref.as_map();

@@ -337,6 +337,9 @@ namespace tool
         add_real(cmd, "--epsilon", o.params.epsilon, "keep p >= E, E in [0, 1); 0 disables (default 0)");
         add_real(cmd, "--eta", o.params.eta, "keep p >= min(E, sqrt(E) e^-H), E in [0, 1); 0 disables (default 0)");
         cmd.add_flag("--p-less", o.params.p_less, "keep p >= sum of p^2 (p-less sampling; no parameter)");
+        add_real(cmd, "--top-h", o.params.top_h,
+                 "top-H: of the 100 best, the rank prefix whose entropy terms sum to <= H times theirs, H in [0, 1]; "
+                 "0 disables (default 0)");
         add_integer(cmd, "--min-keep", o.params.min_keep, std::size_t(0), SIZE_MAX,
                     "every truncating filter keeps at least N tokens (default 1; 0 counts as 1)");
         // The entropy filters, the dynamic temperature and top-k's tie rule

@@ -6,12 +6,12 @@
 // sampling_params
 //   One field per knob, neutral by default (temperature 1, top_k 0, top_p 1,
 //   min_p 0, min_keep 1, typical_p 1, top_n_sigma 0, dynatemp_range 0,
-//   epsilon 0, eta 0, p_less off, xtc_probability 0, mirostat 0, and every processor
+//   epsilon 0, eta 0, p_less off, top_h 0, xtc_probability 0, mirostat 0, and every processor
 //   off: the plain softmax), the seed of the sampler's own engine, the stage
 //   order (names, like llama.cpp's sampler list; default the processors —
 //   logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask —
 //   then temperature, top_k, top_n_sigma, typical, top_p, min_p, p_less,
-//   epsilon, eta, xtc: Hugging Face's order with the entropy filters after top_k and
+//   top_h, epsilon, eta, xtc: Hugging Face's order with the entropy filters after top_k and
 //   the probability thresholds and XTC last), and `custom`: user stages
 //   (stage.hpp) placed in the order by their names.
 //   "temperature" is llama.cpp's temp_ext: with dynatemp_range > 0 it is the
@@ -76,7 +76,7 @@ namespace xsampler
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_n_sigma", "typical", "top_p", "min_p", "p_less", "epsilon", "eta", "xtc"};
+                "temperature", "top_k", "top_n_sigma", "typical", "top_p", "min_p", "p_less", "top_h", "epsilon", "eta", "xtc"};
     }
 
     /// The parameters of one request.
@@ -90,6 +90,7 @@ namespace xsampler
         double epsilon = 0.0;      ///< in [0, 1); 0 disables
         double eta = 0.0;          ///< in [0, 1); 0 disables
         bool p_less = false;       ///< keep p >= sum p^2 (filters/p_less.hpp)
+        double top_h = 0.0;        ///< in [0, 1]; 0 disables (filters/top_h.hpp)
         // The entropy filters (entropy_filters.hpp), llama.cpp's dynamic
         // temperature and transformers' top-k ties (filters.hpp).
         double typical_p = 1.0;          ///< in (0, 1]; 1 disables
@@ -194,6 +195,8 @@ namespace xsampler
                                  [](const sampling_params& p) { return p.min_p == 0.0; }},
                 stage_row<p_less>{[](const sampling_params& p) { return p_less(p.min_keep); },
                                   [](const sampling_params& p) { return !p.p_less; }},
+                stage_row<top_h>{[](const sampling_params& p) { return top_h(p.top_h, p.min_keep); },
+                                 [](const sampling_params& p) { return p.top_h == 0.0; }},
                 stage_row<epsilon>{[](const sampling_params& p) { return epsilon(p.epsilon, p.min_keep); },
                                    [](const sampling_params& p) { return p.epsilon == 0.0; }},
                 stage_row<eta>{[](const sampling_params& p) { return eta(p.eta, p.min_keep); },

@@ -33,7 +33,8 @@
 //   filters        (order modes 0, 2, 3) read_filters: a byte of which of
 //                  typical, top_n_sigma, epsilon, eta, XTC, mirostat, the
 //                  dynamic temperature, min_keep and top-k's tie rule to set,
-//                  then their values (final_distribution takes a copy of the
+//                  then their values; then a byte of p_less (bit 0) and
+//                  top_h (bit 1, then its value) (final_distribution takes a copy of the
 //                  engine sample uses, so that XTC's coin is the same)
 //
 // Every call either throws invalid_parameter or invalid_logits with a message
@@ -288,6 +289,14 @@ namespace
         {
             p.min_keep = in.byte() % 6;
             p.top_k_keep_ties = in.flag();
+        }
+        // Stages added since (issue 20), in a byte of their own so that
+        // older inputs decode as they did: p_less, top_h.
+        const unsigned later = in.byte();
+        p.p_less = (later & 1) != 0;
+        if (later & 2)
+        {
+            p.top_h = in.value<double>();
         }
     }
 

@@ -122,7 +122,7 @@ def sampler_processors(pen=None, bias=(), ngram=None, bad=(), allowed=None, bann
 
 
 def sampler_filters(typical=None, top_n_sigma=None, epsilon=None, eta=None, xtc=None, mirostat=None,
-                    dynatemp=None, min_keep=None, keep_ties=False):
+                    dynatemp=None, min_keep=None, keep_ties=False, p_less=False, top_h=None):
     """read_filters of fuzz_sampler.cpp (after an empty read_processors): which, then each set one."""
     which = (1 if typical else 0) | (2 if top_n_sigma else 0) | (4 if epsilon else 0) | (8 if eta else 0) | \
         (16 if xtc else 0) | (32 if mirostat else 0) | (64 if dynatemp else 0) | (128 if min_keep is not None else 0)
@@ -139,6 +139,8 @@ def sampler_filters(typical=None, top_n_sigma=None, epsilon=None, eta=None, xtc=
         out += dynatemp[0] + dynatemp[1]
     if min_keep is not None:
         out += u8(min_keep) + u8(1 if keep_ties else 0)
+    if p_less or top_h:
+        out += u8((1 if p_less else 0) | (2 if top_h else 0)) + (top_h or b"")
     return out
 
 
@@ -174,6 +176,10 @@ def sampler_seeds():
     write("fuzz_sampler", "mirostat_v1_eta", sampler_case(
         temp=frac(31), seed=10, rows=[row(500, kind=2, seed=44)],
         processors=sampler_filters(mirostat=(1, small(5), small(0.125), 100), eta=frac(1))))
+    # Issue 20's stages in the default order: p_less and top_h over tied integers and a long row, min_keep 2.
+    write("fuzz_sampler", "p_less_top_h", sampler_case(
+        temp=frac(31), seed=11, rows=[row(300, kind=1, seed=45), row(1000, kind=2, seed=46)],
+        processors=sampler_filters(min_keep=2, p_less=True, top_h=frac(20))))
     # The quick start: six logits, one masked, the default order.
     six = row(6, kind=1, explicit=[(0, small(1)), (1, small(3.5)), (2, small(3)), (3, small(-2)),
                                    (4, small(0.5)), (5, special("-inf"))])

@@ -196,7 +196,8 @@ namespace xsampler
 
         /// d = (x - m) * s as double-double, x <= m, m finite, s > 0: within
         /// 2^-104 |d| (x - m exact by two_sum, or as (x/2 - m/2) * 2s where it
-        /// overflows; the product by fma). -inf for a masked x.
+        /// overflows; the product by fma). -inf for a masked x, and where the
+        /// product overflows.
         inline dd exponent_dd(double x, double m, double s) noexcept
         {
             constexpr double inf = std::numeric_limits<double>::infinity();
@@ -212,6 +213,10 @@ namespace xsampler
                 scale = s * 2.0;
             }
             dd p = two_prod(diff.hi, scale);
+            if (!(p.hi > -inf))
+            {
+                return {-inf, 0.0};  // the product overflows (its low part would be NaN)
+            }
             p.lo += diff.lo * scale;
             return quick_two_sum(p.hi, p.lo);
         }
