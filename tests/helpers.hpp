@@ -267,6 +267,18 @@ namespace test_helpers
             }
             return *this;
         }
+        /// FlashInfer's joint mode: top_p's and top_k's prefixes both on the
+        /// current distribution, intersected (the shorter one).
+        reference& top_k_top_p(std::size_t k, double p, std::size_t keep = 1)
+        {
+            const std::size_t by_k = k == 0 ? kept.size() : std::max(k, keep);
+            if (p < 1.0)
+            {
+                top_p(p, keep);
+            }
+            cut(std::min(kept.size(), by_k), keep);
+            return *this;
+        }
         reference& min_p(double m, std::size_t keep = 1)
         {
             const auto d = log_weights();
@@ -323,16 +335,18 @@ namespace test_helpers
         {
             const std::size_t n = std::min<std::size_t>(kept.size(), 100);
             const auto d = log_weights();
+            std::vector<long double> w(n);
             long double z = 0.0L;
             for (std::size_t i = 0; i < n; ++i)
             {
-                z += std::exp(d[i]);
+                w[i] = std::exp(d[i]);
+                z += w[i];
             }
             std::vector<long double> terms(n);
             long double e = 0.0L;
             for (std::size_t i = 0; i < n; ++i)
             {
-                const long double q = std::exp(d[i]) / z;
+                const long double q = w[i] / z;
                 terms[i] = q > 0.0L ? -q * std::log(q) : 0.0L;
                 e += terms[i];
             }

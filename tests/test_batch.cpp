@@ -258,7 +258,7 @@ TEST_CASE("sample_batch calls the executor once, with one task per part, each ru
     check_same(out, want[0]);
 }
 
-TEST_CASE("part p samples in pool[p]; an empty batch calls no executor", "[batch][executor]")
+TEST_CASE("part p samples in pool p, and an empty batch calls no executor", "[batch][executor]")
 {
     const auto logits = make_rows<float>(2, 300);
     auto samplers = make_samplers(2);

@@ -465,7 +465,7 @@ TEST_CASE("sampler parameters and orders are validated at construction", "[chain
     p.order = parse_stage_order("top_k;tfs");
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
                          Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
-                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p, p_less, top_h, epsilon, eta, xtc)"));
+                                 "temperature, top_k, top_k_top_p, top_n_sigma, typical, top_p, min_p, p_less, top_h, epsilon, eta, xtc)"));
     CHECK_THROWS_MATCHES(parse_stage_order("top_k;top_k"), invalid_parameter,
                          Message("samplers: 'top_k' is listed twice"));
 }

@@ -739,7 +739,7 @@ TEST_CASE("xsampler generate: --json-schema, --grammar, --regex, --budget-aware 
                 "--stop needs a vocabulary");
 }
 
-TEST_CASE("xsampler match: accepted, incomplete or rejected at byte N in a rule; generate --grammar-file",
+TEST_CASE("xsampler match: accepted, incomplete or rejected at byte N in a rule, and generate --grammar-file",
           "[cli][constraint]")
 {
     const auto gbnf = write_bytes("sum.gbnf", "# sums, left-recursive\n"
@@ -1300,7 +1300,8 @@ TEST_CASE("xsampler dist over the word model: words in the listing and the pictu
 
 // --- epsilon, eta, min_keep ---
 
-TEST_CASE("xsampler's --epsilon, --eta, --p-less, --top-h and --min-keep give the library's filters", "[cli][exact]")
+TEST_CASE("xsampler's --epsilon, --eta, --p-less, --top-h, --top-k-top-p-joint and --min-keep give the library's filters",
+          "[cli][exact]")
 {
     const auto logits = test_helpers::random_row<float>(300, 57, 2.0);
     const auto file = write_npy("exact_row.npy", logits);
@@ -1331,6 +1332,11 @@ TEST_CASE("xsampler's --epsilon, --eta, --p-less, --top-h and --min-keep give th
     p.top_h = 0.5;
     check_dist("--logits " + file + " --top-h 0.5", logits, p);
     CHECK(lines(run("dist --logits " + file + " --top-h 0.5").out).size() <= 100);
+    p = sampling_params{};
+    p.top_k = 40;
+    p.top_p = 0.6;
+    p.top_k_top_p_joint = true;
+    check_dist("--logits " + file + " --top-k 40 --top-p 0.6 --top-k-top-p-joint", logits, p);
 
     const auto good = write_npy("exact_good.npy", test_helpers::row<float>({0.0, 1.0, 2.0}));
     check_error("dist --logits " + good + " --epsilon 1", "epsilon: e must be in [0, 1) (0 disables it), got 1");
@@ -1342,6 +1348,8 @@ TEST_CASE("xsampler's --epsilon, --eta, --p-less, --top-h and --min-keep give th
     check_error("dist --logits " + good + " --epsilon 0.1 --samplers top_k", "epsilon is set but not in the sampler order");
     check_error("dist --logits " + good + " --p-less --samplers top_k", "p_less is set but not in the sampler order");
     check_error("dist --logits " + good + " --top-h 2", "top_h: h must be in [0, 1] (0 disables it), got 2");
+    check_error("dist --logits " + good + " --top-k 2 --top-k-top-p-joint --samplers 'top_k;top_p'",
+                "top_k_top_p is set but not in the sampler order");
 }
 
 #endif

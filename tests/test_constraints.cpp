@@ -979,7 +979,7 @@ TEST_CASE("constraint: on recursive grammars too, the mask allows exactly the to
     CHECK(index->regions_cached() > regions);  // the wide counted strings' text, walked as a region
 }
 
-TEST_CASE("constraint: a second request with the same compiled grammar starts warm; fork diverges", "[constraint]")
+TEST_CASE("constraint: a second request with the same compiled grammar starts warm, and fork diverges", "[constraint]")
 {
     const auto index = small_index();
     const auto& v = index->vocab();
@@ -2158,7 +2158,7 @@ TEST_CASE("json_schema: allOf merges, anyOf chooses, oneOf excludes what two bra
           bools{true, true, false, false});
 }
 
-TEST_CASE("json_schema: other keys where additionalProperties allows them; patterns and lengths together", "[constraint]")
+TEST_CASE("json_schema: other keys where additionalProperties allows them, and patterns and lengths together", "[constraint]")
 {
     // by default (json_options::additional_properties), beside the properties (in any order) other
     // keys anywhere, never a listed one with another value; without it only the properties
@@ -2434,7 +2434,7 @@ TEST_CASE("json_schema: patternProperties, by the patterns each key matches", "[
     CHECK(validating_walks(k, kind_schema, pick, 8, 20, 12, [](const constraint&) {}) > 100);
 }
 
-TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
+TEST_CASE("json_schema: if, then and else, and dependencies", "[constraint]")
 {
     // if and then, or not if and else (a missing branch holds for every value)
     const std::string parity = R"({"type":"integer","if":{"minimum":10},"then":{"multipleOf":2},"else":{"maximum":5}})";
@@ -2512,7 +2512,7 @@ TEST_CASE("json_schema: if, then and else; dependencies", "[constraint]")
     CHECK(validating_walks(c, schema, pick, 8, 24, 14, [](const constraint&) {}) > 100);
 }
 
-TEST_CASE("json_schema: contains, minContains and maxContains; not items", "[constraint]")
+TEST_CASE("json_schema: contains, minContains and maxContains, and not items", "[constraint]")
 {
     CHECK(accepted(R"({"type":"array","contains":{"type":"string"}})", {"[]", "[1]", "[\"a\"]", "[1,\"a\",2]", "[1,2,3]"}) ==
           bools{false, false, true, true, false});
@@ -2998,7 +2998,7 @@ TEST_CASE("json_schema: uniqueItems over finite items, minProperties and maxProp
     CHECK(validating_walks(c, schema, pick, 8, 30, 18, [](const constraint&) {}) > 100);
 }
 
-TEST_CASE("json_schema: annotations and unknown keywords are ignored; strict refuses unknown ones", "[constraint]")
+TEST_CASE("json_schema: annotations and unknown keywords are ignored, and strict refuses unknown ones", "[constraint]")
 {
     const std::string s = R"({"type":"object","title":"t","description":"d","examples":[{}],"default":{},
         "readOnly":true,"deprecated":false,"$comment":"c","x-kubernetes-kind":"k","readonly":true,"example":1,

@@ -99,7 +99,7 @@ TEST_CASE("generate stops at eos and keeps it, with log-probabilities of both ki
     }
 }
 
-TEST_CASE("generate: max_tokens truncates and says so; min_tokens suppresses eos", "[generate]")
+TEST_CASE("generate: max_tokens truncates and says so, and min_tokens suppresses eos", "[generate]")
 {
     // Token 0 (eos) is by far the most likely after every token.
     xt::xtensor<double, 2> table = xt::zeros<double>({4, 4});
@@ -296,7 +296,7 @@ TEST_CASE("beam search options are validated", "[beam][errors]")
     CHECK_THROWS_AS(beam_search(m, {1}, o), invalid_parameter);
 }
 
-TEST_CASE("beam search: an invalid row names the step and the beam; beam_width is bounded", "[beam][errors]")
+TEST_CASE("beam search: an invalid row names the step and the beam, and beam_width is bounded", "[beam][errors]")
 {
     // Two live beams from the first step on; at step 3 (prefixes of 1 + 3
     // tokens) beam 1's row has a NaN at index 2.

@@ -46,6 +46,24 @@ namespace
             CHECK_THAT(got.at(id), WithinRel(p, tol<T>));
         }
     }
+
+    /// The random cases of the reference tests: a row (a 20011-token one for
+    /// odd seeds, else `even_vocab`; ties, masked tokens), a temperature and
+    /// a min_keep, all from the seed.
+    template <class T>
+    struct seeded_case
+    {
+        xt::xtensor<T, 1> row;
+        double t;
+        std::size_t keep;
+    };
+    template <class T>
+    seeded_case<T> seeded(std::uint64_t seed, std::size_t even_vocab)
+    {
+        const std::size_t vocab = seed % 2 ? 20011 : even_vocab;
+        return {test_helpers::random_row<T>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0, seed % 5 == 0 ? 0.4 : 0.0),
+                0.4 + 0.15 * double(seed % 7), 1 + seed % 3};
+    }
 }
 
 TEMPLATE_TEST_CASE("exp2_nonpos is within 2 ulp of std::exp2 and flushes at its limit", "[row]", float, double)
@@ -815,13 +833,9 @@ TEMPLATE_TEST_CASE("epsilon and eta agree with the exact sort-based reference", 
 {
     for (std::uint64_t seed = 200; seed < 260; ++seed)
     {
-        const std::size_t vocab = seed % 2 ? 20011 : 300;
-        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0,
-                                                          seed % 5 == 0 ? 0.4 : 0.0);
-        const double t = 0.4 + 0.15 * double(seed % 7);
+        const auto [r, t, keep] = seeded<TestType>(seed, 300);
         const double e = 1e-5 * double(1 + seed % 300);
         const double h = 1e-4 * double(1 + seed % 50);
-        const std::size_t keep = 1 + seed % 3;
         INFO("seed " << seed << " e " << e << " h " << h);
         test_helpers::reference a(r);
         a.temperature(t).epsilon(e, keep);
@@ -934,11 +948,7 @@ TEMPLATE_TEST_CASE("p_less agrees with the exact sort-based reference", "[filter
 {
     for (std::uint64_t seed = 300; seed < 360; ++seed)
     {
-        const std::size_t vocab = seed % 2 ? 20011 : 300;
-        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0,
-                                                          seed % 5 == 0 ? 0.4 : 0.0);
-        const double t = 0.4 + 0.15 * double(seed % 7);
-        const std::size_t keep = 1 + seed % 3;
+        const auto [r, t, keep] = seeded<TestType>(seed, 300);
         INFO("seed " << seed);
         test_helpers::reference a(r);
         a.temperature(t).p_less(keep);
@@ -955,12 +965,8 @@ TEMPLATE_TEST_CASE("top_h agrees with the exact sort-based reference", "[filters
 {
     for (std::uint64_t seed = 400; seed < 460; ++seed)
     {
-        const std::size_t vocab = seed % 2 ? 20011 : 60;
-        const auto r = test_helpers::random_row<TestType>(vocab, seed, 1.0 + double(seed % 4), seed % 3 == 0,
-                                                          seed % 5 == 0 ? 0.4 : 0.0);
-        const double t = 0.4 + 0.15 * double(seed % 7);
+        const auto [r, t, keep] = seeded<TestType>(seed, 60);
         const double h = double(1 + seed % 19) / 20.0;
-        const std::size_t keep = 1 + seed % 3;
         INFO("seed " << seed << " h " << h);
         for (const std::size_t k : {std::size_t(0), std::size_t(50)})  // a whole row, then a list after top-k
         {
@@ -968,6 +974,103 @@ TEMPLATE_TEST_CASE("top_h agrees with the exact sort-based reference", "[filters
             b.temperature(t).top_k(k).top_h(h, keep);
             CHECK_FALSE(b.near);
             CHECK(kept_ids(chain{temperature{t}, top_k{std::int64_t(k)}, top_h{h, keep}}.final_distribution(r)) == kept_ids(b));
+        }
+    }
+}
+
+TEMPLATE_TEST_CASE("top_k_top_p: FlashInfer's joint mode, both cuts on one distribution, the sampler, validation",
+                   "[filters][exact][top_k_top_p]", float, double)
+{
+    const auto l = logits_of<TestType>({0.4, 0.3, 0.2, 0.1});
+    const auto keeps = [&](std::int64_t k, double p, std::size_t keep = 1) {
+        return kept_ids(chain{top_k_top_p{k, p, keep}}.final_distribution(l));
+    };
+    // K 2, P 0.5: top_p on the whole row keeps {.4, .3} (.4 < .5 <= .7), top_k
+    // keeps the same two; in sequence top_p sees {4/7, 3/7} and keeps one.
+    CHECK(keeps(2, 0.5) == std::set<token_id>{0, 1});
+    CHECK(kept_ids(chain{top_k{2}, top_p{0.5}}.final_distribution(l)) == std::set<token_id>{0});
+    // K 3, P 0.75: the nucleus is {.4, .3, .2} (.7 < .75 <= .9) here, {4/9, 3/9} in sequence.
+    CHECK(keeps(3, 0.75) == std::set<token_id>{0, 1, 2});
+    CHECK(kept_ids(chain{top_k{3}, top_p{0.75}}.final_distribution(l)) == std::set<token_id>{0, 1});
+    // The shorter cut wins either way; each neutral value leaves the other alone.
+    CHECK(keeps(1, 0.9) == std::set<token_id>{0});
+    CHECK(keeps(4, 0.35) == std::set<token_id>{0});
+    CHECK(keeps(0, 0.5) == std::set<token_id>{0, 1});
+    CHECK(keeps(3, 1.0) == std::set<token_id>{0, 1, 2});
+    CHECK(keeps(0, 1.0).size() == 4);
+    // Renormalised over the intersection; min_keep holds for both cuts.
+    check_probs<TestType>(dist(l, top_k_top_p{2, 0.5}), {{0, 0.4 / 0.7}, {1, 0.3 / 0.7}});
+    CHECK(keeps(1, 0.1, 3) == std::set<token_id>{0, 1, 2});
+    // Ties: both cuts split a tie group to the lower ids; keep_all keeps the
+    // K-th's ties that the nucleus holds.
+    const auto tied = row<TestType>({0, 1, 1, 1, 0});
+    CHECK(kept_ids(chain{top_k_top_p{2, 0.9}}.final_distribution(tied)) == std::set<token_id>{1, 2});
+    CHECK(kept_ids(chain{top_k_top_p{2, 0.9, 1, top_k_ties::keep_all}}.final_distribution(tied)) ==
+          std::set<token_id>{1, 2, 3});
+    CHECK(kept_ids(chain{top_k_top_p{2, 0.5, 1, top_k_ties::keep_all}}.final_distribution(tied)) ==
+          std::set<token_id>{1, 2});
+    // Validation names the parameter as top_k and top_p do.
+    CHECK_THROWS_MATCHES(top_k_top_p(-1, 0.5), invalid_parameter,
+                         Message("top_k: k must be >= 0 (0 disables it), got -1"));
+    CHECK_THROWS_MATCHES(top_k_top_p(5, 0.0), invalid_parameter, Message("top_p: p must be in (0, 1], got 0"));
+    // The run-time sampler: top_k_top_p_joint turns top_k and top_p into this stage.
+    sampling_params params;
+    params.top_k = 2;
+    params.top_p = 0.5;
+    CHECK(sampler(params).final_distribution(l).ids.size() == 1);
+    params.top_k_top_p_joint = true;
+    CHECK(kept_ids(sampler(params).final_distribution(l)) == std::set<token_id>{0, 1});
+    params.temperature = 0.5;  // {.16, .09, .04, .01} / .3: .16/.3 >= .5 alone
+    CHECK(sampler(params).final_distribution(l).ids.size() == 1);
+    params.order = parse_stage_order("temperature;top_k;top_p");
+    CHECK_THROWS_MATCHES(sampler(params), invalid_parameter,
+                         Message("samplers: top_k_top_p is set but not in the sampler order"));
+    params.order = parse_stage_order("top_k_top_p;temperature");  // before temperature: on the raw row
+    CHECK(kept_ids(sampler(params).final_distribution(l)) == std::set<token_id>{0, 1});
+}
+
+TEMPLATE_TEST_CASE("top_k_top_p agrees with the intersection of the two masks (FlashInfer's test)",
+                   "[filters][exact][top_k_top_p]", float, double)
+{
+    // FlashInfer's test_top_k_top_p_joint_sampling_from_probs: probabilities
+    // uniform in [0, 1) normalised; P 0.1 with K = V/2 and P 0.5 with K = V/10;
+    // the mask: rank < K and the mass ranked strictly above < P. Here the
+    // kept set itself must equal it (not only each draw fall inside).
+    for (const std::size_t vocab : {std::size_t(111), std::size_t(32000)})
+    {
+        for (std::uint64_t seed = 0; seed < 6; ++seed)
+        {
+            philox4x32 rng(seed, vocab);
+            xt::xtensor<TestType, 1> r = xt::zeros<TestType>({vocab});
+            for (auto& x : r)
+            {
+                x = TestType(std::log(uniform01(rng) + 1e-12));
+            }
+            for (const double p : {0.1, 0.5})
+            {
+                const std::size_t k = p == 0.1 ? vocab / 2 : vocab / 10;
+                INFO("vocab " << vocab << " seed " << seed << " p " << p);
+                test_helpers::reference a(r);
+                a.top_k_top_p(k, p);
+                CHECK_FALSE(a.near);
+                CHECK(kept_ids(chain{top_k_top_p{std::int64_t(k), p}}.final_distribution(r)) == kept_ids(a));
+            }
+        }
+    }
+    // Random K, P, temperature and min_keep, on a whole row and after a top_k.
+    for (std::uint64_t seed = 500; seed < 540; ++seed)
+    {
+        const auto [r, t, keep] = seeded<TestType>(seed, 60);
+        const double p = double(1 + seed % 19) / 20.0;
+        const std::size_t k = 1 + (seed * 7919) % 40;
+        INFO("seed " << seed << " p " << p << " k " << k);
+        for (const std::size_t first : {std::size_t(0), std::size_t(50)})
+        {
+            test_helpers::reference b(r);
+            b.temperature(t).top_k(first).top_k_top_p(k, p, keep);
+            CHECK_FALSE(b.near);
+            CHECK(kept_ids(chain{temperature{t}, top_k{std::int64_t(first)}, top_k_top_p{std::int64_t(k), p, keep}}
+                               .final_distribution(r)) == kept_ids(b));
         }
     }
 }

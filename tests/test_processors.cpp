@@ -494,7 +494,7 @@ TEMPLATE_TEST_CASE("keep_subset keeps exactly a subset a stage computed, and ref
     refused(c, {{TestType(-3), -1}}, -1);
 }
 
-TEMPLATE_TEST_CASE("keep_monotone keeps x >= low that pass, asking decide only in [low, sure)", "[candidates]",
+TEMPLATE_TEST_CASE("keep_monotone keeps x >= low that pass, asking decide only from low up to sure", "[candidates]",
                    float, double)
 {
     xt::xtensor<TestType, 1> r = {0, 1, 2, 3, 4, 5, 6, 7};
@@ -668,7 +668,7 @@ TEMPLATE_TEST_CASE("user stages run in the run-time sampler as in the chain", "[
     bad.order = parse_stage_order("edits;temperature;top_k;odd;tfs");
     CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,
                          Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
-                                 "temperature, top_k, top_n_sigma, typical, top_p, min_p, p_less, top_h, epsilon, eta, xtc, "
+                                 "temperature, top_k, top_k_top_p, top_n_sigma, typical, top_p, min_p, p_less, top_h, epsilon, eta, xtc, "
                                  "edits, odd)"));
     bad.custom.push_back(custom_stage("top_k", odd_ids{}));
     CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,

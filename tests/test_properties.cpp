@@ -125,6 +125,15 @@ namespace
                 p.order.insert(p.order.begin() + std::ptrdiff_t(p.order.size() - below(5) % (p.order.size() + 1)), name);
             }
         }
+        // FlashInfer's joint top_k/top_p (issue 20), drawn after them: top_k
+        // and top_p become neutral, top_k_top_p takes a random place after
+        // the processors (which the reference applies first).
+        p.top_k_top_p_joint = u() < 0.1;
+        if (p.top_k_top_p_joint && (p.top_k != 0 || p.top_p != 1.0))
+        {
+            p.order.insert(p.order.begin() + std::ptrdiff_t(p.order.size() - below(5) % (p.order.size() + 1)),
+                           "top_k_top_p");
+        }
         return c;
     }
 
@@ -151,6 +160,14 @@ namespace
             if (name == "temperature")
             {
                 ref.temperature(p.temperature);
+            }
+            else if (name == "top_k_top_p" && p.top_k_top_p_joint)
+            {
+                ref.top_k_top_p(std::size_t(p.top_k), p.top_p, keep);
+            }
+            else if (p.top_k_top_p_joint && (name == "top_k" || name == "top_p"))
+            {
+                // neutral: the joint stage holds both cuts
             }
             else if (name == "top_k")
             {

@@ -510,7 +510,7 @@ TEST_CASE("byte_dfa: intersection, difference, union and a set of texts decide a
     CHECK_THROWS_WITH(dfa_enclosed(compile_regex("a\"b"), '"', '"'), Catch::Contains("closing byte 34"));
 }
 
-TEST_CASE("dfa_code_points: the product with [^]{min,max}, the same language and size", "[regex]")
+TEST_CASE("dfa_code_points: the product with any code point repeated min to max times, the same language and size", "[regex]")
 {
     regex_options json;  // (a JSON string's content)
     json.search = true;

@@ -332,6 +332,8 @@ namespace tool
         add_integer(cmd, "--top-k", o.params.top_k, INT64_MIN, INT64_MAX,
                     "keep the K most probable tokens; 0 disables (default 0)");
         add_real(cmd, "--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
+        cmd.add_flag("--top-k-top-p-joint", o.params.top_k_top_p_joint,
+                     "FlashInfer's joint mode: --top-k and --top-p both cut the same distribution (intersected)");
         add_real(cmd, "--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
         // epsilon, eta, min_keep (filters.hpp)
         add_real(cmd, "--epsilon", o.params.epsilon, "keep p >= E, E in [0, 1); 0 disables (default 0)");

@@ -4,8 +4,8 @@
 // says what a stage is), each in its own file under filters/ with its
 // contract at the top. This header includes temperature.hpp (plain and
 // llama.cpp's dynamic form), top_k.hpp, top_p.hpp, levels.hpp (min_p,
-// epsilon, eta), p_less.hpp and top_h.hpp, which keep a prefix of the
-// rank (logit desc, id asc);
+// epsilon, eta), p_less.hpp, top_h.hpp and top_k_top_p.hpp (FlashInfer's
+// joint mode), which keep a prefix of the rank (logit desc, id asc);
 // entropy_filters.hpp includes typical.hpp and top_n_sigma.hpp. xtc and
 // mirostat are still outside filters/ (xtc.hpp, mirostat.hpp).
 //
@@ -23,5 +23,6 @@
 #include "filters/levels.hpp"
 #include "filters/p_less.hpp"
 #include "filters/top_h.hpp"
+#include "filters/top_k_top_p.hpp"
 
 #endif

@@ -6,14 +6,19 @@
 // sampling_params
 //   One field per knob, neutral by default (temperature 1, top_k 0, top_p 1,
 //   min_p 0, min_keep 1, typical_p 1, top_n_sigma 0, dynatemp_range 0,
-//   epsilon 0, eta 0, p_less off, top_h 0, xtc_probability 0, mirostat 0, and every processor
+//   epsilon 0, eta 0, p_less off, top_h 0, xtc_probability 0, mirostat 0,
+//   top_k_top_p_joint off, and every processor
 //   off: the plain softmax), the seed of the sampler's own engine, the stage
 //   order (names, like llama.cpp's sampler list; default the processors —
 //   logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask —
-//   then temperature, top_k, top_n_sigma, typical, top_p, min_p, p_less,
-//   top_h, epsilon, eta, xtc: Hugging Face's order with the entropy filters after top_k and
+//   then temperature, top_k, top_k_top_p, top_n_sigma, typical, top_p, min_p,
+//   p_less, top_h, epsilon, eta, xtc: Hugging Face's order with the entropy filters after top_k and
 //   the probability thresholds and XTC last), and `custom`: user stages
 //   (stage.hpp) placed in the order by their names.
+//   top_k_top_p_joint (FlashInfer's filter_apply_order "joint") makes top_k
+//   and top_p one stage, "top_k_top_p" (filters/top_k_top_p.hpp): both cut
+//   the distribution that reaches it, and the stages named "top_k" and
+//   "top_p" are then neutral.
 //   "temperature" is llama.cpp's temp_ext: with dynatemp_range > 0 it is the
 //   dynamic temperature{T, range, exponent} (it reads the set, so a top_k
 //   after it is not fused); with range 0 the plain temperature, whose fused
@@ -76,7 +81,7 @@ namespace xsampler
     inline std::vector<std::string> default_stage_order()
     {
         return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_n_sigma", "typical", "top_p", "min_p", "p_less", "top_h", "epsilon", "eta", "xtc"};
+                "temperature", "top_k", "top_k_top_p", "top_n_sigma", "typical", "top_p", "min_p", "p_less", "top_h", "epsilon", "eta", "xtc"};
     }
 
     /// The parameters of one request.
@@ -98,6 +103,7 @@ namespace xsampler
         double dynatemp_range = 0.0;     ///< >= 0; > 0 makes "temperature" dynamic
         double dynatemp_exponent = 1.0;  ///< >= 0
         bool top_k_keep_ties = false;    ///< top_k also keeps every token tied with the k-th
+        bool top_k_top_p_joint = false;  ///< FlashInfer's "joint": top_k and top_p as one stage (filters/top_k_top_p.hpp)
         // The processors (penalties.hpp, dry.hpp, processors.hpp); each neutral by default.
         double repeat_penalty = 1.0;     ///< > 0; 1 disables
         double presence_penalty = 0.0;   ///< finite; 0 disables
@@ -184,13 +190,20 @@ namespace xsampler
                 stage_row<top_k>{[](const sampling_params& p) {
                                      return top_k(p.top_k, p.min_keep, p.top_k_keep_ties ? top_k_ties::keep_all : top_k_ties::lowest_id);
                                  },
-                                 [](const sampling_params& p) { return p.top_k == 0; }},
+                                 [](const sampling_params& p) { return p.top_k == 0 || p.top_k_top_p_joint; }},
+                stage_row<top_k_top_p>{[](const sampling_params& p) {
+                                           return top_k_top_p(p.top_k, p.top_p, p.min_keep,
+                                                              p.top_k_keep_ties ? top_k_ties::keep_all : top_k_ties::lowest_id);
+                                       },
+                                       [](const sampling_params& p) {
+                                           return !p.top_k_top_p_joint || (p.top_k == 0 && p.top_p == 1.0);
+                                       }},
                 stage_row<top_n_sigma>{[](const sampling_params& p) { return top_n_sigma(p.top_n_sigma, p.min_keep); },
                                        [](const sampling_params& p) { return p.top_n_sigma <= 0.0; }},
                 stage_row<typical>{[](const sampling_params& p) { return typical(p.typical_p, p.min_keep); },
                                    [](const sampling_params& p) { return p.typical_p == 1.0; }},
                 stage_row<top_p>{[](const sampling_params& p) { return top_p(p.top_p, p.min_keep); },
-                                 [](const sampling_params& p) { return p.top_p == 1.0; }},
+                                 [](const sampling_params& p) { return p.top_p == 1.0 || p.top_k_top_p_joint; }},
                 stage_row<min_p>{[](const sampling_params& p) { return min_p(p.min_p, p.min_keep); },
                                  [](const sampling_params& p) { return p.min_p == 0.0; }},
                 stage_row<p_less>{[](const sampling_params& p) { return p_less(p.min_keep); },

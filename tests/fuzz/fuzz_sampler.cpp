@@ -33,8 +33,9 @@
 //   filters        (order modes 0, 2, 3) read_filters: a byte of which of
 //                  typical, top_n_sigma, epsilon, eta, XTC, mirostat, the
 //                  dynamic temperature, min_keep and top-k's tie rule to set,
-//                  then their values; then a byte of p_less (bit 0) and
-//                  top_h (bit 1, then its value) (final_distribution takes a copy of the
+//                  then their values; then a byte of p_less (bit 0), top_h
+//                  (bit 1, then its value) and FlashInfer's joint top_k/top_p
+//                  (bit 2) (final_distribution takes a copy of the
 //                  engine sample uses, so that XTC's coin is the same)
 //
 // Every call either throws invalid_parameter or invalid_logits with a message
@@ -291,9 +292,10 @@ namespace
             p.top_k_keep_ties = in.flag();
         }
         // Stages added since (issue 20), in a byte of their own so that
-        // older inputs decode as they did: p_less, top_h.
+        // older inputs decode as they did: p_less, top_h, top_k_top_p_joint.
         const unsigned later = in.byte();
         p.p_less = (later & 1) != 0;
+        p.top_k_top_p_joint = (later & 4) != 0;
         if (later & 2)
         {
             p.top_h = in.value<double>();
@@ -716,7 +718,7 @@ namespace
         case_facts facts;
         const auto listed = [&](const char* n) { return std::find(p.order.begin(), p.order.end(), n) != p.order.end(); };
         facts.greedy = listed("temperature") && p.temperature == 0.0 && p.dynatemp_range == 0.0;
-        facts.k = listed("top_k") && !p.top_k_keep_ties && p.top_k > 0 && p.mirostat == 0
+        facts.k = listed("top_k") && !p.top_k_keep_ties && p.top_k > 0 && p.mirostat == 0 && !p.top_k_top_p_joint
                       ? std::max(std::size_t(p.top_k), std::max<std::size_t>(p.min_keep, 1))
                       : 0;
         facts.has_user = custom && listed(custom_name.c_str());

@@ -175,6 +175,13 @@ namespace xsampler
             const double r = std::fma(-q1, b, a.hi) + a.lo;
             return quick_two_sum(q1, r / b);
         }
+        /// 1 / y for a normal y > 0 in double-double (one correction step: within 2^-104).
+        inline dd recip_dd(dd y) noexcept
+        {
+            const double q = 1.0 / y.hi;
+            const dd r = sub(dd{1.0, 0.0}, mul(y, q));
+            return quick_two_sum(q, r.hi * q);
+        }
         inline double value(dd a) noexcept { return a.hi + a.lo; }
 
         /// A running sum of non-negative terms in double-double.
@@ -220,6 +227,11 @@ namespace xsampler
             p.lo += diff.lo * scale;
             return quick_two_sum(p.hi, p.lo);
         }
+
+        /// |(x - m)·S| for x <= m: 0 where x == m (whatever S), inf where the
+        /// product overflows.
+        inline double gap(double x, double m, double S) noexcept { return x == m ? 0.0 : -exponent(x, m, S); }
+        inline dd gap_dd(double x, double m, double S) noexcept { return x == m ? dd{} : neg(exponent_dd(x, m, S)); }
 
         /// e^d for d <= 0 (or -inf) in double-double: d = k ln2 + r with k =
         /// round(d / ln 2) (r within 2^-100 |d|, by a three-part ln 2), e^r =

@@ -46,18 +46,6 @@ namespace xsampler
 {
     namespace detail
     {
-        /// |(x - m)·S| for x <= m: 0 where x == m (whatever S), inf where the
-        /// product overflows.
-        inline double gap(double x, double m, double S) noexcept { return x == m ? 0.0 : -exponent(x, m, S); }
-        inline dd gap_dd(double x, double m, double S) noexcept { return x == m ? dd{} : neg(exponent_dd(x, m, S)); }
-        /// 1 / y for a normal y > 0 in double-double (one correction step: within 2^-104).
-        inline dd recip_dd(dd y) noexcept
-        {
-            const double q = 1.0 / y.hi;
-            const dd r = sub(dd{1.0, 0.0}, mul(y, q));
-            return quick_two_sum(q, r.hi * q);
-        }
-
         /// top_h's selection over a candidates set, with its scratch.
         ///
         /// With the n best-ranked tokens x_1 >= ... >= x_n (n >= 2), the
@@ -107,13 +95,14 @@ namespace xsampler
                 const double x2 = double(m_top[1].logit);
                 const double big_g = gap(x2, double(m_top[0].logit), S);
                 m_terms.resize(n);
+                m_g.resize(n);
                 double rho = 0.0, g_max = 0.0;
                 for (std::size_t i = 1; i < n; ++i)
                 {
-                    const double g = gap(double(m_top[i].logit), x2, S);
-                    m_terms[i] = exp_nonpos(-g);  // v_i, for now
+                    m_g[i] = gap(double(m_top[i].logit), x2, S);
+                    m_terms[i] = exp_nonpos(-m_g[i]);  // v_i, for now
                     rho += m_terms[i];
-                    g_max = m_terms[i] > 0.0 ? std::max(g_max, g) : g_max;
+                    g_max = m_terms[i] > 0.0 ? std::max(g_max, m_g[i]) : g_max;
                 }
                 // R; log1p(R) / R: 1 - R/2 below 2^-30 (within R^2/3), else
                 // log_dd of 1 + R held exactly (within 2^-86 absolutely, no
@@ -128,7 +117,7 @@ namespace xsampler
                 for (std::size_t i = 1; i < n; ++i)
                 {
                     const double v = m_terms[i];
-                    m_terms[i] = v > 0.0 ? v * (b + (lambda + gap(double(m_top[i].logit), x2, S)) * a) : 0.0;
+                    m_terms[i] = v > 0.0 ? v * (b + (lambda + m_g[i]) * a) : 0.0;
                 }
                 // Each term within eps of its exact value, relatively, plus
                 // `tiny` where something underflowed: the gaps within 2.01u
@@ -288,7 +277,7 @@ namespace xsampler
             }
 
             std::vector<scored<T>> m_top;
-            std::vector<double> m_terms;
+            std::vector<double> m_terms, m_g;
             std::vector<dd> m_g3, m_v3, m_terms3;
             std::vector<std::size_t> m_run;
         };
