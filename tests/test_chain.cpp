@@ -626,7 +626,7 @@ TEMPLATE_TEST_CASE("beam_search makes no allocation per step", "[beam][allocatio
     CHECK(model_allocations == 0);
 }
 
-// --- XTC (xtc.hpp) and mirostat (mirostat.hpp): a random filter, a stage that learns from the draw ---
+// --- XTC (filters/xtc.hpp) and mirostat (filters/mirostat.hpp): a random filter, a stage that learns from the draw ---
 
 namespace
 {

@@ -368,7 +368,7 @@ namespace tool
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p;epsilon;eta\", after the "
                        "processors)");
-        // XTC and mirostat (xtc.hpp, mirostat.hpp), under llama.cpp's names.
+        // XTC and mirostat (filters/xtc.hpp, filters/mirostat.hpp), under llama.cpp's names.
         add_real(cmd, "--xtc-probability", o.params.xtc_probability,
                  "XTC: chance P in [0, 1] of removing the top tokens but the last above the threshold (default 0)");
         add_real(cmd, "--xtc-threshold", o.params.xtc_threshold, "XTC: probability threshold in [0, 1] (default 0.1)");

@@ -27,21 +27,10 @@
 // - A candidates object is a reusable workspace: its buffers grow to the
 //   vocabulary once and are reused after, with no allocation per token. Any
 //   throw leaves it loadable again; load() starts afresh.
-// - Fused top-k (load(row, k)): the validation pass also selects L, the
-//   selector's list left untrimmed (at least the top k + margin of the raw
-//   row; every token outside it ranks after all of it; margin = |L| - k, the
-//   slack the selection leaves at no cost, or unbounded when L holds every
-//   unmasked token), and a keep_top(k) is pending. While it is,
-//   set_logit and mask patch the row as on a dense set and update L (an
-//   edited token outside L joins it), reads of logits, the max and the argmax
-//   are exact, and divide_scale, keep_argmax and keep_top(j <= k) run on L
-//   (keep_top drops the masked items, then selects). Exact: a token neither
-//   in L nor edited ranks below every member of L that no edit lowered, so
-//   while at most `margin` members of L were lowered, the edited row's top k
-//   lies in the list. One more lowering edit, or any other verb or reader of
-//   the kept set (size, for_each_by_id, total_weight, items, ...), first
-//   "unfuses": the set becomes the dense set of the edited row, exactly as
-//   if the row had been loaded unfused and then edited.
+// - Fused top-k (load(row, k)): a keep_top(k) selected in the validation
+//   pass is pending (detail/pending_top_k.hpp: what runs on the list, and
+//   when the set first "unfuses" into the dense set of the edited row,
+//   exactly as if the row had been loaded unfused and then edited).
 //
 // The verbs
 //   load(row[, k[, margin]])  validate the row (one pass); dense, scale 1; with
@@ -99,6 +88,7 @@
 
 #include "row.hpp"
 #include "detail/exact.hpp"
+#include "detail/pending_top_k.hpp"
 #include "detail/top_select.hpp"
 
 namespace xsampler
@@ -182,7 +172,7 @@ namespace xsampler
         template <class E>
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0, std::size_t margin = 0)
         {
-            end_pending();  // a throw may have left a fused load pending
+            m_pending.end(m_items);  // a throw may have left a fused load pending
             m_row = detail::contiguous_row(logits, m_scratch);  // (checks the size)
             clear_patches();
             if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first, margin))
@@ -308,7 +298,7 @@ namespace xsampler
             return m_items;
         }
         /// Whether load(row, k) left a keep_top(k) pending.
-        bool top_k_pending() const noexcept { return m_pending_top_k != 0; }
+        bool top_k_pending() const noexcept { return m_pending.active(); }
         bool rank_sorted() const noexcept { return m_rank_sorted; }
 
         /// The scale s in T (the contract of detail/exp2.hpp).
@@ -519,7 +509,7 @@ namespace xsampler
                                      (x != x ? "NaN" : "+inf"));
             }
             const auto i = std::size_t(id);
-            if (m_pending_top_k != 0)
+            if (m_pending.active())
             {
                 pending_edit(i, x);
                 return;
@@ -575,7 +565,7 @@ namespace xsampler
         void keep_argmax()
         {
             settle();  // pending: the argmax is in the list (see the top of this file)
-            end_pending();
+            m_pending.end(m_items);
             m_items.assign(1, scored<T>{m_max, m_argmax});
             become_sparse(true, true);
         }
@@ -587,9 +577,9 @@ namespace xsampler
         /// pending list (its masked items dropped first).
         void keep_top(std::size_t k)
         {
-            if (m_pending_top_k != 0)
+            if (m_pending.active())
             {
-                if (k == 0 || k > m_pending_top_k)
+                if (k == 0 || k > m_pending.k())
                 {
                     unfuse();
                 }
@@ -597,7 +587,7 @@ namespace xsampler
                 {
                     // The pending list, its masked items dropped, is a list
                     // that holds the top k: selected below like any list.
-                    end_pending();
+                    m_pending.end(m_items);
                     m_items.erase(std::remove_if(m_items.begin(), m_items.end(),
                                                  [](const scored<T>& s) { return s.logit == -inf; }),
                                   m_items.end());
@@ -690,7 +680,7 @@ namespace xsampler
         /// and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
         {
-            if (m_pending_top_k != 0 && pending_keep_in(allowed))
+            if (m_pending.active() && pending_keep_in(allowed))
             {
                 return;
             }
@@ -1032,13 +1022,13 @@ namespace xsampler
             return old;
         }
 
-        // --- a pending fused top-k (see the top of this file) ---
+        // --- a pending fused top-k (detail/pending_top_k.hpp) ---
 
         /// An edit while a fused top-k is pending: the row is patched and the
         /// max follows as on a dense set; the list follows the edit.
         void pending_edit(std::size_t i, T x)
         {
-            if (m_pending_mask != nullptr && !m_pending_mask->contains(token_id(i)))
+            if (m_pending.masks_out(i))
             {
                 // Masked by a pending keep_in: not in the set, so neither the max nor
                 // the list may see it; the patch only matters if the set unfuses
@@ -1048,70 +1038,10 @@ namespace xsampler
                 return;
             }
             const T old = edit_row(i, x);
-            index_pending();
-            if (m_listed_bits[i / 64] >> (i % 64) & 1)
-            {
-                const std::size_t at = m_listed_at[i];
-                m_items[at].logit = x;  // a masked item stays, dropped by keep_top
-                m_lowered += at < m_listed && x < old;
-            }
-            else if (x > old && (m_pending_mask == nullptr || m_pending_mask->contains(token_id(i))))
-            {
-                // Outside L, raised (and not masked by a pending keep_in): it may
-                // have risen into the top k (one lowered stays below every
-                // unlowered member of L).
-                m_listed_bits[i / 64] |= std::uint64_t(1) << (i % 64);
-                m_listed_at[i] = std::uint32_t(m_items.size());
-                m_items.push_back({x, token_id(i)});
-            }
-            if (m_lowered > m_margin)
+            if (m_pending.edited(i, old, x, m_items, m_row.size))
             {
                 unfuse();  // the top k may now lie outside the list
             }
-        }
-
-        /// Indexes the pending list at its first edit: a bit per listed id
-        /// and its position (buffers grown once to the vocabulary; the bits
-        /// are all clear between pending states).
-        void index_pending()
-        {
-            if (m_indexed)
-            {
-                return;
-            }
-            const std::size_t words = m_row.size / 64 + 1;
-            if (m_listed_bits.size() < words)
-            {
-                m_listed_bits.resize(words, 0);
-            }
-            if (m_listed_at.size() < m_row.size)
-            {
-                m_listed_at.resize(m_row.size);
-            }
-            for (std::size_t j = 0; j < m_items.size(); ++j)
-            {
-                const auto id = std::size_t(m_items[j].id);
-                m_listed_bits[id / 64] |= std::uint64_t(1) << (id % 64);
-                m_listed_at[id] = std::uint32_t(j);
-            }
-            m_indexed = true;
-        }
-
-        /// Ends a pending fused top-k (the list is left as it is), clearing
-        /// the bits of the listed ids only.
-        void end_pending() noexcept
-        {
-            if (m_indexed)
-            {
-                for (const auto& item : m_items)
-                {
-                    m_listed_bits[std::size_t(item.id) / 64] = 0;
-                }
-                m_indexed = false;
-            }
-            m_pending_top_k = 0;
-            m_lowered = 0;
-            m_pending_mask = nullptr;
         }
 
         /// keep_in on a dense set when the mask keeps a sixteenth of the row
@@ -1263,44 +1193,10 @@ namespace xsampler
         /// (nothing changed) otherwise.
         bool pending_keep_in(const token_set& allowed)
         {
-            if (m_pending_mask != nullptr)
-            {
-                return false;  // one mask at a time: a second one unfuses
-            }
-            const std::size_t k = m_pending_top_k;
-            const bool every_token = m_margin == std::numeric_limits<std::size_t>::max();
-            std::size_t in_list = 0;
-            for (std::size_t j = 0; j < m_listed; ++j)
-            {
-                in_list += allowed.contains(m_items[j].id);
-            }
-            if (in_list == 0 || (!every_token && in_list < k + m_lowered))
+            if (!m_pending.keep_in(allowed, m_items))
             {
                 return false;
             }
-            if (m_indexed)  // positions change: indexed again at the next edit
-            {
-                for (const auto& item : m_items)
-                {
-                    m_listed_bits[std::size_t(item.id) / 64] = 0;
-                }
-                m_indexed = false;
-            }
-            std::size_t kept = 0;
-            for (std::size_t j = 0; j < m_items.size(); ++j)
-            {
-                if (allowed.contains(m_items[j].id))
-                {
-                    m_items[kept++] = m_items[j];
-                }
-            }
-            m_items.resize(kept);
-            m_listed = in_list;
-            if (!every_token)
-            {
-                m_margin = in_list - k;
-            }
-            m_pending_mask = &allowed;
             m_size = m_items.size();
             m_max_stale = true;
             m_weights_current = false;
@@ -1314,12 +1210,12 @@ namespace xsampler
         /// require_some to report).
         void unfuse() noexcept
         {
-            if (m_pending_top_k == 0)
+            if (!m_pending.active())
             {
                 return;
             }
-            const token_set* mask = m_pending_mask;
-            end_pending();
+            const token_set* mask = m_pending.mask();
+            m_pending.end(m_items);
             m_items.clear();
             m_dense = true;
             m_size = unknown;
@@ -1340,21 +1236,10 @@ namespace xsampler
         /// invalid, to be reported by scan_row.
         bool load_top_k(std::size_t k, std::size_t margin)
         {
-            detail::row_watch<T> watch;
-            detail::top_selector<T> select(margin < m_row.size - k ? k + margin : m_row.size, m_items);
-            select.feed(m_row.data, m_row.size, 0, watch);  // not finished: keep_top trims
-            if (!watch.valid())
+            if (!m_pending.select(m_row, k, margin, m_items))
             {
                 return false;
             }
-            // The selector's list is not trimmed: every token outside it ranks
-            // after all of it, so it survives as many lowering edits as it
-            // holds tokens beyond k (at least `margin`), and any number when
-            // it holds every unmasked token (the threshold never rose).
-            m_pending_top_k = k;
-            m_listed = m_items.size();
-            m_margin = select.threshold() == -inf ? std::numeric_limits<std::size_t>::max()
-                                                  : std::max(margin, m_listed - std::min(m_listed, k));
             // The argmax ranks first among the k best (ties: the lowest id).
             const auto best = *std::min_element(m_items.begin(), m_items.end(), ranks_before<T>);
             reset(best.logit, best.id);
@@ -1693,15 +1578,7 @@ namespace xsampler
         T m_max = 0;
         token_id m_argmax = 0;
         bool m_max_stale = false;  // an edit or retain_if may have removed the best token
-        // A pending fused top-k: load selected the list, keep_top(k) is owed.
-        std::size_t m_pending_top_k = 0;  // k, or 0 when none is pending
-        std::size_t m_margin = 0;         // lowering edits of L it survives
-        std::size_t m_listed = 0;         // L = m_items[0, m_listed); edited tokens follow
-        std::size_t m_lowered = 0;        // edits that lowered a member of L
-        bool m_indexed = false;           // m_listed_bits / m_listed_at hold the list
-        const token_set* m_pending_mask = nullptr;  // a keep_in applied to L only (the step's mask)
-        std::vector<std::uint64_t> m_listed_bits;  // per id: in the pending list (all clear otherwise)
-        std::vector<std::uint32_t> m_listed_at;    // per listed id: its position in m_items
+        detail::pending_top_k<T> m_pending;  // a fused top-k's keep_top(k), owed while active()
         std::size_t m_size = 0;
         double m_scale = 1.0;
         bool m_dense = true;

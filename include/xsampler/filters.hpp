@@ -6,8 +6,9 @@
 // llama.cpp's dynamic form), top_k.hpp, top_p.hpp, levels.hpp (min_p,
 // epsilon, eta), p_less.hpp, top_h.hpp and top_k_top_p.hpp (FlashInfer's
 // joint mode), which keep a prefix of the rank (logit desc, id asc);
-// entropy_filters.hpp includes typical.hpp and top_n_sigma.hpp. xtc and
-// mirostat are still outside filters/ (xtc.hpp, mirostat.hpp).
+// entropy_filters.hpp includes typical.hpp and top_n_sigma.hpp; xtc.hpp (a
+// random filter) and mirostat.hpp (a stage that learns from the draw) are
+// included here too.
 //
 // min_keep (the truncating filters' optional second argument)
 //   Never fewer than min_keep tokens of the rank are kept (llama.cpp's
@@ -24,5 +25,7 @@
 #include "filters/p_less.hpp"
 #include "filters/top_h.hpp"
 #include "filters/top_k_top_p.hpp"
+#include "filters/xtc.hpp"
+#include "filters/mirostat.hpp"
 
 #endif

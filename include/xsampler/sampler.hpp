@@ -34,9 +34,9 @@
 //   is a processor (a custom stage that wraps one), as for chain. A
 //   built-in whose parameters are neutral is left out of the chain. The
 //   processors' state (the penalties' counts) lives in the sampler, and so
-//   does mirostat's mu. xtc (xtc.hpp) is named "xtc" in the order (default:
+//   does mirostat's mu. xtc (filters/xtc.hpp) is named "xtc" in the order (default:
 //   last); a sample through it consumes two uniforms.
-//   mirostat = 1 or 2 (mirostat.hpp, llama.cpp's --mirostat) replaces the
+//   mirostat = 1 or 2 (filters/mirostat.hpp, llama.cpp's --mirostat) replaces the
 //   filters: the chain is the order's processors and temperature, then
 //   mirostat, then the draw; any other filter that is set is an error
 //   naming it (llama.cpp ignores them; its chain also leaves out penalties
@@ -64,10 +64,8 @@
 
 #include "chain.hpp"
 #include "dry.hpp"
-#include "mirostat.hpp"
 #include "penalties.hpp"
 #include "processors.hpp"
-#include "xtc.hpp"
 
 namespace xsampler
 {
@@ -120,10 +118,10 @@ namespace xsampler
         std::vector<std::vector<token_id>> bad_words;         ///< id sequences
         std::vector<token_id> allowed_token_ids;              ///< empty: every token
         std::vector<token_id> banned_token_ids;
-        // XTC (xtc.hpp): with probability xtc_probability, the tokens with p >= xtc_threshold but the last.
+        // XTC (filters/xtc.hpp): with probability xtc_probability, the tokens with p >= xtc_threshold but the last.
         double xtc_probability = 0.0;  ///< in [0, 1]; 0 disables
         double xtc_threshold = 0.1;    ///< in [0, 1]
-        // Mirostat (mirostat.hpp): 1 or 2 replaces the filters after temperature (see below).
+        // Mirostat (filters/mirostat.hpp): 1 or 2 replaces the filters after temperature (see below).
         int mirostat = 0;              ///< 0 (off), 1 or 2
         double mirostat_tau = 5.0;     ///< target surprise, bits
         double mirostat_eta = 0.1;     ///< learning rate

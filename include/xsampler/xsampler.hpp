@@ -21,8 +21,6 @@
 #include "dry.hpp"
 #include "filters.hpp"
 #include "entropy_filters.hpp"
-#include "xtc.hpp"
-#include "mirostat.hpp"
 #include "select.hpp"
 #include "chain.hpp"
 #include "sampler.hpp"

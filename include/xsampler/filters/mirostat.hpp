@@ -1,4 +1,4 @@
-// xsampler/mirostat.hpp — mirostat v1 and v2: a stage that steers the surprise. (xsampler, BSD-3-Clause)
+// xsampler/filters/mirostat.hpp — mirostat v1 and v2: a stage that steers the surprise. (xsampler, BSD-3-Clause)
 //
 // mirostat{version, tau, eta, m = 100}
 //   Keeps the surprise of the drawn tokens (-log2 p, in bits) near tau by
@@ -31,8 +31,8 @@
 //   temperature, mirostat: penalties and DRY are left out with the other
 //   samplers of its list; the run-time sampler here keeps every processor
 //   (sampler.hpp).
-#ifndef XSAMPLER_MIROSTAT_HPP
-#define XSAMPLER_MIROSTAT_HPP
+#ifndef XSAMPLER_FILTERS_MIROSTAT_HPP
+#define XSAMPLER_FILTERS_MIROSTAT_HPP
 
 #include <cmath>
 #include <cstddef>
@@ -41,8 +41,8 @@
 #include <string>
 #include <vector>
 
-#include "candidates.hpp"
-#include "filters/levels.hpp"
+#include "../candidates.hpp"
+#include "levels.hpp"
 
 namespace xsampler
 {

@@ -1,4 +1,4 @@
-// xsampler/xtc.hpp — XTC, "exclude top choices": a random filter. (xsampler, BSD-3-Clause)
+// xsampler/filters/xtc.hpp — XTC, "exclude top choices": a random filter. (xsampler, BSD-3-Clause)
 //
 // xtc{probability, threshold, min_keep = 1}
 //   With the given probability, removes every token whose probability is
@@ -26,8 +26,8 @@
 //   p_i >= threshold on float probabilities. Here u < probability fires
 //   (so probability 0 never does and 1 always does), the uniform is always
 //   consumed, and the decision is exact.
-#ifndef XSAMPLER_XTC_HPP
-#define XSAMPLER_XTC_HPP
+#ifndef XSAMPLER_FILTERS_XTC_HPP
+#define XSAMPLER_FILTERS_XTC_HPP
 
 #include <cmath>
 #include <cstddef>
@@ -35,9 +35,9 @@
 #include <string>
 #include <vector>
 
-#include "candidates.hpp"
-#include "stage.hpp"
-#include "filters/levels.hpp"
+#include "../candidates.hpp"
+#include "../stage.hpp"
+#include "levels.hpp"
 
 namespace xsampler
 {
