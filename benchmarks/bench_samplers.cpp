@@ -168,6 +168,13 @@ namespace
     {
         run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::p_less{}}, false);
     }
+    // FlashInfer's joint top-k/top-p (K 40, P 0.95, both on the whole row):
+    // top_p's nucleus on the whole row, then the best 40 of it. Its naive
+    // reference is BM_reference_sort_top_p's sort and running sum, cut at K.
+    void BM_top_k_top_p(benchmark::State& state)
+    {
+        run_chain(state, xsampler::chain{xsampler::temperature{0.8}, xsampler::top_k_top_p{40, 0.95}}, false);
+    }
     // top-H (H 0.4): the 100 best selected, their entropy prefix.
     void BM_top_h(benchmark::State& state)
     {
@@ -634,6 +641,7 @@ BENCHMARK(BM_eta)->Arg(128256);
 BENCHMARK(BM_p_less)->Arg(128256);
 BENCHMARK(BM_reference_p_less)->Arg(128256);
 BENCHMARK(BM_top_h)->Arg(128256);
+BENCHMARK(BM_top_k_top_p)->Arg(128256);
 BENCHMARK(BM_reference_top_h)->Arg(128256);
 BENCHMARK(BM_sample_chain)->Apply(vocab_args);
 BENCHMARK(BM_sample_chain_peaked)->Apply(vocab_args);

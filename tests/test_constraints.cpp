@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -751,6 +752,62 @@ TEST_CASE("keep_in on a dense set: when every allowed token is masked it throws 
     CHECK_THROWS_WITH(c.keep_in(allowed, "keep"), Contains("keep: every token is masked"));
     CHECK(c.size() == 10);  // tokens 990..999 are still kept
     CHECK(c.argmax() == 990);
+}
+
+TEST_CASE("keep_in and set_logit decide the same on a fused top-k, a dense set and a sparse one", "[constraint][candidates]")
+{
+    // Every allowed token already masked: keep_in throws and leaves the set as
+    // it was, also on a fused top-k whose list holds every token.
+    const xt::xtensor<float, 1> small = {-2.0f, 1.0f, 6.0f};
+    const token_set two(std::vector<token_id>{1, 2}, "test");
+    for (const std::size_t k : {std::size_t(0), std::size_t(2)})
+    {
+        for (const std::size_t margin : {std::size_t(0), std::size_t(8)})
+        {
+            INFO("k " << k << " margin " << margin);
+            candidates<float> c;
+            c.load(small, k, margin);
+            c.mask(1);
+            c.mask(2);
+            CHECK_THROWS_WITH(c.keep_in(two, "keep"), Contains("keep: every token is masked"));
+            CHECK(c.argmax() == 0);
+            CHECK(c.size() == 1);
+        }
+    }
+    // A token outside a keep_in's mask stays dropped when an edit sets its
+    // logit, whichever way the set is held: dense with the mask not yet
+    // written (10 of 64 allowed), a fused top-k, or a sparse list.
+    xt::xtensor<float, 1> row = xt::empty<float>({std::size_t(64)});
+    for (std::size_t i = 0; i < 64; ++i)
+    {
+        row(i) = float(i) * 0.1f;
+    }
+    std::vector<token_id> ids;
+    for (token_id i = 0; i < 10; ++i)
+    {
+        ids.push_back(i);
+    }
+    const token_set ten(ids, "test");
+    for (const std::size_t k : {std::size_t(0), std::size_t(5)})
+    {
+        for (const bool sparse : {false, true})
+        {
+            INFO("k " << k << " sparse " << sparse);
+            candidates<float> c;
+            c.load(row, k);
+            if (sparse)
+            {
+                c.keep_top(63);  // drops token 0: a sparse list
+            }
+            c.keep_in(ten, "keep");
+            c.set_logit(50, 100.0f);
+            c.set_logit(3, 50.0f);  // an allowed one is edited as usual
+            CHECK(c.argmax() == 3);
+            c.keep_top(5);
+            const auto d = distribution_of(c);
+            CHECK(std::set<token_id>(d.ids.begin(), d.ids.end()) == std::set<token_id>{3, 6, 7, 8, 9});
+        }
+    }
 }
 
 TEST_CASE("constraint: the mask allows exactly the tokens after which the text can be completed", "[constraint]")

@@ -489,8 +489,9 @@ namespace xsampler
         // --- verbs: processors ---
 
         /// Sets token id's logit to x (a processor's edit: a penalty, a bias;
-        /// -inf masks the token). On a sparse set, a token that is not kept
-        /// stays dropped. x must not be NaN or +inf (invalid_logits), and id
+        /// -inf masks the token). A token that is not kept stays dropped: on
+        /// a sparse set one not in the list, and one outside a keep_in's mask
+        /// on any set. x must not be NaN or +inf (invalid_logits), and id
         /// must be in [0, vocab()) (invalid_parameter naming it); either way
         /// nothing changes. Costs O(1) amortised on a dense set (the first edit in a
         /// 64-token block copies that block) and while a fused top-k is pending
@@ -516,7 +517,10 @@ namespace xsampler
             }
             if (m_dense)
             {
-                edit_row(i, x);
+                if (!m_outside || outside_keeps(i))  // (outside a mask not yet written: dropped)
+                {
+                    edit_row(i, x);
+                }
                 return;
             }
             const auto it = std::find_if(m_items.begin(), m_items.end(), [&](const scored<T>& s) { return s.id == id; });

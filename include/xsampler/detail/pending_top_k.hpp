@@ -106,12 +106,15 @@ namespace xsampler
                     return false;  // one mask at a time: a second one unfuses
                 }
                 const bool every_token = m_margin == std::numeric_limits<std::size_t>::max();
-                std::size_t in_list = 0;
-                for (std::size_t j = 0; j < m_listed; ++j)
+                std::size_t in_list = 0, unmasked = 0;
+                for (std::size_t j = 0; j < items.size(); ++j)
                 {
-                    in_list += allowed.contains(items[j].id);
+                    const bool in = allowed.contains(items[j].id);
+                    in_list += j < m_listed && in;
+                    unmasked += in && items[j].logit != -std::numeric_limits<T>::infinity();
                 }
-                if (in_list == 0 || (!every_token && in_list < m_k + m_lowered))
+                // None allowed and unmasked: the unfused path throws, the set as it was.
+                if (in_list == 0 || unmasked == 0 || (!every_token && in_list < m_k + m_lowered))
                 {
                     return false;
                 }
