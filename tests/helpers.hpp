@@ -267,8 +267,9 @@ namespace test_helpers
             }
             return *this;
         }
-        /// FlashInfer's joint mode: top_p's and top_k's prefixes both on the
-        /// current distribution, intersected (the shorter one).
+        /// FlashInfer's joint mode: top_k's mask (its length from k alone) and
+        /// top_p's (the running sum over the current distribution), both
+        /// prefixes of the rank, intersected: the shorter one.
         reference& top_k_top_p(std::size_t k, double p, std::size_t keep = 1)
         {
             const std::size_t by_k = k == 0 ? kept.size() : std::max(k, keep);

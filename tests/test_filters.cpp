@@ -1046,9 +1046,9 @@ TEMPLATE_TEST_CASE("top_k_top_p agrees with the intersection of the two masks (F
             {
                 x = TestType(std::log(uniform01(rng) + 1e-12));
             }
-            for (const double p : {0.1, 0.5})
+            for (const double p : {0.1, 0.5, 0.3})  // and P .3 with K V/5, where the two cuts are close
             {
-                const std::size_t k = p == 0.1 ? vocab / 2 : vocab / 10;
+                const std::size_t k = p == 0.1 ? vocab / 2 : p == 0.5 ? vocab / 10 : vocab / 5;
                 INFO("vocab " << vocab << " seed " << seed << " p " << p);
                 test_helpers::reference a(r);
                 a.top_k_top_p(k, p);

@@ -118,9 +118,26 @@ namespace tool::svg
         {
             return "top_p " + number(p.top_p);
         }
+        if (name == "top_k_top_p")
+        {
+            return "top_k_top_p " + std::to_string(p.top_k) + ", " + number(p.top_p) +
+                   (p.top_k_keep_ties ? " (ties kept)" : "");
+        }
         if (name == "min_p")
         {
             return "min_p " + number(p.min_p);
+        }
+        if (name == "top_h")
+        {
+            return "top_h " + number(p.top_h);
+        }
+        if (name == "epsilon")
+        {
+            return "epsilon " + number(p.epsilon);
+        }
+        if (name == "eta")
+        {
+            return "eta " + number(p.eta);
         }
         if (name == "xtc")
         {

@@ -325,6 +325,19 @@ namespace tool
         add_history(cmd, o);
     }
 
+    /// The default order's filters (after the processors), ';'-separated.
+    inline std::string default_filter_order()
+    {
+        const auto order = xsampler::default_stage_order();
+        const auto first = std::find(order.begin(), order.end(), "temperature");
+        std::string text;
+        for (auto it = first; it != order.end(); ++it)
+        {
+            text += (text.empty() ? "" : ";") + *it;
+        }
+        return text;
+    }
+
     inline void add_stage_flags(CLI::App& cmd, tool_options& o)
     {
         add_real(cmd, "--temp", o.params.temperature, "temperature T >= 0; 0 is greedy (default 1)");
@@ -333,7 +346,8 @@ namespace tool
                     "keep the K most probable tokens; 0 disables (default 0)");
         add_real(cmd, "--top-p", o.params.top_p, "keep the smallest set with mass >= P, in (0, 1] (default 1)");
         cmd.add_flag("--top-k-top-p-joint", o.params.top_k_top_p_joint,
-                     "FlashInfer's joint mode: --top-k and --top-p both cut the same distribution (intersected)");
+                     "FlashInfer's joint mode: --top-k and --top-p both cut the same distribution (intersected); "
+                     "--samplers then names the stage top_k_top_p");
         add_real(cmd, "--min-p", o.params.min_p, "keep p >= M * p_max, M in [0, 1] (default 0)");
         // epsilon, eta, min_keep (filters.hpp)
         add_real(cmd, "--epsilon", o.params.epsilon, "keep p >= E, E in [0, 1); 0 disables (default 0)");
@@ -366,8 +380,8 @@ namespace tool
                "(transformers)")
             ->type_name("all|lowest-id");
         cmd.add_option("--samplers", o.samplers,
-                       "stage order, ';'-separated (default \"temperature;top_k;top_p;min_p;epsilon;eta\", after the "
-                       "processors)");
+                       "stage order, ';'-separated (default \"" + default_filter_order() +
+                           "\", after the processors)");
         // XTC and mirostat (filters/xtc.hpp, filters/mirostat.hpp), under llama.cpp's names.
         add_real(cmd, "--xtc-probability", o.params.xtc_probability,
                  "XTC: chance P in [0, 1] of removing the top tokens but the last above the threshold (default 0)");

@@ -13,7 +13,8 @@
 //   Both cuts are prefixes of one rank (logit descending, ties to the lower
 //   ids: top_k's lowest_id rule and top_p's split tie group), so the
 //   intersection is the shorter prefix: top_p's exact inclusive nucleus on
-//   the whole set, then the best K of it. With top_k_ties::keep_all, the
+//   the whole set, then the best K of it: the two stages in the order
+//   top_p, top_k decide the same. With top_k_ties::keep_all, the
 //   tokens tied with the K-th that the nucleus holds are kept too. Each
 //   parameter is validated, and named in the error, as top_k's and top_p's.
 //   Cost: top_p's on the whole set (a fused top-k pass cannot run first,
