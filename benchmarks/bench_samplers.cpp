@@ -98,6 +98,23 @@ namespace
         return m + std::log(s);
     }
 
+    /// The naive references' draw: the first of `kept` entries whose running
+    /// weight passes `target` (the last if rounding leaves none).
+    template <class Weight, class Id>
+    std::int32_t naive_draw(std::size_t kept, double target, Weight weight, Id id)
+    {
+        double run = 0.0;
+        for (std::size_t i = 0; i < kept; ++i)
+        {
+            run += weight(i);
+            if (run > target)
+            {
+                return id(i);
+            }
+        }
+        return id(kept - 1);
+    }
+
     void BM_floor(benchmark::State& state)
     {
         const auto& row = logits(std::size_t(state.range(0)), false);
@@ -223,18 +240,8 @@ namespace
                 mass += q[i];
             }
             const double target = xsampler::uniform01(rng) * mass;
-            double run = 0.0;
-            std::int32_t chosen = all[kept - 1].second;
-            for (std::size_t i = 0; i < kept; ++i)
-            {
-                run += q[i];
-                if (run > target)
-                {
-                    chosen = all[i].second;
-                    break;
-                }
-            }
-            benchmark::DoNotOptimize(chosen);
+            benchmark::DoNotOptimize(naive_draw(
+                kept, target, [&](std::size_t i) { return q[i]; }, [&](std::size_t i) { return all[i].second; }));
         }
         finish(state, row.size());
     }
@@ -273,18 +280,9 @@ namespace
                 }
             }
             const double target = xsampler::uniform01(rng) * mass;
-            double run = 0.0;
-            std::int32_t chosen = kept.back();
-            for (const std::int32_t i : kept)
-            {
-                run += p[std::size_t(i)];
-                if (run > target)
-                {
-                    chosen = i;
-                    break;
-                }
-            }
-            benchmark::DoNotOptimize(chosen);
+            benchmark::DoNotOptimize(naive_draw(
+                kept.size(), target, [&](std::size_t i) { return p[std::size_t(kept[i])]; },
+                [&](std::size_t i) { return kept[i]; }));
         }
         finish(state, row.size());
     }
@@ -503,18 +501,8 @@ namespace
                 }
             }
             const double target = xsampler::uniform01(rng) * cum * z;
-            double run = 0.0;
-            std::int32_t chosen = sorted[kept - 1].second;
-            for (std::size_t i = 0; i < kept; ++i)
-            {
-                run += probs[i];
-                if (run > target)
-                {
-                    chosen = sorted[i].second;
-                    break;
-                }
-            }
-            benchmark::DoNotOptimize(chosen);
+            benchmark::DoNotOptimize(naive_draw(
+                kept, target, [&](std::size_t i) { return probs[i]; }, [&](std::size_t i) { return sorted[i].second; }));
         }
         finish(state, row.size());
     }
@@ -603,18 +591,9 @@ namespace
                 }
             }
             const double target = xsampler::uniform01(rng) * cum;
-            double run = 0.0;
-            std::int32_t chosen = order[kept - 1].second;
-            for (std::size_t i = 0; i < kept; ++i)
-            {
-                run += probs[std::size_t(order[i].second)];
-                if (run > target)
-                {
-                    chosen = order[i].second;
-                    break;
-                }
-            }
-            benchmark::DoNotOptimize(chosen);
+            benchmark::DoNotOptimize(naive_draw(
+                kept, target, [&](std::size_t i) { return probs[std::size_t(order[i].second)]; },
+                [&](std::size_t i) { return order[i].second; }));
         }
         finish(state, row.size());
     }

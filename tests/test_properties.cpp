@@ -113,6 +113,10 @@ namespace
         p.min_keep = u() < 0.7 ? 1 : below(6);
         p.epsilon = u() < 0.8 ? 0.0 : (u() < 0.2 ? 0.9 : 0.3 * u() * u());
         p.eta = u() < 0.8 ? 0.0 : 0.5 * u();
+        // A stage set after those takes one of the last places of the order.
+        const auto insert_late = [&](const char* name) {
+            p.order.insert(p.order.begin() + std::ptrdiff_t(p.order.size() - below(5) % (p.order.size() + 1)), name);
+        };
         // p_less and top_h (issue 20), drawn after them.
         p.p_less = u() < 0.15;
         p.top_h = u() < 0.8 ? 0.0 : u();
@@ -122,7 +126,7 @@ namespace
             const bool on = n == "epsilon" ? p.epsilon > 0.0 : n == "eta" ? p.eta > 0.0 : n == "p_less" ? p.p_less : p.top_h > 0.0;
             if (on)
             {
-                p.order.insert(p.order.begin() + std::ptrdiff_t(p.order.size() - below(5) % (p.order.size() + 1)), name);
+                insert_late(name);
             }
         }
         // FlashInfer's joint top_k/top_p (issue 20), drawn after them: top_k
@@ -131,8 +135,7 @@ namespace
         p.top_k_top_p_joint = u() < 0.1;
         if (p.top_k_top_p_joint && (p.top_k != 0 || p.top_p != 1.0))
         {
-            p.order.insert(p.order.begin() + std::ptrdiff_t(p.order.size() - below(5) % (p.order.size() + 1)),
-                           "top_k_top_p");
+            insert_late("top_k_top_p");
         }
         return c;
     }

@@ -325,15 +325,13 @@ namespace tool
         add_history(cmd, o);
     }
 
-    /// The default order's filters (after the processors), ';'-separated.
-    inline std::string default_filter_order()
+    /// The default stage order, ';'-separated (as --samplers takes it).
+    inline std::string default_order_text()
     {
-        const auto order = xsampler::default_stage_order();
-        const auto first = std::find(order.begin(), order.end(), "temperature");
         std::string text;
-        for (auto it = first; it != order.end(); ++it)
+        for (const auto& name : xsampler::default_stage_order())
         {
-            text += (text.empty() ? "" : ";") + *it;
+            text += (text.empty() ? "" : ";") + name;
         }
         return text;
     }
@@ -380,8 +378,8 @@ namespace tool
                "(transformers)")
             ->type_name("all|lowest-id");
         cmd.add_option("--samplers", o.samplers,
-                       "stage order, ';'-separated (default \"" + default_filter_order() +
-                           "\", after the processors)");
+                       "stage order, ';'-separated (default \"" + default_order_text() +
+                           "\"); logit_bias, no_repeat_ngram, bad_words and token_mask run first unless listed");
         // XTC and mirostat (filters/xtc.hpp, filters/mirostat.hpp), under llama.cpp's names.
         add_real(cmd, "--xtc-probability", o.params.xtc_probability,
                  "XTC: chance P in [0, 1] of removing the top tokens but the last above the threshold (default 0)");

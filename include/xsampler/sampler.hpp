@@ -146,6 +146,12 @@ namespace xsampler
             bool (*neutral)(const sampling_params&);
         };
 
+        /// top_k's tie rule (top_k and top_k_top_p read it).
+        inline top_k_ties top_k_ties_of(const sampling_params& p)
+        {
+            return p.top_k_keep_ties ? top_k_ties::keep_all : top_k_ties::lowest_id;
+        }
+
         /// The built-in stages of the run-time sampler: adding one is one row.
         inline const auto& stage_table()
         {
@@ -186,12 +192,11 @@ namespace xsampler
                                            return p.temperature == 1.0 && p.dynatemp_range == 0.0;
                                        }},
                 stage_row<top_k>{[](const sampling_params& p) {
-                                     return top_k(p.top_k, p.min_keep, p.top_k_keep_ties ? top_k_ties::keep_all : top_k_ties::lowest_id);
+                                     return top_k(p.top_k, p.min_keep, top_k_ties_of(p));
                                  },
                                  [](const sampling_params& p) { return p.top_k == 0 || p.top_k_top_p_joint; }},
                 stage_row<top_k_top_p>{[](const sampling_params& p) {
-                                           return top_k_top_p(p.top_k, p.top_p, p.min_keep,
-                                                              p.top_k_keep_ties ? top_k_ties::keep_all : top_k_ties::lowest_id);
+                                           return top_k_top_p(p.top_k, p.top_p, p.min_keep, top_k_ties_of(p));
                                        },
                                        [](const sampling_params& p) {
                                            return !p.top_k_top_p_joint || (p.top_k == 0 && p.top_p == 1.0);

@@ -286,6 +286,11 @@ namespace xsampler
             return add(add(y, two_prod(k, ln2_hi)), add(two_prod(k, ln2_mid), dd{k * ln2_lo, 0.0}));
         }
 
+        /// ln x for a double-double x > 0 (x.hi normal): ln x.hi + x.lo / x.hi,
+        /// within log_error(ln x) + 2^-100 |ln x| (the dropped (lo/hi)^2 / 2
+        /// <= 2^-107 and the sum's rounding).
+        inline dd log_dd(dd x) noexcept { return add(log_dd(x.hi), dd{x.lo / x.hi, 0.0}); }
+
         /// The bound of log_dd: absolute 2^-86, plus 2^-100 |ln x| (e ln 2).
         inline double log_error(double log_x) noexcept
         {

@@ -193,7 +193,7 @@ namespace xsampler
             {
                 compute(c, tier, false);
                 const double zh = z[tier].hi;
-                const detail::dd lz = detail::add(detail::log_dd(zh), detail::dd{z[tier].lo / zh, 0.0});
+                const detail::dd lz = detail::log_dd(z[tier]);
                 const double err = e + 1.01 * ez[tier] / (zh - ez[tier]) + detail::log_error(lz.hi) +
                                    std::ldexp(1.0, -100) * (std::abs(add.hi) + std::abs(lz.hi));
                 return {detail::add(add, lz), err};

@@ -132,7 +132,7 @@ namespace xsampler
                     {
                         sums.prime(1, z, z_error<T>(z, c.vocab()));  // the same pass's Z
                     }
-                    const dd log_b = add(log_dd(b.hi), dd{b.lo / b.hi, 0.0});
+                    const dd log_b = log_dd(b);
                     const double e = 1.01 * eb / (b.hi - eb) + log_error(log_b.hi) + std::ldexp(1.0, -100) * std::abs(log_b.hi);
                     // ln Z - ln B, then its negation.
                     const level l = sums.log_z_plus(c, tier, neg(log_b), e);

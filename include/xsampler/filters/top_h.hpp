@@ -109,7 +109,7 @@ namespace xsampler
                 // trust in libm: below 0.2u of log1p(R) >= 2^-30).
                 const double r = exp_nonpos(-big_g) * rho;
                 const dd y = two_sum(1.0, r);
-                const double phi = r < 0x1p-30 ? 1.0 - r / 2.0 : value(add(log_dd(y.hi), dd{y.lo / y.hi, 0.0})) / r;
+                const double phi = r < 0x1p-30 ? 1.0 - r / 2.0 : value(log_dd(y)) / r;
                 const double lambda = r * phi;
                 const double a = 1.0 / (1.0 + big_g);  // 0 where G is inf
                 const double b = big_g < 1.0 ? big_g * a : 1.0 - a;
@@ -189,7 +189,7 @@ namespace xsampler
                 else
                 {
                     const dd y = add(one, r);
-                    phi = mul(add(log_dd(y.hi), dd{y.lo / y.hi, 0.0}), recip_dd(r));
+                    phi = mul(log_dd(y), recip_dd(r));
                 }
                 const dd lambda = mul(phi, r);
                 const bool infinite = !(big_g.hi < std::numeric_limits<double>::infinity());
