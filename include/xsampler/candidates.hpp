@@ -22,8 +22,8 @@
 //   keep_logit_at_least, keep_monotone, keep_argmax, retain_if, keep_subset
 //   or a keep_in that keeps less than a sixteenth of the row.
 // - The temperature is deferred: a scale s (the product of 1/T over the
-//   divide_scale calls so far) that the weights fold into the exp (detail/exp2.hpp),
-//   so temperature is never a pass over the row.
+//   divide_scale calls so far) that the weights fold into the exp
+//   (detail/exp2.hpp), so temperature is never a pass over the row.
 // - A candidates object is a reusable workspace: its buffers grow to the
 //   vocabulary once and are reused after, with no allocation per token. Any
 //   throw leaves it loadable again; load() starts afresh.
@@ -32,47 +32,24 @@
 //   when the set first "unfuses" into the dense set of the edited row,
 //   exactly as if the row had been loaded unfused and then edited).
 //
-// The verbs
-//   load(row[, k[, margin]])  validate the row (one pass); dense, scale 1; with
-//                           k, fused top-k selection as above
-//   set_logit(id, x), mask  a processor's edit of one token (O(1) amortised;
-//                           -inf masks it); the max follows lazily
-//   divide_scale(T)         temperature T > 0
-//   keep_argmax()           temperature 0
-//   keep_top(k)             the k best-ranked (selection, never a sort)
-//   keep_log_weight_at_least(d[, min_keep])  the tokens with (x - m)·s >= d,
-//                           decided on that product in T (a prefix)
-//   keep_monotone(low, sure, decide, min_keep)  the tokens x >= low with
-//                           x >= sure or decide(x): a monotone cut with a
-//                           stage's exact re-decision near its threshold
-//                           (min_p, epsilon, eta, p_less: filters/levels.hpp;
-//                           their decisions are the ones real arithmetic
-//                           makes on the row's values, detail/exact.hpp).
-//   With min_keep, never fewer than min_keep tokens of the rank are kept (0
-//   counts as 1).
-//   retain_if(keep, who)    any subset a predicate keeps (not a prefix)
-//   keep_in(set, who)       the tokens of a mask over the vocabulary (a
-//                           processor's allow list; a constraint's mask); a
-//                           dense set stays dense under a mask that keeps a
-//                           sixteenth of it or more, the mask read by the
-//                           passes after it
-//   The entropy filters' (typical, top_n_sigma, dynamic temperature, top_k's
-//   keep-ties rule):
-//   log_weight_moments(), entropy()  Z and E[t] of the kept set; H in nats
-//   kth_logit(k)            the k-th best kept logit (selection; no change)
-//   keep_logit_at_least(x)  the tokens with logit >= x (a prefix)
-//   keep_subset(list, who)  exactly the tokens of a list a stage computed
-//                           (a subset of the set: top_p's nucleus, typical's
-//                           interval), checked
-// and top_items(j, out) reads the j best kept tokens, in rank order.
+// The verbs, each documented where it is declared: load; the processors'
+// set_logit, mask and keep_in (an allow list, a constraint's mask); the
+// filters' divide_scale (T > 0), keep_argmax (T = 0), keep_top (selection,
+// never a sort), keep_monotone (a monotone cut with a stage's exact
+// re-decision near its threshold: filters/levels.hpp), its forms
+// keep_log_weight_at_least and keep_logit_at_least, retain_if (any subset a
+// predicate keeps) and keep_subset (a list a stage computed, checked); the
+// readers max_logit, argmax, logit, size, top_items, kth_logit,
+// total_weight and log_weight_moments.
 //
 // The kernel view: a stage whose algorithm the verbs cannot express fast
 // (filters/top_p.hpp, filters/typical.hpp) reads the set through
 // for_each_run, items(), weight(), total_weight_stored() with weights(),
 // sum_with_weights and exact_scale(), keeps its buffers in scratch<S>(), and
 // commits through keep_top, keep_monotone or keep_subset, which check what
-// they are given:
-// no stage can break the invariants above.
+// they are given: no stage can break the invariants above. The row's values
+// and edits live in detail/edited_row.hpp, the check of a stage's list in
+// detail/subset_check.hpp.
 #ifndef XSAMPLER_CANDIDATES_HPP
 #define XSAMPLER_CANDIDATES_HPP
 
@@ -81,71 +58,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "row.hpp"
+#include "detail/edited_row.hpp"
 #include "detail/exact.hpp"
 #include "detail/pending_top_k.hpp"
+#include "detail/scratch_store.hpp"
+#include "detail/subset_check.hpp"
 #include "detail/top_select.hpp"
 
 namespace xsampler
 {
-    namespace detail
-    {
-        /// v with at least n elements (it only ever grows), as a pointer.
-        template <class U>
-        U* grown(std::vector<U>& v, std::size_t n)
-        {
-            if (v.size() < n)
-            {
-                v.resize(n);
-            }
-            return v.data();
-        }
-
-        /// Scratch objects of the stages that run on a workspace, one of
-        /// each type, made on first use and reused (a stage's buffers grow
-        /// to the vocabulary once per workspace, not once per sampler). A
-        /// copy starts empty: scratch is never state.
-        class scratch_store
-        {
-        public:
-            scratch_store() = default;
-            scratch_store(const scratch_store&) noexcept {}
-            scratch_store(scratch_store&&) noexcept = default;
-            scratch_store& operator=(const scratch_store&) noexcept { return *this; }
-            scratch_store& operator=(scratch_store&&) noexcept = default;
-
-            template <class S>
-            S& get()
-            {
-                for (auto& e : m_entries)
-                {
-                    if (e.tag == &tag<S>)
-                    {
-                        return *static_cast<S*>(e.object.get());
-                    }
-                }
-                m_entries.push_back({&tag<S>, holder(new S(), [](void* o) { delete static_cast<S*>(o); })});
-                return *static_cast<S*>(m_entries.back().object.get());
-            }
-
-        private:
-            template <class S>
-            static constexpr char tag = 0;
-            using holder = std::unique_ptr<void, void (*)(void*)>;
-            struct entry
-            {
-                const char* tag;
-                holder object;
-            };
-            std::vector<entry> m_entries;
-        };
-    }
-
     template <class T>
     class candidates
     {
@@ -173,20 +99,19 @@ namespace xsampler
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0, std::size_t margin = 0)
         {
             m_pending.end(m_items);  // a throw may have left a fused load pending
-            m_row = detail::contiguous_row(logits, m_scratch);  // (checks the size)
-            clear_patches();
-            if (top_k_first > 0 && top_k_first < m_row.size && load_top_k(top_k_first, margin))
+            m_row.load(logits);  // (checks the size)
+            if (top_k_first > 0 && top_k_first < m_row.size() && load_top_k(top_k_first, margin))
             {
                 return;
             }
-            const auto stats = detail::scan_row(m_row);
+            const auto stats = detail::scan_row(m_row.loaded());
             reset(stats.max, stats.argmax);
             m_items.clear();
         }
 
         // --- reading ---
 
-        std::size_t vocab() const noexcept { return m_row.size; }
+        std::size_t vocab() const noexcept { return m_row.size(); }
         /// The best kept token's logit and id (ties: the lowest id).
         T max_logit() noexcept
         {
@@ -199,27 +124,15 @@ namespace xsampler
             return m_argmax;
         }
         /// The row as loaded, before any edit, with its own max and argmax.
-        const T* loaded_row() const noexcept { return m_row.data; }
+        const T* loaded_row() const noexcept { return m_row.loaded().data; }
         T loaded_max() const noexcept { return m_row_max; }
         token_id loaded_argmax() const noexcept { return m_row_argmax; }
 
         /// The current logit of any token of the row (kept or not): the
         /// loaded value or the one a processor set.
-        T logit(token_id id) const noexcept
-        {
-            const auto i = std::size_t(id);
-            if (m_outside && !outside_keeps(i))
-            {
-                return -inf;
-            }
-            if (m_patched.empty())
-            {
-                return m_row.data[i];
-            }
-            return block_data(i / detail::block_size)[i % detail::block_size];
-        }
+        T logit(token_id id) const noexcept { return m_row.logit(std::size_t(id)); }
         /// Whether a processor has edited a logit since the load.
-        bool edited() const noexcept { return !m_patched.empty() || m_outside; }
+        bool edited() const noexcept { return m_row.edited(); }
 
         /// Calls f(x, first, n) with the current logits of tokens
         /// [first, first + n), for consecutive runs covering the row in id
@@ -228,44 +141,8 @@ namespace xsampler
         template <class F>
         void for_each_run(F&& f)
         {
-            apply_outside();
-            for_each_raw_run(f);
+            m_row.for_each_run(f);
         }
-
-    private:
-        /// for_each_run without a pending mask (mask_outside) written first:
-        /// the runs of the patched row, its masked tokens still in them.
-        template <class F>
-        void for_each_raw_run(F&& f)
-        {
-            if (m_patched.empty() || m_whole)
-            {
-                f(m_whole ? m_patch.data() : m_row.data, std::size_t(0), m_row.size);
-                return;
-            }
-            if (!std::is_sorted(m_patched.begin(), m_patched.end()))
-            {
-                std::sort(m_patched.begin(), m_patched.end());
-            }
-            std::size_t next = 0;  // the first id not yet passed on
-            for (const std::size_t b : m_patched)
-            {
-                const std::size_t lo = b * detail::block_size;
-                if (lo > next)
-                {
-                    f(m_row.data + next, next, lo - next);
-                }
-                const std::size_t hi = std::min(lo + detail::block_size, m_row.size);
-                f(block_data(b), lo, hi - lo);
-                next = hi;
-            }
-            if (next < m_row.size)
-            {
-                f(m_row.data + next, next, m_row.size - next);
-            }
-        }
-
-    public:
 
         /// Number of kept tokens (always >= 1); counted on first use for a
         /// dense set (a pass over the row).
@@ -355,18 +232,8 @@ namespace xsampler
             const std::size_t lo = b * detail::block_size;
             if (m_dense)
             {
-                const std::size_t n = std::min(lo + detail::block_size, m_row.size) - lo;
-                const T* x = block_data(b);
                 T masked[detail::block_size];
-                if (m_outside)
-                {
-                    for (std::size_t j = 0; j < n; ++j)
-                    {
-                        masked[j] = outside_keeps(lo + j) ? x[j] : -inf;
-                    }
-                    x = masked;
-                }
-                for_each_unmasked(x, lo, n, f);
+                for_each_unmasked(m_row.read_block(b, masked), lo, std::min(lo + detail::block_size, m_row.size()) - lo, f);
                 return;
             }
             if (use_bitmap())
@@ -443,47 +310,17 @@ namespace xsampler
         double exact_scale() const noexcept { return m_scale; }
 
         /// Two sums over a dense set, its logits and its stored weights
-        /// (total_weight_stored() first), 64 tokens at a time: vec(x, w,
-        /// acc_a, acc_b) adds a block's SIMD vectors into two accumulators in
-        /// T whose lanes then go into sa and sb in double (so each lane sums
-        /// at most 64 terms in T), one double per lane until the end (no
-        /// chain of additions through one double); one(x, w) takes the tail
-        /// of a run, adding into sa and sb itself. Masked tokens come with
-        /// x = -inf and w = 0.
+        /// (total_weight_stored() first), added as detail::lane_sums adds
+        /// them: vec(x, w, acc_a, acc_b) on each full block's SIMD vectors,
+        /// one(x, w) on a run's tail. Masked tokens come with x = -inf, w = 0.
         template <class Vec, class One>
         void sum_with_weights(Vec&& vec, One&& one, double& sa, double& sb)
         {
-            using B = detail::batch<T>;
-            alignas(64) double da[B::size] = {}, db[B::size] = {};
-            for_each_run([&](const T* x, std::size_t first, std::size_t len) {
-                const T* w = m_weights.data() + first;
-                std::size_t i = 0;
-                for (; i + 64 <= len; i += 64)
-                {
-                    B acc_a(T(0)), acc_b(T(0));
-                    for (std::size_t j = i; j < i + 64; j += B::size)
-                    {
-                        vec(B::load_unaligned(x + j), B::load_unaligned(w + j), acc_a, acc_b);
-                    }
-                    alignas(64) T la[B::size], lb[B::size];
-                    acc_a.store_aligned(la);
-                    acc_b.store_aligned(lb);
-                    for (std::size_t k = 0; k < B::size; ++k)
-                    {
-                        da[k] += double(la[k]);
-                        db[k] += double(lb[k]);
-                    }
-                }
-                for (; i < len; ++i)
-                {
-                    one(x[i], w[i]);
-                }
+            detail::lane_sums<T> sums;
+            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                sums.add(x, m_weights.data() + first, n, vec, one);
             });
-            for (std::size_t k = 0; k < B::size; ++k)
-            {
-                sa += da[k];
-                sb += db[k];
-            }
+            sums.total(sa, sb);
         }
 
         // --- verbs: processors ---
@@ -499,10 +336,10 @@ namespace xsampler
         /// one.
         void set_logit(token_id id, T x)
         {
-            if (id < 0 || std::size_t(id) >= m_row.size)
+            if (id < 0 || std::size_t(id) >= m_row.size())
             {
                 throw invalid_parameter("set_logit: token id " + std::to_string(id) + " is outside the vocabulary of " +
-                                        std::to_string(m_row.size));
+                                        std::to_string(m_row.size()));
             }
             if (!(x < inf))
             {
@@ -517,7 +354,7 @@ namespace xsampler
             }
             if (m_dense)
             {
-                if (!m_outside || outside_keeps(i))  // (outside a mask not yet written: dropped)
+                if (!m_row.deferred() || m_row.keeps(i))  // (outside a mask not yet written: dropped)
                 {
                     edit_row(i, x);
                 }
@@ -529,7 +366,7 @@ namespace xsampler
                 return;
             }
             const T old = it->logit;
-            patch(i) = x;  // logit(id) agrees with the list
+            m_row.patch(i) = x;  // logit(id) agrees with the list
             m_weights_current = false;
             m_rank_sorted = false;
             m_bits_valid = false;
@@ -598,7 +435,7 @@ namespace xsampler
                     become_sparse(false, false);
                 }
             }
-            if (k == 0 || k >= (m_dense ? m_row.size : size()))
+            if (k == 0 || k >= (m_dense ? m_row.size() : size()))
             {
                 return;  // a dense set with fewer than k unmasked tokens is kept whole below
             }
@@ -638,7 +475,7 @@ namespace xsampler
             const T m = max_logit();
             const T s = scale();
             const auto keep = [&](T logit) { return detail::exponent(logit, m, s) >= d; };
-            const T low = least_logit_where(m, keep);
+            const T low = detail::least_logit_where(m, keep);
             keep_monotone(low, low, never, min_keep);
         }
 
@@ -651,7 +488,7 @@ namespace xsampler
         void retain_if(Keep&& keep, const std::string& who)
         {
             unfuse();
-            scored<T>* out = detail::grown(m_spare, m_dense ? m_row.size : m_items.size());
+            scored<T>* out = detail::grown(m_spare, m_dense ? m_row.size() : m_items.size());
             std::size_t count = 0;
             for_each_by_id([&](token_id id, T logit) {
                 if (keep(id, logit))
@@ -754,7 +591,7 @@ namespace xsampler
         template <class Test>
         static T least_passing(T m, Test test) noexcept
         {
-            return least_logit_where(m, test);
+            return detail::least_logit_where(m, test);
         }
 
         /// The logit of the k-th best-ranked kept token (1 <= k <= size(),
@@ -905,99 +742,17 @@ namespace xsampler
             {
                 throw invalid_logits(who + ": kept no token");
             }
-            const token_id best = argmax();
-            bool best_kept = false;
-            // A token of the set with the set's logit: on a dense set, any
-            // unmasked token with its current logit.
-            const auto valid = [&](const scored<T>& t) {
-                return t.id >= 0 && std::size_t(t.id) < m_row.size && t.logit == logit(t.id) && t.logit != -inf;
-            };
-            // On a dense set, a list in increasing id order lists no token
-            // twice: checked in one pass; any other list through the bitmap.
-            std::size_t bad = kept.size();
-            bool by_id = m_dense;
-            if (by_id)
+            const auto v = m_subset_check(kept, m_row, m_dense ? nullptr : &m_items, argmax());
+            if (v.bad != kept.size())
             {
-                // (an unedited row is read directly: the check is the cost of
-                // committing a nucleus of thousands)
-                const auto in_order = [&](auto&& current) {
-                    token_id last = -1;
-                    for (std::size_t j = 0; j < kept.size(); ++j)
-                    {
-                        const auto& t = kept[j];
-                        if (!(t.id > last))
-                        {
-                            by_id = false;
-                            return;
-                        }
-                        if (!(std::size_t(t.id) < m_row.size && t.logit == current(t.id) && t.logit != -inf))
-                        {
-                            bad = j;
-                            return;
-                        }
-                        last = t.id;
-                    }
-                };
-                if (m_patched.empty() && !m_outside)
-                {
-                    const T* row = m_row.data;
-                    in_order([row](token_id id) { return row[std::size_t(id)]; });
-                }
-                else
-                {
-                    in_order([this](token_id id) { return logit(id); });
-                }
-                best_kept = by_id && bad == kept.size() &&
-                            std::binary_search(kept.begin(), kept.end(), scored<T>{T(0), best},
-                                               [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; });
-            }
-            if (!by_id)
-            {
-                best_kept = false;
-                std::uint64_t* in_set = detail::grown(m_subset_bits, m_row.size / 64 + 1);
-                const auto flip = [&](std::size_t i) { in_set[i / 64] ^= std::uint64_t(1) << (i % 64); };
-                const auto has = [&](std::size_t i) { return (in_set[i / 64] >> (i % 64) & 1) != 0; };
-                if (!m_dense)
-                {
-                    for (const auto& item : m_items)
-                    {
-                        flip(std::size_t(item.id));
-                    }
-                }
-                for (std::size_t j = 0; j < kept.size(); ++j)
-                {
-                    // Dense: the bits mark the tokens listed so far; sparse:
-                    // the set's tokens not yet listed.
-                    if (!valid(kept[j]) || has(std::size_t(kept[j].id)) == m_dense)
-                    {
-                        bad = j;
-                        break;
-                    }
-                    flip(std::size_t(kept[j].id));
-                    best_kept = best_kept || kept[j].id == best;
-                }
-                for (std::size_t j = 0; j < bad; ++j)  // the bits back to all clear
-                {
-                    flip(std::size_t(kept[j].id));
-                }
-                if (!m_dense)
-                {
-                    for (const auto& item : m_items)
-                    {
-                        flip(std::size_t(item.id));
-                    }
-                }
-            }
-            if (bad != kept.size())
-            {
-                throw invalid_parameter(who + ": keep_subset: token " + std::to_string(kept[bad].id) +
+                throw invalid_parameter(who + ": keep_subset: token " + std::to_string(kept[v.bad].id) +
                                         " is not a token of the set with its logit, or is listed twice");
             }
             m_items.swap(kept);
             become_sparse(std::is_sorted(m_items.begin(), m_items.end(), ranks_before<T>),
-                          by_id || std::is_sorted(m_items.begin(), m_items.end(),
+                          v.by_id || std::is_sorted(m_items.begin(), m_items.end(),
                                                   [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; }));
-            if (!best_kept)
+            if (!v.has_best)
             {
                 m_max_stale = true;
                 m_weights_current = false;  // stored relative to a max that is gone
@@ -1014,7 +769,7 @@ namespace xsampler
         /// logit.
         T edit_row(std::size_t i, T x)
         {
-            T& slot = patch(i);
+            T& slot = m_row.patch(i);
             const T old = slot;
             slot = x;
             m_weights_current = false;
@@ -1037,12 +792,12 @@ namespace xsampler
                 // Masked by a pending keep_in: not in the set, so neither the max nor
                 // the list may see it; the patch only matters if the set unfuses
                 // (which applies the mask again).
-                patch(i) = x;
+                m_row.patch(i) = x;
                 m_weights_current = false;
                 return;
             }
             const T old = edit_row(i, x);
-            if (m_pending.edited(i, old, x, m_items, m_row.size))
+            if (m_pending.edited(i, old, x, m_items, m_row.size()))
             {
                 unfuse();  // the top k may now lie outside the list
             }
@@ -1050,42 +805,27 @@ namespace xsampler
 
         /// keep_in on a dense set when the mask keeps a sixteenth of the row
         /// or more (a grammar's string, a class of characters): the set
-        /// stays dense and the mask is kept, not yet written (m_outside):
-        /// the draw's sum reads it in its SIMD pass (a lane outside weighs
-        /// 0), the max (settle), the draw's block and logit() read it too,
-        /// and any other pass or edit first writes it to the row's copy
-        /// (apply_outside). So a chain without a top-k does not copy the row
-        /// to apply a grammar's mask, nor list the tokens it keeps (at
-        /// 128,256 tokens a list of a quarter of them cost 5x the draw, and
-        /// top-p sorted it). False (nothing changed) for a smaller mask, for
-        /// the sparse path. Throws as keep_in when no token is left, the set
-        /// unchanged.
+        /// stays dense and the mask is deferred (detail/edited_row.hpp): the
+        /// draw's sum reads its words in its SIMD pass (a lane outside weighs
+        /// 0), the max, the draw's block and logit() read it too, and any
+        /// other pass or edit first writes it to the row's copy. So a chain
+        /// without a top-k does not copy the row to apply a grammar's mask,
+        /// nor list the tokens it keeps (at 128,256 tokens a list of a
+        /// quarter of them cost 5x the draw, and top-p sorted it). False
+        /// (nothing changed) for a smaller mask. Throws as keep_in when no
+        /// token is left, the set unchanged.
         bool mask_outside(const token_set& allowed, const std::string& who)
         {
-            const auto& words = allowed.words();
-            const std::size_t n = m_row.size;
-            const std::size_t n_words = (n + 63) / 64;
-            if (allowed.size() * 16 < n)
+            if (allowed.size() * 16 < m_row.size())
             {
                 return false;
             }
-            // first: some allowed token must be left (else the set stays as it was)
-            bool any = false;
-            for (std::size_t w = 0; w < n_words && !any; ++w)
-            {
-                const std::uint64_t keep = w < words.size() ? words[w] : 0;
-                detail::for_each_bit(keep, w * 64, [&](std::size_t i) { any = any || (i < n && logit(token_id(i)) != -inf); });
-            }
-            if (!any)
+            if (!m_row.any_finite_in(allowed))
             {
                 throw invalid_logits(who + ": every token is masked");
             }
-            apply_outside();  // (a mask before this one)
-            // a copy, one word a block of the row (the caller's set may go; ids past its words are out)
-            m_outside_words.assign(n_words, 0);
-            std::copy_n(words.begin(), std::min(words.size(), n_words), m_outside_words.begin());
-            m_outside = true;
-            if (!outside_keeps(std::size_t(m_argmax)))
+            m_row.defer_mask(allowed);
+            if (!m_row.keeps(std::size_t(m_argmax)))
             {
                 m_max_stale = true;  // as an edit that lowers the max does
             }
@@ -1094,74 +834,20 @@ namespace xsampler
             return true;
         }
 
-        /// Whether a pending mask (mask_outside) keeps token i.
-        bool outside_keeps(std::size_t i) const noexcept
-        {
-            return (m_outside_words[i / 64] >> (i % 64) & 1) != 0;  // (i < the row's size)
-        }
-
-        /// Writes a pending mask (mask_outside) to the row's copy: every
-        /// reader but the draw's sum and block (sum_weights, for_each_in_block)
-        /// and logit() sees the row through this. The tokens outside are
-        /// masked block by block, reading the mask's words once (a full word
-        /// is skipped); when a quarter of the blocks or more hold one, the
-        /// whole row is copied at once, which later passes read as one run.
-        void apply_outside()
-        {
-            if (!m_outside)
-            {
-                return;
-            }
-            m_outside = false;  // (patch() below applies a pending mask first)
-            const std::size_t n = m_row.size;
-            const std::size_t n_words = m_outside_words.size();  // (one a block)
-            const auto word = [&](std::size_t w) {
-                std::uint64_t bits = m_outside_words[w];
-                if (w + 1 == n_words && n % 64 != 0)
-                {
-                    bits |= ~std::uint64_t(0) << (n % 64);  // past the row: nothing to mask
-                }
-                return bits;
-            };
-            std::size_t touched = 0;
-            for (std::size_t w = 0; w < n_words; ++w)
-            {
-                touched += std::size_t(~word(w) != 0);
-            }
-            if (touched * 4 >= n_words)
-            {
-                patch_whole();  // (a block copied alone costs more, and splits every later pass)
-            }
-            for (std::size_t w = 0; w < n_words; ++w)
-            {
-                const std::uint64_t out = ~word(w);
-                if (out == 0)
-                {
-                    continue;
-                }
-                T* block = m_whole ? &m_patch[w * 64] : &patch(w * 64);  // the block's copy (block_size == 64: one word a block)
-                const std::size_t len = std::min<std::size_t>(64, n - w * 64);
-                for (std::size_t j = 0; j < len; ++j)
-                {
-                    block[j] = (out >> j & 1) != 0 ? -inf : block[j];  // (no branch: most lanes may go)
-                }
-            }
-        }
-
         /// Keeps the kept tokens in `allowed` (keep_in); returns how many are
         /// left, and leaves the set as it was when none is.
         std::size_t retain_allowed(const token_set& allowed)
         {
             const auto& words = allowed.words();
-            scored<T>* out = detail::grown(m_spare, m_dense ? std::min(m_row.size, allowed.size()) : m_items.size());
+            scored<T>* out = detail::grown(m_spare, m_dense ? std::min(m_row.size(), allowed.size()) : m_items.size());
             std::size_t count = 0;
             if (m_dense)
             {
-                const std::size_t n_words = std::min(words.size(), (m_row.size + 63) / 64);
+                const std::size_t n_words = std::min(words.size(), (m_row.size() + 63) / 64);
                 for (std::size_t w = 0; w < n_words; ++w)
                 {
                     detail::for_each_bit(words[w], w * 64, [&](std::size_t i) {
-                        const T x = i < m_row.size ? logit(token_id(i)) : -inf;
+                        const T x = i < m_row.size() ? logit(token_id(i)) : -inf;
                         if (x != -inf)
                         {
                             out[count++] = {x, token_id(i)};
@@ -1240,7 +926,7 @@ namespace xsampler
         /// invalid, to be reported by scan_row.
         bool load_top_k(std::size_t k, std::size_t margin)
         {
-            if (!m_pending.select(m_row, k, margin, m_items))
+            if (!m_pending.select(m_row.loaded(), k, margin, m_items))
             {
                 return false;
             }
@@ -1255,10 +941,10 @@ namespace xsampler
         /// are the caller's to set).
         void reset(T max, token_id argmax)
         {
-            m_items.reserve(m_row.size);  // grow once to the vocabulary: no allocation per token
-            m_weights.reserve(m_row.size);
-            m_bits.reserve(m_row.size / 64 + 1);
-            detail::grown(m_blocks, m_row.size / detail::block_size + 1);
+            m_items.reserve(m_row.size());  // grow once to the vocabulary: no allocation per token
+            m_weights.reserve(m_row.size());
+            m_bits.reserve(m_row.size() / 64 + 1);
+            detail::grown(m_blocks, m_row.size() / detail::block_size + 1);
             m_row_max = m_max = max;
             m_row_argmax = m_argmax = argmax;
             m_max_stale = false;
@@ -1277,91 +963,6 @@ namespace xsampler
             m_size = m_items.size();
             m_rank_sorted = rank_sorted;
             m_id_sorted = id_sorted;
-        }
-
-        // --- edits: copies of the touched blocks ---
-
-        const T* block_data(std::size_t b) const noexcept
-        {
-            const std::size_t at = m_patched.empty() ? no_patch : m_patch_at[b];
-            return at == no_patch ? m_row.data + b * detail::block_size : m_patch.data() + at;
-        }
-
-        /// The writable current logit of token i (its block copied on first use).
-        T& patch(std::size_t i)
-        {
-            apply_outside();
-            const std::size_t b = i / detail::block_size;
-            const std::size_t blocks = m_row.size / detail::block_size + 1;
-            if (m_patch_at.size() < blocks)
-            {
-                m_patch_at.resize(blocks, no_patch);
-            }
-            if (m_patch_at[b] == no_patch)
-            {
-                if (m_patch.capacity() < blocks * detail::block_size)
-                {
-                    m_patch.reserve(blocks * detail::block_size);  // once per vocabulary size
-                    m_patched.reserve(blocks);
-                }
-                const std::size_t lo = b * detail::block_size;
-                const std::size_t n = std::min(detail::block_size, m_row.size - lo);
-                m_patch_at[b] = m_patch.size();
-                m_patch.insert(m_patch.end(), m_row.data + lo, m_row.data + lo + n);
-                m_patch.resize(m_patch_at[b] + detail::block_size, -inf);
-                m_patched.push_back(b);
-            }
-            return m_patch[m_patch_at[b] + i % detail::block_size];
-        }
-
-        /// Every block patched, in order: the copy is then the whole row,
-        /// which for_each_run passes on as one run.
-        void patch_whole()
-        {
-            if (m_whole)
-            {
-                return;
-            }
-            const std::size_t n = m_row.size;
-            const std::size_t blocks = (n + detail::block_size - 1) / detail::block_size;
-            if (m_patch_at.size() < n / detail::block_size + 1)
-            {
-                m_patch_at.resize(n / detail::block_size + 1, no_patch);
-            }
-            if (m_patched.empty())
-            {
-                m_patch.assign(m_row.data, m_row.data + n);  // (its buffer kept from the last row)
-            }
-            else
-            {
-                m_whole_copy.clear();
-                for (std::size_t b = 0; b < blocks; ++b)
-                {
-                    const T* x = block_data(b);
-                    m_whole_copy.insert(m_whole_copy.end(), x, x + std::min(detail::block_size, n - b * detail::block_size));
-                }
-                m_patch.swap(m_whole_copy);
-            }
-            m_patch.resize(blocks * detail::block_size, -inf);
-            m_patched.resize(blocks);
-            for (std::size_t b = 0; b < blocks; ++b)
-            {
-                m_patched[b] = b;
-                m_patch_at[b] = b * detail::block_size;
-            }
-            m_whole = true;
-        }
-
-        void clear_patches() noexcept
-        {
-            for (const std::size_t b : m_patched)
-            {
-                m_patch_at[b] = no_patch;
-            }
-            m_patched.clear();
-            m_patch.clear();
-            m_whole = false;
-            m_outside = false;
         }
 
         // Keeps the max and argmax true after token id went from old to x:
@@ -1405,53 +1006,7 @@ namespace xsampler
                 }
                 return;
             }
-            // Runs come in id order: a strictly greater max keeps ties at the lowest id.
-            const auto better = [&](const T* x, std::size_t first, std::size_t n) {
-                const T best = detail::max_of(x, n);
-                if (best > m_max)
-                {
-                    m_max = best;
-                    m_argmax = token_id(first + std::size_t(std::find(x, x + n, best) - x));
-                }
-            };
-            if (!m_outside)
-            {
-                for_each_raw_run(better);
-                return;
-            }
-            // A pending mask is read, not written: a block's kept lanes only
-            // (runs start on block boundaries, one word of the mask a block).
-            for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
-                const auto whole = [&](std::size_t b) { return m_outside_words[(first + b) / 64] == ~std::uint64_t(0); };
-                for (std::size_t b = 0; b < n;)
-                {
-                    const std::size_t len = std::min(detail::block_size, n - b);
-                    const std::uint64_t bits = m_outside_words[(first + b) / 64];
-                    if (bits == ~std::uint64_t(0))
-                    {
-                        std::size_t end = b + len;  // (a run of whole blocks in one pass)
-                        while (end < n && whole(end))
-                        {
-                            end = std::min(end + detail::block_size, n);
-                        }
-                        better(x + b, first + b, end - b);
-                        b = end;
-                        continue;
-                    }
-                    // (a block none of whose lanes, kept or not, beats the max so far is skipped)
-                    if (bits != 0 && detail::max_of(x + b, len) > m_max)
-                    {
-                        detail::for_each_bit(bits, 0, [&](std::size_t j) {
-                            if (j < len && x[b + j] > m_max)
-                            {
-                                m_max = x[b + j];
-                                m_argmax = token_id(first + b + j);
-                            }
-                        });
-                    }
-                    b += len;
-                }
-            });
+            m_row.find_max(m_max, m_argmax);
         }
 
         static_assert(detail::block_size == 64, "one bitmap word per block");
@@ -1493,7 +1048,7 @@ namespace xsampler
             }
             if (!m_bits_valid)
             {
-                m_bits.assign(m_row.size / 64 + 1, 0);
+                m_bits.assign(m_row.size() / 64 + 1, 0);
                 for (const auto& item : m_items)
                 {
                     m_bits[std::size_t(item.id) / 64] |= std::uint64_t(1) << (std::size_t(item.id) % 64);
@@ -1513,12 +1068,12 @@ namespace xsampler
                 T* w_out = nullptr;
                 if (keep)
                 {
-                    m_weights.resize(m_row.size);
+                    m_weights.resize(m_row.size());
                     w_out = m_weights.data();
                 }
                 detail::blocked_sum<T> sum(record);
-                const std::uint64_t* outside = m_outside ? m_outside_words.data() : nullptr;  // (read, not written)
-                for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
+                const std::uint64_t* outside = m_row.deferred_words();  // (read, not written)
+                m_row.for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
                     detail::dense_sum(x, n, first, m, scale2(), sum, w_out == nullptr ? nullptr : w_out + first,
                                       outside == nullptr ? nullptr : outside + first / 64);
                 });
@@ -1530,42 +1085,9 @@ namespace xsampler
             return sum.total();
         }
 
-        // --- exact decisions (detail/exact.hpp) ---
-
-        // The least logit x <= m that passes `test`, a test monotone in the
-        // logit that m passes and -inf fails: bisection over the
-        // floating-point numbers in [-inf, m].
-        template <class Test>
-        static T least_logit_where(T m, Test test) noexcept
-        {
-            using bits = typename detail::exp_constants<T>::bits;
-            constexpr bits sign = bits(1) << (8 * sizeof(bits) - 1);
-            // The bits of a float, reordered so that integer order is numeric order.
-            const auto order = [](T v) { const bits b = detail::to_bits(v); return b & sign ? bits(~b) : bits(b | sign); };
-            const auto value = [](bits o) { return detail::from_bits<T>(o & sign ? bits(o & ~sign) : bits(~o)); };
-            bits lo = order(-inf);  // t = -inf < t_low
-            bits hi = order(m);
-            while (hi - lo > 1)
-            {
-                const bits mid = lo + (hi - lo) / 2;
-                (test(value(mid)) ? hi : lo) = mid;
-            }
-            return value(hi);
-        }
-
-        static constexpr std::size_t no_patch = ~std::size_t(0);
-
-        detail::row_ref<T> m_row{nullptr, 0};
-        std::vector<T> m_scratch;
+        detail::edited_row<T> m_row;     // the current logits: the loaded row, its edits and a deferred mask
         T m_row_max = 0;                 // the loaded row's, before any edit
         token_id m_row_argmax = 0;
-        std::vector<std::size_t> m_patch_at;   // per block: its copy's offset in m_patch, or no_patch
-        std::vector<T> m_patch;                // copies of the edited blocks, 64 logits each
-        std::vector<std::size_t> m_patched;    // the edited blocks
-        bool m_whole = false;                  // every block, in order (patch_whole)
-        bool m_outside = false;                     // a mask not yet written (mask_outside)
-        std::vector<std::uint64_t> m_outside_words;  // its words (a copy)
-        std::vector<T> m_whole_copy;           // patch_whole's spare buffer
         std::vector<scored<T>> m_items;
         std::vector<detail::block_total> m_blocks;  // one per block of the row
         std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
@@ -1574,8 +1096,7 @@ namespace xsampler
         std::vector<scored<T>> m_spare;  // retain_if's, keep_in's and keep_monotone's list
         // kth_logit's scratch, reused across calls
         std::vector<scored<T>> m_select;
-        // keep_subset's: a bit per token, all clear between calls
-        std::vector<std::uint64_t> m_subset_bits;
+        detail::subset_check<T> m_subset_check;  // keep_subset's
         detail::scratch_store m_stage_scratch;
         std::vector<std::uint64_t> m_bits;
         bool m_bits_valid = false;

@@ -366,6 +366,57 @@ namespace xsampler
                 count += x[i] != -std::numeric_limits<T>::infinity();
             }
         }
+
+        /// Two sums over pairs of rows (x, w), 64 values at a time: vec(x,
+        /// w, acc_a, acc_b) adds a block's SIMD vectors into two
+        /// accumulators in T whose lanes then go into one double a lane (so
+        /// each lane sums at most 64 terms in T, and no chain of additions
+        /// runs through one double); one(x, w) takes the values past the
+        /// last full block, adding into the caller's sums itself. total()
+        /// adds the lanes into sa and sb.
+        template <class T>
+        class lane_sums
+        {
+        public:
+            template <class Vec, class One>
+            void add(const T* x, const T* w, std::size_t n, Vec& vec, One& one)
+            {
+                std::size_t i = 0;
+                for (; i + 64 <= n; i += 64)
+                {
+                    B acc_a(T(0)), acc_b(T(0));
+                    for (std::size_t j = i; j < i + 64; j += B::size)
+                    {
+                        vec(B::load_unaligned(x + j), B::load_unaligned(w + j), acc_a, acc_b);
+                    }
+                    alignas(64) T la[B::size], lb[B::size];
+                    acc_a.store_aligned(la);
+                    acc_b.store_aligned(lb);
+                    for (std::size_t k = 0; k < B::size; ++k)
+                    {
+                        m_a[k] += double(la[k]);
+                        m_b[k] += double(lb[k]);
+                    }
+                }
+                for (; i < n; ++i)
+                {
+                    one(x[i], w[i]);
+                }
+            }
+            void total(double& sa, double& sb) const noexcept
+            {
+                for (std::size_t k = 0; k < B::size; ++k)
+                {
+                    sa += m_a[k];
+                    sb += m_b[k];
+                }
+            }
+
+        private:
+            using B = batch<T>;
+            alignas(64) double m_a[B::size] = {};
+            alignas(64) double m_b[B::size] = {};
+        };
     }
 }
 

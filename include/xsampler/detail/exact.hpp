@@ -301,6 +301,27 @@ namespace xsampler
         constexpr double exp_dd_error = 3.2311742677852644e-27;  // 2^-88
         /// Its absolute bound (the rounding of a subnormal result), added to the relative one.
         constexpr double exp_dd_tiny = 2e-323;                   // 4 times the least subnormal
+
+        /// The least x <= m that passes `test`, a test monotone in x that m
+        /// passes and -inf fails: bisection over the floating-point numbers
+        /// in [-inf, m] (the threshold of a filter's exact level, as a logit).
+        template <class T, class Test>
+        T least_logit_where(T m, Test test) noexcept
+        {
+            using bits = typename exp_constants<T>::bits;
+            constexpr bits sign = bits(1) << (8 * sizeof(bits) - 1);
+            // The bits of a float, reordered so that integer order is numeric order.
+            const auto order = [](T v) { const bits b = to_bits(v); return b & sign ? bits(~b) : bits(b | sign); };
+            const auto value = [](bits o) { return from_bits<T>(o & sign ? bits(o & ~sign) : bits(~o)); };
+            bits lo = order(-std::numeric_limits<T>::infinity());  // -inf fails
+            bits hi = order(m);
+            while (hi - lo > 1)
+            {
+                const bits mid = lo + (hi - lo) / 2;
+                (test(value(mid)) ? hi : lo) = mid;
+            }
+            return value(hi);
+        }
     }
 }
 
