@@ -550,6 +550,38 @@ TEMPLATE_TEST_CASE("keep_monotone keeps x >= low that pass, asking decide only f
     CHECK(kept(d) == std::vector<token_id>{0, 1, 3, 4, 5, 6, 7});
 }
 
+TEST_CASE("a copy of a workspace that evaluated a strided row reads its own copy of the row", "[candidates]")
+{
+    // A column of a matrix is not contiguous: load() evaluates it into the
+    // workspace's buffer. A copy must read its own buffer, not the original's,
+    // which the original's next load overwrites.
+    xt::xtensor<float, 2> m = xt::zeros<float>({std::size_t(100), std::size_t(2)});
+    for (std::size_t i = 0; i < 100; ++i)
+    {
+        m(i, 0) = float(i % 7);
+        m(i, 1) = -float(i);
+    }
+    candidates<float> a;
+    a.load(xt::view(m, xt::all(), 0));
+    a.set_logit(0, 9.0f);  // block 0 is copied; ids 64 to 99 are still read from the row
+    candidates<float> b(a);
+    candidates<float> c;
+    c = a;
+    a.load(xt::view(m, xt::all(), 1));
+    for (candidates<float>* x : {&b, &c})
+    {
+        CHECK(x->logit(0) == 9.0f);
+        CHECK(x->logit(70) == 0.0f);
+        CHECK(x->logit(99) == 1.0f);
+        CHECK(x->argmax() == 0);
+        x->keep_top(3);
+        CHECK(x->items().size() == 3);
+        CHECK(x->logit(69) == 6.0f);
+    }
+    CHECK(a.argmax() == 0);
+    CHECK(a.logit(99) == -99.0f);
+}
+
 TEST_CASE("a workspace's stage scratch is one object per type, reused, and empty in a copy", "[candidates]")
 {
     candidates<float> c;

@@ -65,6 +65,7 @@
 #include "row.hpp"
 #include "detail/edited_row.hpp"
 #include "detail/exact.hpp"
+#include "detail/kept_list.hpp"
 #include "detail/pending_top_k.hpp"
 #include "detail/scratch_store.hpp"
 #include "detail/subset_check.hpp"
@@ -98,7 +99,7 @@ namespace xsampler
         template <class E>
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0, std::size_t margin = 0)
         {
-            m_pending.end(m_items);  // a throw may have left a fused load pending
+            m_pending.end(m_list.tokens());  // a throw may have left a fused load pending
             m_row.load(logits);  // (checks the size)
             if (top_k_first > 0 && top_k_first < m_row.size() && load_top_k(top_k_first, margin))
             {
@@ -106,7 +107,7 @@ namespace xsampler
             }
             const auto stats = detail::scan_row(m_row.loaded());
             reset(stats.max, stats.argmax);
-            m_items.clear();
+            m_list.tokens().clear();
         }
 
         // --- reading ---
@@ -172,11 +173,11 @@ namespace xsampler
         const std::vector<scored<T>>& items() noexcept
         {
             unfuse();
-            return m_items;
+            return m_list.tokens();
         }
         /// Whether load(row, k) left a keep_top(k) pending.
         bool top_k_pending() const noexcept { return m_pending.active(); }
-        bool rank_sorted() const noexcept { return m_rank_sorted; }
+        bool rank_sorted() const noexcept { return m_list.rank_sorted(); }
 
         /// The scale s in T (the contract of detail/exp2.hpp).
         T scale() const noexcept { return T(std::min(m_scale, double(std::numeric_limits<T>::max()))); }
@@ -209,18 +210,7 @@ namespace xsampler
                 for_each_run([&](const T* x, std::size_t first, std::size_t n) { for_each_unmasked(x, first, n, f); });
                 return;
             }
-            if (use_bitmap())
-            {
-                for (std::size_t b = 0; b < m_bits.size(); ++b)
-                {
-                    for_each_kept_in_word(b, f);
-                }
-                return;
-            }
-            for (const auto& item : m_items)
-            {
-                f(item.id, item.logit);
-            }
+            m_list.for_each_by_id(m_row, f);
         }
 
         /// Calls f(id, logit) for every kept token of block `b` (ids
@@ -236,17 +226,7 @@ namespace xsampler
                 for_each_unmasked(m_row.read_block(b, masked), lo, std::min(lo + detail::block_size, m_row.size()) - lo, f);
                 return;
             }
-            if (use_bitmap())
-            {
-                for_each_kept_in_word(b, f);
-                return;
-            }
-            auto it = std::lower_bound(m_items.begin(), m_items.end(), lo,
-                                       [](const scored<T>& s, std::size_t id) { return std::size_t(s.id) < id; });
-            for (; it != m_items.end() && std::size_t(it->id) < lo + detail::block_size; ++it)
-            {
-                f(it->id, it->logit);
-            }
+            m_list.for_each_in_block(b, m_row, f);
         }
 
         /// The j best-ranked kept tokens (all of them if fewer), in rank
@@ -263,12 +243,7 @@ namespace xsampler
             }
             else
             {
-                out.assign(m_items.begin(), m_items.end());
-                if (j < out.size())
-                {
-                    std::nth_element(out.begin(), out.begin() + std::ptrdiff_t(j), out.end(), ranks_before<T>);
-                    out.resize(j);
-                }
+                m_list.best_into(j, out);
             }
             std::sort(out.begin(), out.end(), ranks_before<T>);
         }
@@ -360,25 +335,14 @@ namespace xsampler
                 }
                 return;
             }
-            const auto it = std::find_if(m_items.begin(), m_items.end(), [&](const scored<T>& s) { return s.id == id; });
-            if (it == m_items.end())
+            T old = T(0);
+            if (!m_list.set(id, x, old))
             {
                 return;
             }
-            const T old = it->logit;
             m_row.patch(i) = x;  // logit(id) agrees with the list
             m_weights_current = false;
-            m_rank_sorted = false;
-            m_bits_valid = false;
-            if (x == -inf)
-            {
-                m_items.erase(it);  // keeps the order of the rest
-                m_size = m_items.size();
-            }
-            else
-            {
-                it->logit = x;
-            }
+            m_size = m_list.size();
             note_edit(id, old, x);
         }
         void mask(token_id id) { set_logit(id, -inf); }
@@ -406,9 +370,10 @@ namespace xsampler
         void keep_argmax()
         {
             settle();  // pending: the argmax is in the list (see the top of this file)
-            m_pending.end(m_items);
-            m_items.assign(1, scored<T>{m_max, m_argmax});
-            become_sparse(true, true);
+            m_pending.end(m_list.tokens());
+            const scored<T> best{m_max, m_argmax};
+            m_list.assign(&best, 1, true, true);
+            become_sparse();
         }
 
         /// Keep the k best-ranked tokens, by selection: on a dense set one
@@ -428,11 +393,11 @@ namespace xsampler
                 {
                     // The pending list, its masked items dropped, is a list
                     // that holds the top k: selected below like any list.
-                    m_pending.end(m_items);
-                    m_items.erase(std::remove_if(m_items.begin(), m_items.end(),
-                                                 [](const scored<T>& s) { return s.logit == -inf; }),
-                                  m_items.end());
-                    become_sparse(false, false);
+                    m_pending.end(m_list.tokens());
+                    auto& l = m_list.tokens();
+                    l.erase(std::remove_if(l.begin(), l.end(), [](const scored<T>& s) { return s.logit == -inf; }), l.end());
+                    m_list.changed(false, false);
+                    become_sparse();
                 }
             }
             if (k == 0 || k >= (m_dense ? m_row.size() : size()))
@@ -441,17 +406,16 @@ namespace xsampler
             }
             if (m_dense)
             {
-                detail::top_selector<T> select(k, m_items);
+                detail::top_selector<T> select(k, m_list.tokens());
                 for_each_run([&](const T* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
                 select.finish();
+                m_list.changed(false, false);
             }
             else
             {
-                std::nth_element(m_items.begin(), m_items.begin() + std::ptrdiff_t(k - 1), m_items.end(),
-                                 ranks_before<T>);
-                m_items.resize(k);
+                m_list.keep_best(k);
             }
-            become_sparse(false, false);
+            become_sparse();
         }
 
         /// Keep the tokens with (x - m) * s >= d, a test monotone in the
@@ -459,7 +423,8 @@ namespace xsampler
         /// argmax's d is 0; otherwise invalid_parameter, nothing changed; d ==
         /// -inf keeps every kept token). One SIMD pass on a dense set, no exp.
         /// Decided on the product in T (not exact: min_p is, filters/levels.hpp).
-        /// If fewer than min_keep pass, the top min_keep are kept instead.
+        /// If fewer than min_keep pass (0 counts as 1), the top min_keep are
+        /// kept instead.
         void keep_log_weight_at_least(T d, std::size_t min_keep = 1)
         {
             unfuse();
@@ -488,7 +453,7 @@ namespace xsampler
         void retain_if(Keep&& keep, const std::string& who)
         {
             unfuse();
-            scored<T>* out = detail::grown(m_spare, m_dense ? m_row.size() : m_items.size());
+            scored<T>* out = detail::grown(m_spare, m_dense ? m_row.size() : m_list.size());
             std::size_t count = 0;
             for_each_by_id([&](token_id id, T logit) {
                 if (keep(id, logit))
@@ -500,8 +465,8 @@ namespace xsampler
             {
                 throw invalid_logits(who + ": kept no token");
             }
-            m_items.assign(out, out + count);
-            become_sparse(false, true);
+            m_list.assign(out, count, false, true);
+            become_sparse();
             m_max_stale = true;
             m_weights_current = false;  // stored relative to a max that may be gone
         }
@@ -578,12 +543,6 @@ namespace xsampler
             const double total = z.total();
             return {total, wt.total() / total, m_size};
         }
-        /// The entropy of the kept set at the current scale, in nats.
-        double entropy()
-        {
-            const moments mo = log_weight_moments();
-            return std::log(mo.z) - mo.mean;
-        }
 
         /// The least logit x <= m that passes `test`, a test monotone in the
         /// logit that m passes and -inf fails (bisection over the
@@ -643,12 +602,12 @@ namespace xsampler
             if (!m_dense)
             {
                 // A copy is walked: decide may read the set, and a read may
-                // order the list by id (use_bitmap).
-                const bool rank_sorted = m_rank_sorted;
-                const bool id_sorted = m_id_sorted;
-                const std::size_t n = m_items.size();
+                // order the list by id (detail/kept_list.hpp).
+                const bool rank_sorted = m_list.rank_sorted();
+                const bool id_sorted = m_list.id_sorted();
+                const std::size_t n = m_list.size();
                 scored<T>* out = detail::grown(m_spare, n);
-                std::copy(m_items.begin(), m_items.end(), out);
+                std::copy(m_list.tokens().begin(), m_list.tokens().end(), out);
                 for (std::size_t j = 0; j < n; ++j)
                 {
                     const scored<T> item = out[j];
@@ -662,30 +621,32 @@ namespace xsampler
                     keep_top(min_keep);
                     return;
                 }
-                m_items.assign(out, out + kept);
-                become_sparse(rank_sorted, id_sorted);
+                m_list.assign(out, kept, rank_sorted, id_sorted);
+                become_sparse();
             }
             else
             {
                 using B = detail::batch<T>;
                 const B vlow(low);
-                m_items.clear();
+                auto& l = m_list.tokens();
+                l.clear();
                 for_each_run([&](const T* x, std::size_t first, std::size_t n) {
                     detail::for_each_passing(
                         x, n, [&](const B& v) { return v >= vlow; }, [&](T v) { return v >= low; },
                         [&](std::size_t j) {
                             if (keep(x[j], token_id(first + j)))
                             {
-                                m_items.push_back({x[j], token_id(first + j)});
+                                l.push_back({x[j], token_id(first + j)});
                             }
                         });
                 });
-                if (m_items.size() < min_keep)
+                if (l.size() < min_keep)
                 {
                     keep_top(min_keep);  // still dense: selects from the row
                     return;
                 }
-                become_sparse(false, true);
+                m_list.changed(false, true);
+                become_sparse();
             }
             if (!best_kept)
             {
@@ -742,16 +703,19 @@ namespace xsampler
             {
                 throw invalid_logits(who + ": kept no token");
             }
-            const auto v = m_subset_check(kept, m_row, m_dense ? nullptr : &m_items, argmax());
+            const auto v = m_subset_check(kept, m_row, m_dense ? nullptr : &m_list.tokens(), argmax());
             if (v.bad != kept.size())
             {
                 throw invalid_parameter(who + ": keep_subset: token " + std::to_string(kept[v.bad].id) +
                                         " is not a token of the set with its logit, or is listed twice");
             }
-            m_items.swap(kept);
-            become_sparse(std::is_sorted(m_items.begin(), m_items.end(), ranks_before<T>),
-                          v.by_id || std::is_sorted(m_items.begin(), m_items.end(),
-                                                  [](const scored<T>& l, const scored<T>& r) { return l.id < r.id; }));
+            auto& l = m_list.tokens();
+            l.swap(kept);
+            m_list.changed(std::is_sorted(l.begin(), l.end(), ranks_before<T>),
+                           v.by_id || std::is_sorted(l.begin(), l.end(), [](const scored<T>& a, const scored<T>& b) {
+                               return a.id < b.id;
+                           }));
+            become_sparse();
             if (!v.has_best)
             {
                 m_max_stale = true;
@@ -797,7 +761,7 @@ namespace xsampler
                 return;
             }
             const T old = edit_row(i, x);
-            if (m_pending.edited(i, old, x, m_items, m_row.size()))
+            if (m_pending.edited(i, old, x, m_list.tokens(), m_row.size()))
             {
                 unfuse();  // the top k may now lie outside the list
             }
@@ -839,7 +803,7 @@ namespace xsampler
         std::size_t retain_allowed(const token_set& allowed)
         {
             const auto& words = allowed.words();
-            scored<T>* out = detail::grown(m_spare, m_dense ? std::min(m_row.size(), allowed.size()) : m_items.size());
+            scored<T>* out = detail::grown(m_spare, m_dense ? std::min(m_row.size(), allowed.size()) : m_list.size());
             std::size_t count = 0;
             if (m_dense)
             {
@@ -857,7 +821,7 @@ namespace xsampler
             }
             else
             {
-                for (const auto& item : m_items)
+                for (const auto& item : m_list.tokens())
                 {
                     if (allowed.contains(item.id))
                     {
@@ -869,10 +833,8 @@ namespace xsampler
             {
                 return 0;
             }
-            const bool rank_sorted = !m_dense && m_rank_sorted;
-            const bool id_sorted = m_dense || m_id_sorted;
-            m_items.assign(out, out + count);
-            become_sparse(rank_sorted, id_sorted);
+            m_list.assign(out, count, !m_dense && m_list.rank_sorted(), m_dense || m_list.id_sorted());
+            become_sparse();
             m_max_stale = true;
             m_weights_current = false;
             return count;
@@ -883,11 +845,11 @@ namespace xsampler
         /// (nothing changed) otherwise.
         bool pending_keep_in(const token_set& allowed)
         {
-            if (!m_pending.keep_in(allowed, m_items))
+            if (!m_pending.keep_in(allowed, m_list.tokens()))
             {
                 return false;
             }
-            m_size = m_items.size();
+            m_size = m_list.size();
             m_max_stale = true;
             m_weights_current = false;
             return true;
@@ -905,18 +867,16 @@ namespace xsampler
                 return;
             }
             const token_set* mask = m_pending.mask();
-            m_pending.end(m_items);
-            m_items.clear();
+            m_pending.end(m_list.tokens());
+            m_list.tokens().clear();
+            m_list.changed(false, false);
             m_dense = true;
             m_size = unknown;
             m_weights_current = false;
-            m_bits_valid = false;
-            m_rank_sorted = false;
-            m_id_sorted = false;
             if (mask != nullptr && retain_allowed(*mask) == 0)
             {
-                m_items.clear();
-                become_sparse(true, true);
+                m_list.changed(true, true);  // (empty)
+                become_sparse();
                 m_max_stale = true;
             }
         }
@@ -926,14 +886,15 @@ namespace xsampler
         /// invalid, to be reported by scan_row.
         bool load_top_k(std::size_t k, std::size_t margin)
         {
-            if (!m_pending.select(m_row.loaded(), k, margin, m_items))
+            if (!m_pending.select(m_row.loaded(), k, margin, m_list.tokens()))
             {
                 return false;
             }
             // The argmax ranks first among the k best (ties: the lowest id).
-            const auto best = *std::min_element(m_items.begin(), m_items.end(), ranks_before<T>);
+            const auto best = m_list.best();
             reset(best.logit, best.id);
-            become_sparse(false, false);
+            m_list.changed(false, false);
+            become_sparse();
             return true;
         }
 
@@ -941,9 +902,8 @@ namespace xsampler
         /// are the caller's to set).
         void reset(T max, token_id argmax)
         {
-            m_items.reserve(m_row.size());  // grow once to the vocabulary: no allocation per token
+            m_list.reserve(m_row.size());  // grow once to the vocabulary: no allocation per token
             m_weights.reserve(m_row.size());
-            m_bits.reserve(m_row.size() / 64 + 1);
             detail::grown(m_blocks, m_row.size() / detail::block_size + 1);
             m_row_max = m_max = max;
             m_row_argmax = m_argmax = argmax;
@@ -952,17 +912,14 @@ namespace xsampler
             m_scale = 1.0;
             m_weights_current = false;
             m_dense = true;
-            m_rank_sorted = false;
-            m_id_sorted = false;
+            m_list.changed(false, false);
         }
 
-        void become_sparse(bool rank_sorted, bool id_sorted) noexcept
+        /// The set is the list (its order told to it by the caller).
+        void become_sparse() noexcept
         {
             m_dense = false;
-            m_bits_valid = false;
-            m_size = m_items.size();
-            m_rank_sorted = rank_sorted;
-            m_id_sorted = id_sorted;
+            m_size = m_list.size();
         }
 
         // Keeps the max and argmax true after token id went from old to x:
@@ -998,9 +955,9 @@ namespace xsampler
             m_argmax = 0;
             if (!m_dense)
             {
-                if (!m_items.empty())
+                if (m_list.size() != 0)
                 {
-                    const auto best = *std::min_element(m_items.begin(), m_items.end(), ranks_before<T>);
+                    const auto best = m_list.best();
                     m_max = best.logit;
                     m_argmax = best.id;
                 }
@@ -1008,8 +965,6 @@ namespace xsampler
             }
             m_row.find_max(m_max, m_argmax);
         }
-
-        static_assert(detail::block_size == 64, "one bitmap word per block");
 
         template <class F>
         static void for_each_unmasked(const T* x, std::size_t first, std::size_t n, F& f)
@@ -1023,40 +978,6 @@ namespace xsampler
             }
         }
 
-        template <class F>
-        void for_each_kept_in_word(std::size_t word, F& f) const
-        {
-            detail::for_each_bit(m_bits[word], word * 64, [&](std::size_t id) { f(token_id(id), logit(token_id(id))); });
-        }
-
-        // Sparse sets: orders the ids for a walk — a sort for a short list,
-        // else a bitmap of the ids (built once per change of the list).
-        // Returns whether the bitmap is the way.
-        bool use_bitmap()
-        {
-            if (m_id_sorted)
-            {
-                return false;
-            }
-            if (m_items.size() <= 512)
-            {
-                std::sort(m_items.begin(), m_items.end(),
-                          [](const scored<T>& a, const scored<T>& b) { return a.id < b.id; });
-                m_id_sorted = true;
-                m_rank_sorted = m_items.size() <= 1;
-                return false;
-            }
-            if (!m_bits_valid)
-            {
-                m_bits.assign(m_row.size() / 64 + 1, 0);
-                for (const auto& item : m_items)
-                {
-                    m_bits[std::size_t(item.id) / 64] |= std::uint64_t(1) << (std::size_t(item.id) % 64);
-                }
-                m_bits_valid = true;
-            }
-            return true;
-        }
 
         // The blocked sum of the kept weights; on a dense set, with every
         // weight also stored in m_weights when keep.
@@ -1088,7 +1009,7 @@ namespace xsampler
         detail::edited_row<T> m_row;     // the current logits: the loaded row, its edits and a deferred mask
         T m_row_max = 0;                 // the loaded row's, before any edit
         token_id m_row_argmax = 0;
-        std::vector<scored<T>> m_items;
+        detail::kept_list<T> m_list;     // a sparse set's tokens (and a pending top-k's list)
         std::vector<detail::block_total> m_blocks;  // one per block of the row
         std::size_t m_block_count = 0;  // blocks recorded by total_weight_by_block
         std::vector<T> m_weights;
@@ -1098,8 +1019,6 @@ namespace xsampler
         std::vector<scored<T>> m_select;
         detail::subset_check<T> m_subset_check;  // keep_subset's
         detail::scratch_store m_stage_scratch;
-        std::vector<std::uint64_t> m_bits;
-        bool m_bits_valid = false;
         T m_max = 0;
         token_id m_argmax = 0;
         bool m_max_stale = false;  // an edit or retain_if may have removed the best token
@@ -1107,8 +1026,6 @@ namespace xsampler
         std::size_t m_size = 0;
         double m_scale = 1.0;
         bool m_dense = true;
-        bool m_rank_sorted = false;
-        bool m_id_sorted = false;
     };
 }
 

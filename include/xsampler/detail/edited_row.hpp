@@ -15,6 +15,8 @@
 // - Runs come in id order; every run but the last starts and ends on a block
 //   boundary. Writing a mask that touches a quarter of the blocks or more
 //   copies the whole row, which is then passed on as one run.
+// - A copy reads the row where the original does, except a row evaluated
+//   into the original's own buffer: the copy's buffer is read instead.
 // The kept set, its max and its size are candidates' (candidates.hpp): this
 // class only holds values.
 #ifndef XSAMPLER_DETAIL_EDITED_ROW_HPP
@@ -24,10 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "../row.hpp"
 #include "../types.hpp"
+#include "blocked_sum.hpp"
 #include "simd.hpp"
 
 namespace xsampler
@@ -38,6 +42,25 @@ namespace xsampler
         class edited_row
         {
         public:
+            edited_row() = default;
+            edited_row(const edited_row& o)
+                : m_row(o.m_row), m_copy(o.m_copy), m_patch_at(o.m_patch_at), m_patch(o.m_patch),
+                  m_patched(o.m_patched), m_whole(o.m_whole), m_deferred(o.m_deferred), m_words(o.m_words)
+            {
+                rebase(o);
+            }
+            edited_row(edited_row&&) noexcept = default;
+            edited_row& operator=(const edited_row& o)
+            {
+                if (this != &o)
+                {
+                    edited_row c(o);
+                    *this = std::move(c);
+                }
+                return *this;
+            }
+            edited_row& operator=(edited_row&&) noexcept = default;
+
             /// The row behind `logits` (contiguous_row: checked, read in
             /// place or copied once), with no edit and no mask.
             template <class E>
@@ -292,6 +315,15 @@ namespace xsampler
 
         private:
             static_assert(block_size == 64, "one mask word per block");
+
+            // A row evaluated into o's buffer is read from this one's copy.
+            void rebase(const edited_row& o) noexcept
+            {
+                if (!o.m_copy.empty() && o.m_row.data == o.m_copy.data())
+                {
+                    m_row.data = m_copy.data();
+                }
+            }
             static constexpr T inf = std::numeric_limits<T>::infinity();
             static constexpr std::size_t no_patch = ~std::size_t(0);
 

@@ -38,7 +38,7 @@ namespace xsampler
             /// Checks `kept` against the set: the dense set of `row` (every
             /// token with a finite current logit) when items is null, else
             /// the tokens of *items (whose logits the row's agree with).
-            verdict operator()(const std::vector<scored<T>>& kept, edited_row<T>& row,
+            verdict operator()(const std::vector<scored<T>>& kept, const edited_row<T>& row,
                                const std::vector<scored<T>>* items, token_id best)
             {
                 const std::size_t n = row.size();
