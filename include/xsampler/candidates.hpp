@@ -85,17 +85,11 @@ namespace xsampler
 
         /// Start from the whole row: validates it (one pass) and keeps every
         /// unmasked token at scale 1. With top_k_first = k > 0 (for chains
-        /// whose stages before a top_k{k} only rescale or edit a few logits),
-        /// the same pass selects L, the selector's untrimmed list of at least
-        /// the k + margin best tokens of the raw row (every token outside it
-        /// ranks after all of it), and a keep_top(k) is pending (see the top
-        /// of this file): set_logit, mask, divide_scale, keep_argmax and
-        /// keep_top(j) for 0 < j <= k run on L, exactly; more edits lowering
-        /// members of L than L holds beyond k, or any other verb or reader of
-        /// the kept set, first turn it into the dense set of the edited row
-        /// (always exact: only the speed differs). The list's own slack
-        /// (up to about k, at no cost) is the usual margin; `margin` forces
-        /// a larger one (at the cost of a slower selection).
+        /// whose stages before a top_k{k} only rescale or edit a few logits)
+        /// the same pass selects the k + margin best tokens or more, and a
+        /// keep_top(k) is pending (detail/pending_top_k.hpp: exact; only the
+        /// speed differs). The selection's own slack (up to about k, at no
+        /// cost) is the usual margin; `margin` forces a larger one.
         template <class E>
         void load(const xt::xexpression<E>& logits, std::size_t top_k_first = 0, std::size_t margin = 0)
         {
@@ -152,11 +146,7 @@ namespace xsampler
             unfuse();
             if (m_size == unknown)
             {
-                std::size_t count = 0;
-                for_each_run([&](const T* x, std::size_t, std::size_t n) {
-                    count += std::size_t(std::count_if(x, x + n, [](T v) { return v != -inf; }));
-                });
-                m_size = count;
+                m_size = m_row.count_finite();
             }
             return m_size;
         }
@@ -207,7 +197,7 @@ namespace xsampler
             unfuse();
             if (m_dense)
             {
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) { for_each_unmasked(x, first, n, f); });
+                m_row.for_each_finite(f);
                 return;
             }
             m_list.for_each_by_id(m_row, f);
@@ -219,11 +209,9 @@ namespace xsampler
         void for_each_in_block(std::size_t b, F&& f)
         {
             unfuse();
-            const std::size_t lo = b * detail::block_size;
             if (m_dense)
             {
-                T masked[detail::block_size];
-                for_each_unmasked(m_row.read_block(b, masked), lo, std::min(lo + detail::block_size, m_row.size()) - lo, f);
+                m_row.for_each_finite_in_block(b, f);
                 return;
             }
             m_list.for_each_in_block(b, m_row, f);
@@ -474,16 +462,12 @@ namespace xsampler
         /// Keep the kept tokens that are in `allowed` (a mask over the
         /// vocabulary, types.hpp): read word by word, O(V/64 + kept) on a
         /// dense set, O(kept) on a sparse one; never a pass over the row.
-        /// While a fused top-k is pending it stays pending on L ∩ allowed,
-        /// in O(|L|), when that is exact: when L holds every unmasked token,
-        /// or when L ∩ allowed keeps k members that no edit lowered (every
-        /// allowed token outside L ranks after those); `allowed` must then
-        /// outlive the pending state (the step), unchanged: a later unfuse
-        /// applies it to the dense set. On a dense set a mask keeping a
-        /// sixteenth of it or more leaves it dense, a copy of the mask's
-        /// words read where it is needed (mask_outside). Throws
-        /// invalid_logits("<who>: every token is masked") if none is left,
-        /// and the set is as it was.
+        /// While a fused top-k is pending it stays pending on the list's
+        /// allowed tokens when that is exact (detail/pending_top_k.hpp);
+        /// `allowed` must then outlive the step, unchanged. On a dense set a
+        /// mask keeping a sixteenth of it or more is deferred (mask_outside).
+        /// Throws invalid_logits("<who>: every token is masked") if none is
+        /// left, and the set is as it was.
         void keep_in(const token_set& allowed, const std::string& who)
         {
             if (m_pending.active() && pending_keep_in(allowed))
@@ -769,15 +753,11 @@ namespace xsampler
 
         /// keep_in on a dense set when the mask keeps a sixteenth of the row
         /// or more (a grammar's string, a class of characters): the set
-        /// stays dense and the mask is deferred (detail/edited_row.hpp): the
-        /// draw's sum reads its words in its SIMD pass (a lane outside weighs
-        /// 0), the max, the draw's block and logit() read it too, and any
-        /// other pass or edit first writes it to the row's copy. So a chain
-        /// without a top-k does not copy the row to apply a grammar's mask,
-        /// nor list the tokens it keeps (at 128,256 tokens a list of a
-        /// quarter of them cost 5x the draw, and top-p sorted it). False
-        /// (nothing changed) for a smaller mask. Throws as keep_in when no
-        /// token is left, the set unchanged.
+        /// stays dense and the mask is deferred (detail/edited_row.hpp), so
+        /// a chain without a top-k neither copies the row nor lists the
+        /// tokens kept (at 128,256 tokens a list of a quarter of them cost
+        /// 5x the draw). False (nothing changed) for a smaller mask. Throws
+        /// as keep_in when no token is left, the set unchanged.
         bool mask_outside(const token_set& allowed, const std::string& who)
         {
             if (allowed.size() * 16 < m_row.size())
@@ -802,22 +782,11 @@ namespace xsampler
         /// left, and leaves the set as it was when none is.
         std::size_t retain_allowed(const token_set& allowed)
         {
-            const auto& words = allowed.words();
             scored<T>* out = detail::grown(m_spare, m_dense ? std::min(m_row.size(), allowed.size()) : m_list.size());
             std::size_t count = 0;
             if (m_dense)
             {
-                const std::size_t n_words = std::min(words.size(), (m_row.size() + 63) / 64);
-                for (std::size_t w = 0; w < n_words; ++w)
-                {
-                    detail::for_each_bit(words[w], w * 64, [&](std::size_t i) {
-                        const T x = i < m_row.size() ? logit(token_id(i)) : -inf;
-                        if (x != -inf)
-                        {
-                            out[count++] = {x, token_id(i)};
-                        }
-                    });
-                }
+                m_row.for_each_finite_in(allowed, [&](token_id id, T x) { out[count++] = {x, id}; });
             }
             else
             {
@@ -964,18 +933,6 @@ namespace xsampler
                 return;
             }
             m_row.find_max(m_max, m_argmax);
-        }
-
-        template <class F>
-        static void for_each_unmasked(const T* x, std::size_t first, std::size_t n, F& f)
-        {
-            for (std::size_t i = 0; i < n; ++i)
-            {
-                if (x[i] != -inf)
-                {
-                    f(token_id(first + i), x[i]);
-                }
-            }
         }
 
 

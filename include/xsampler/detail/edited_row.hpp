@@ -161,6 +161,50 @@ namespace xsampler
                 }
             }
 
+            /// The number of tokens with a finite current logit (a pass; a
+            /// deferred mask is written first).
+            std::size_t count_finite()
+            {
+                std::size_t count = 0;
+                for_each_run([&](const T* x, std::size_t, std::size_t n) {
+                    count += std::size_t(std::count_if(x, x + n, [](T v) { return v != -inf; }));
+                });
+                return count;
+            }
+            /// Calls f(id, x) for every token with a finite current logit x,
+            /// in id order (a deferred mask is written first).
+            template <class F>
+            void for_each_finite(F& f)
+            {
+                for_each_run([&](const T* x, std::size_t first, std::size_t n) { finite_in(x, first, n, f); });
+            }
+            /// The same for the tokens of block b (a deferred mask read, not written).
+            template <class F>
+            void for_each_finite_in_block(std::size_t b, F& f) const
+            {
+                T masked[block_size];
+                const std::size_t lo = b * block_size;
+                finite_in(read_block(b, masked), lo, std::min(lo + block_size, m_row.size) - lo, f);
+            }
+            /// The same for the tokens of `allowed` (ids past the row are
+            /// skipped; a deferred mask read, not written).
+            template <class F>
+            void for_each_finite_in(const token_set& allowed, F&& f) const
+            {
+                const auto& words = allowed.words();
+                const std::size_t n_words = std::min(words.size(), (m_row.size + 63) / 64);
+                for (std::size_t w = 0; w < n_words; ++w)
+                {
+                    for_each_bit(words[w], w * 64, [&](std::size_t i) {
+                        const T x = i < m_row.size ? logit(i) : -inf;
+                        if (x != -inf)
+                        {
+                            f(token_id(i), x);
+                        }
+                    });
+                }
+            }
+
             /// Block b's current logits (ids [64b, 64b + 64) within the row),
             /// a deferred mask's tokens at -inf (copied into `masked` then).
             const T* read_block(std::size_t b, T (&masked)[block_size]) const noexcept
@@ -315,6 +359,18 @@ namespace xsampler
 
         private:
             static_assert(block_size == 64, "one mask word per block");
+
+            template <class F>
+            static void finite_in(const T* x, std::size_t first, std::size_t n, F& f)
+            {
+                for (std::size_t i = 0; i < n; ++i)
+                {
+                    if (x[i] != -inf)
+                    {
+                        f(token_id(first + i), x[i]);
+                    }
+                }
+            }
 
             // A row evaluated into o's buffer is read from this one's copy.
             void rebase(const edited_row& o) noexcept

@@ -97,8 +97,11 @@ namespace xsampler
             }
 
             /// keep_in on the pending list: L becomes L ∩ allowed when the
-            /// edited, masked row's top k still lies in it; false (nothing
-            /// changed) otherwise. `allowed` must outlive the pending state.
+            /// edited, masked row's top k still lies in it (L holds every
+            /// unmasked token, or L ∩ allowed keeps k members that no edit
+            /// lowered: every allowed token outside L ranks after those), in
+            /// O(|L|); false (nothing changed) otherwise. `allowed` must
+            /// outlive the pending state, unchanged (an unfuse applies it).
             bool keep_in(const token_set& allowed, std::vector<scored<T>>& items)
             {
                 if (m_mask != nullptr)
