@@ -69,18 +69,8 @@
 
 namespace xsampler
 {
-    /// The processors first (logit_bias, penalties, dry, no_repeat_ngram,
-    /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
-    /// before they penalise), then Hugging Face's filter order: temperature,
-    /// top_k, top_p, min_p, then epsilon, eta and xtc, with top_n_sigma and typical between top_k and
-    /// top_p (llama.cpp runs top_n_sigma before top_k and typical before
-    /// top_p; both read the whole set, so after top_k they cost what top_k
-    /// left).
-    inline std::vector<std::string> default_stage_order()
-    {
-        return {"logit_bias", "penalties", "dry", "no_repeat_ngram", "bad_words", "token_mask",
-                "temperature", "top_k", "top_k_top_p", "top_n_sigma", "typical", "top_p", "min_p", "p_less", "top_h", "epsilon", "eta", "xtc"};
-    }
+    /// The built-in stages' names in the stage table's order (below).
+    inline std::vector<std::string> default_stage_order();
 
     /// The parameters of one request.
     struct sampling_params
@@ -153,6 +143,15 @@ namespace xsampler
         }
 
         /// The built-in stages of the run-time sampler: adding one is one row.
+        /// The rows' order is the default order (default_stage_order): the
+        /// processors first (logit_bias, penalties, dry, no_repeat_ngram,
+        /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
+        /// before they penalise), then Hugging Face's filter order:
+        /// temperature, top_k, top_p, min_p, then epsilon, eta and xtc, with
+        /// top_k_top_p (joint mode) right after top_k, top_n_sigma and typical
+        /// between top_k and top_p (llama.cpp runs top_n_sigma before top_k
+        /// and typical before top_p; both read the whole set, so after top_k
+        /// they cost what top_k left), p_less and top_h after min_p.
         inline const auto& stage_table()
         {
             static const auto table = std::make_tuple(
@@ -224,6 +223,18 @@ namespace xsampler
 
         template <class... Rows>
         std::variant<typename Rows::stage..., custom_stage, mirostat> slot_of(const std::tuple<Rows...>&);
+    }
+
+    inline std::vector<std::string> default_stage_order()
+    {
+        std::vector<std::string> names;
+        std::apply([&](const auto&... row) { (names.emplace_back(std::decay_t<decltype(row)>::stage::name), ...); },
+                   detail::stage_table());
+        return names;
+    }
+
+    namespace detail
+    {
         /// A run-time stage: a built-in one, a user's, or mirostat.
         using stage_slot = decltype(slot_of(stage_table()));
 
@@ -231,9 +242,10 @@ namespace xsampler
         inline std::string builtin_names()
         {
             std::string names;
-            std::apply([&](const auto&... row) { ((names += (names.empty() ? "" : ", ") +
-                                                   std::string(std::decay_t<decltype(row)>::stage::name)), ...); },
-                       stage_table());
+            for (const auto& name : default_stage_order())
+            {
+                names += (names.empty() ? "" : ", ") + name;
+            }
             return names;
         }
 
