@@ -32,15 +32,8 @@
 //   when the set first "unfuses" into the dense set of the edited row,
 //   exactly as if the row had been loaded unfused and then edited).
 //
-// The verbs, each documented where it is declared: load; the processors'
-// set_logit, mask and keep_in (an allow list, a constraint's mask); the
-// filters' divide_scale (T > 0), keep_argmax (T = 0), keep_top (selection,
-// never a sort), keep_monotone (a monotone cut with a stage's exact
-// re-decision near its threshold: filters/levels.hpp), its forms
-// keep_log_weight_at_least and keep_logit_at_least, retain_if (any subset a
-// predicate keeps) and keep_subset (a list a stage computed, checked); the
-// readers max_logit, argmax, logit, size, top_items, kth_logit,
-// total_weight and log_weight_moments.
+// The verbs' contracts, with their errors, are docs/semantics.md's table
+// ("Stages, processors and chains"); each is briefly documented below.
 //
 // The kernel view: a stage whose algorithm the verbs cannot express fast
 // (filters/top_p.hpp, filters/typical.hpp) reads the set through
@@ -288,15 +281,9 @@ namespace xsampler
 
         // --- verbs: processors ---
 
-        /// Sets token id's logit to x (a processor's edit: a penalty, a bias;
-        /// -inf masks the token). A token that is not kept stays dropped: on
-        /// a sparse set one not in the list, and one outside a keep_in's mask
-        /// on any set. x must not be NaN or +inf (invalid_logits), and id
-        /// must be in [0, vocab()) (invalid_parameter naming it); either way
-        /// nothing changes. Costs O(1) amortised on a dense set (the first edit in a
-        /// 64-token block copies that block) and while a fused top-k is pending
-        /// (the first edit also indexes the pending list), O(kept) on a sparse
-        /// one.
+        /// Sets token id's logit to x (-inf masks it); a token not kept stays
+        /// dropped. NaN, +inf or an id outside the row: an error, nothing
+        /// changed. O(1) amortised, O(kept) on a sparse set (docs/semantics.md).
         void set_logit(token_id id, T x)
         {
             if (id < 0 || std::size_t(id) >= m_row.size())
@@ -406,13 +393,9 @@ namespace xsampler
             become_sparse();
         }
 
-        /// Keep the tokens with (x - m) * s >= d, a test monotone in the
-        /// logit, so a rank prefix that holds the argmax (d <= 0 required: the
-        /// argmax's d is 0; otherwise invalid_parameter, nothing changed; d ==
-        /// -inf keeps every kept token). One SIMD pass on a dense set, no exp.
-        /// Decided on the product in T (not exact: min_p is, filters/levels.hpp).
-        /// If fewer than min_keep pass (0 counts as 1), the top min_keep are
-        /// kept instead.
+        /// Keep the tokens with (x - m) * s >= d <= 0 (the product in T, not
+        /// exact: min_p is), at least min_keep (0 counts as 1); d == -inf
+        /// keeps all. One SIMD pass on a dense set, no exp.
         void keep_log_weight_at_least(T d, std::size_t min_keep = 1)
         {
             unfuse();
@@ -528,15 +511,6 @@ namespace xsampler
             return {total, wt.total() / total, m_size};
         }
 
-        /// The least logit x <= m that passes `test`, a test monotone in the
-        /// logit that m passes and -inf fails (bisection over the
-        /// floating-point numbers; for thresholds a filter computes itself).
-        template <class Test>
-        static T least_passing(T m, Test test) noexcept
-        {
-            return detail::least_logit_where(m, test);
-        }
-
         /// The logit of the k-th best-ranked kept token (1 <= k <= size(),
         /// else invalid_parameter), by top_items; the set is unchanged.
         T kth_logit(std::size_t k)
@@ -551,18 +525,11 @@ namespace xsampler
             return m_select.back().logit;
         }
 
-        /// Keeps the tokens x >= low that pass an exact test: keep x iff
-        /// x >= low and (x >= sure or decide(x)), low <= sure; decide(x) is
-        /// asked only for the unmasked tokens in [low, sure) (a stage's exact
-        /// re-decision near its threshold, filters/levels.hpp), each once,
-        /// and may read the set. A low or sure of -inf counts as the lowest
-        /// finite value (masked tokens are never kept); NaN:
-        /// invalid_parameter, nothing changed.
-        /// For a test monotone in the logit this is a rank prefix. If fewer
-        /// than min_keep pass (0 counts as 1), the top min_keep are kept
-        /// instead. One SIMD pass on a dense set (compares with low), one
-        /// pass over a list; the max and argmax follow if decide dropped the
-        /// best token.
+        /// Keep x iff x >= low and (x >= sure or decide(x)), low <= sure:
+        /// decide, a stage's exact re-decision near its threshold, is asked
+        /// once per unmasked token in [low, sure) and may read the set; at
+        /// least min_keep (0 counts as 1) are kept. One SIMD pass on a dense
+        /// set (docs/semantics.md: -inf and NaN bounds).
         template <class Decide>
         void keep_monotone(T low, T sure, Decide&& decide, std::size_t min_keep)
         {
@@ -668,18 +635,11 @@ namespace xsampler
             return m_stage_scratch.get<S>();
         }
 
-        /// Keeps exactly the tokens of `kept`, a subset of the kept set that
-        /// a stage computed itself (typical's interval, filters/typical.hpp):
-        /// each token of the set listed once, with the logit the set holds,
-        /// in any order. Not necessarily a rank prefix: the max and argmax
-        /// follow what is kept (weights stored by a dense pass stay current
-        /// while the best token stays). `kept` is swapped with the set's
-        /// list (its contents after are unspecified: scratch). O(|kept| +
-        /// the size of a sparse set); on a dense set a list in increasing id
-        /// order is checked in one pass, without the bitmap.
-        /// Empty: invalid_logits("<who>: kept no token"); a token outside the
-        /// set, with another logit or listed twice: invalid_parameter naming
-        /// who and the token. Either leaves the set as it was.
+        /// Keeps exactly the tokens of `kept`, a subset of the set a stage
+        /// computed (each token with the set's logit, once, in any order;
+        /// checked: detail/subset_check.hpp), swapped in as the set's list
+        /// (`kept` is scratch after). The max follows; weights stored by a
+        /// dense pass stay current while the best token stays.
         void keep_subset(std::vector<scored<T>>& kept, const std::string& who)
         {
             unfuse();

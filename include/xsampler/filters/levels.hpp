@@ -326,9 +326,8 @@ namespace xsampler
             // Both sure tests are monotone in the logit: the tokens below
             // the least logit not surely dropped are dropped, those from the
             // least surely kept kept, and the few between refined.
-            using C = candidates<T>;
-            const T x_maybe = C::least_passing(m, [&](T x) { return !test.sure_drop(x); });
-            const T x_sure = test.sure_keep(m) ? C::least_passing(m, [&](T x) { return test.sure_keep(x); })
+            const T x_maybe = least_logit_where(m, [&](T x) { return !test.sure_drop(x); });
+            const T x_sure = test.sure_keep(m) ? least_logit_where(m, [&](T x) { return test.sure_keep(x); })
                                                : std::numeric_limits<T>::infinity();
             c.keep_monotone(x_maybe, x_sure, [&](T x) { return test.refine(x); }, min_keep);
         }

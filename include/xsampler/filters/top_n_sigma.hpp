@@ -213,7 +213,7 @@ namespace xsampler
             template <class Test>
             T least_where(Test test) const
             {
-                const T x = candidates<T>::least_passing(m, test);
+                const T x = detail::least_logit_where(m, test);
                 return std::max(x, -std::numeric_limits<T>::max());
             }
 

@@ -426,7 +426,7 @@ namespace xsampler
 
                 // Gather G's ids, a vector at a time, branch-free.
                 using B = batch<T>;
-                const T x_low = candidates<T>::least_passing(m, [&](T x) { return exponent(x, m, s2) >= t_low; });
+                const T x_low = least_logit_where(m, [&](T x) { return exponent(x, m, s2) >= t_low; });
                 token_id* ids = grown(m_ids, n + B::size);  // gathers write past their count
                 std::size_t count = 0;
                 c.for_each_run([&](const T* x, std::size_t first, std::size_t len) {

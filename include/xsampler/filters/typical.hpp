@@ -91,7 +91,7 @@ namespace xsampler
                     }
                     const bool all = !(t_low > -std::numeric_limits<T>::max());
                     const T x_low = all ? -std::numeric_limits<T>::max()
-                                        : candidates<T>::least_passing(m, [&](T x) { return exponent(x, m, s) >= t_low; });
+                                        : least_logit_where(m, [&](T x) { return exponent(x, m, s) >= t_low; });
                     g.clear();
                     c.for_each_run([&](const T* x, std::size_t first, std::size_t n) {
                         using B = batch<T>;
