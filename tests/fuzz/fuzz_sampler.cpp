@@ -183,7 +183,8 @@ namespace
     const char* const stage_names[] = {"temperature", "top_k",      "top_p",           "min_p",       "user",
                                        "typical",     "",           "penalties",       "logit_bias",  "dry",
                                        "bad_words",   "token_mask", "no_repeat_ngram", "top_n_sigma", "epsilon",
-                                       "eta",         "xtc",        "tfs"};
+                                       "eta",         "xtc",        "tfs",             "p_less",      "top_h",
+                                       "top_k_top_p"};
     constexpr std::size_t stage_name_count = sizeof(stage_names) / sizeof(stage_names[0]);
 
     /// The processors' parameters, read after the rows (so that inputs written

@@ -67,7 +67,8 @@ DEFAULT, LLAMA, U_DEFAULT, U_LLAMA, TEMP_TOPK, TOPK, TOPP_MINP = 0, 1, 2, 3, 4, 
 MINP_TEMP_TOPP, TEMP_U_TOPK, TOPK_U_TOPP = 7, 8, 9
 NAMES = {"temperature": 0, "top_k": 1, "top_p": 2, "min_p": 3, "user": 4, "typical": 5, "": 6,
          "penalties": 7, "logit_bias": 8, "dry": 9, "bad_words": 10, "token_mask": 11, "no_repeat_ngram": 12,
-         "top_n_sigma": 13, "epsilon": 14, "eta": 15, "xtc": 16, "tfs": 17}
+         "top_n_sigma": 13, "epsilon": 14, "eta": 15, "xtc": 16, "tfs": 17, "p_less": 18, "top_h": 19,
+         "top_k_top_p": 20}
 
 
 def top_k(k):
@@ -214,6 +215,9 @@ def sampler_seeds():
                                                        rows=[row(8)]))
     write("fuzz_sampler", "order_unknown", sampler_case(custom=True, order=order_names("user", "typical", "top_p"),
                                                         rows=[row(8)]))
+    # The newest stages listed, their parameters neutral (left out of the chain).
+    write("fuzz_sampler", "order_new_stages", sampler_case(order=order_names("top_k_top_p", "p_less", "top_h", "min_p"),
+                                                           rows=[row(70)]))
     # A NaN and a +inf in the row; an edit setting NaN.
     write("fuzz_sampler", "bad_row", sampler_case(rows=[row(40, explicit=[(33, special("nan"))]),
                                                         row(9, explicit=[(8, special("inf"))])]))
