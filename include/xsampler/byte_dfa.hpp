@@ -6,11 +6,12 @@
 // distance(s): the bytes on a shortest path to an accepting state (0 when s
 // accepts); completion_byte(s) the smallest byte one step closer. Minimal
 // (Hopcroft's partition refinement, detail::regex::hopcroft, which
-// detail/automaton.hpp uses too), so equal languages give DFAs of equal
+// detail/automaton_dfa.hpp uses too), so equal languages give DFAs of equal
 // size. from_table / from_classes build the minimal DFA of a table of
 // states (over 256 bytes, or over byte classes); byte_classes(): the bytes
-// no state tells apart. Operations on DFAs: dfa_operations.hpp; a regular
-// expression to a byte_dfa: regex.hpp.
+// no state tells apart, as classes numbered by their smallest byte
+// (minimisation and products work over these, not 256 bytes). Operations
+// on DFAs: dfa_operations.hpp; a regular expression to a byte_dfa: regex.hpp.
 #ifndef XSAMPLER_BYTE_DFA_HPP
 #define XSAMPLER_BYTE_DFA_HPP
 

@@ -87,7 +87,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <tuple>

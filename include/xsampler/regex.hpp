@@ -4,21 +4,9 @@
 // constraint walks each token's bytes through. The DFA reads UTF-8 bytes;
 // every text it accepts is valid UTF-8 matching the pattern.
 //
-// byte_dfa
-//   States are 0 .. size()-1, start() == 0. Every state is live: an
-//   accepting state can be reached from it. next(s, b) is the state after
-//   byte b, or byte_dfa::dead (-1) when no accepted text continues that way;
-//   a dense table of 256 int32 per state. distance(s): the bytes on a
-//   shortest path from s to an accepting state (0 when s accepts).
-//   completion_byte(s), for a state that does not accept: the smallest byte b
-//   with distance(next(s, b)) == distance(s) - 1, so that following it ends in
-//   an accepting state after exactly distance(s) bytes. The DFA is minimal
-//   (Hopcroft), so equal languages give DFAs of equal size. byte_classes():
-//   the bytes no state tells apart, as classes (numbered by their smallest
-//   byte); minimisation and products work over these classes, not 256 bytes.
-//   from_table / from_classes build the minimal DFA of a table of states.
-//   dfa_intersection / dfa_difference: products; dfa_code_points(d, min, max):
-//   d's texts of min to max code points, counted only while it matters.
+// The DFA itself (states, distance, completion_byte, byte classes, the
+// minimal DFA of a table) is byte_dfa.hpp's; products and the other
+// operations on DFAs are dfa_operations.hpp's. This file includes both.
 //
 // Syntax (ECMAScript's, a subset; the pattern is UTF-8, a character is one
 // code point):

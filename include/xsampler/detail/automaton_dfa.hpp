@@ -2,7 +2,7 @@
 //
 // automaton_builder's byte classes (bytes no byte set tells apart, shared by
 // the whole grammar), subset construction per rule (closure, determinise),
-// and minimisation (Hopcroft's, regex.hpp's) into the automaton's states;
+// and minimisation (Hopcroft's, byte_dfa.hpp's) into the automaton's states;
 // a counted rule's repetition checked (check_counted) and a counted
 // lexeme's ends by units (count_units).
 #ifndef XSAMPLER_DETAIL_AUTOMATON_DFA_HPP

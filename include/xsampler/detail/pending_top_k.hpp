@@ -8,7 +8,8 @@
 // mask patch the row as on a dense set and update L (an edited token outside
 // L joins it), reads of logits, the max and the argmax are exact, and
 // divide_scale, keep_argmax and keep_top(j <= k) run on L (keep_top drops the
-// masked items, then selects). Exact: a token neither in L nor edited ranks
+// masked items, then selects), and so does a keep_in when that is exact
+// (keep_in below). Exact: a token neither in L nor edited ranks
 // below every member of L that no edit lowered, so while at most `margin`
 // members of L were lowered, the edited row's top k lies in the list. One
 // more lowering edit, or any other verb or reader of the kept set (size,
