@@ -4,6 +4,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <random>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -135,6 +136,55 @@ TEMPLATE_TEST_CASE("SIMD kernels give the scalar bits", "[row]", float, double)
     }
     CHECK(std::isinf(xt::amin(r)()));
     CHECK((xt::amin(unmasked)() - m) * s > detail::exp_constants<TestType>::limit);
+
+    // Every kernel of the one reduction (detail/reduce.hpp) sums its SIMD
+    // blocks to the bits of its scalar terms added one by one: with mask
+    // words (a masked token adds +0 to every channel), and on a row whose
+    // x - m overflows T. The moments' third channel counts the tokens left.
+    const auto wide = [&] {
+        auto v = unmasked;
+        v(5) = std::numeric_limits<TestType>::max() / 2;
+        v(70) = -std::numeric_limits<TestType>::max();
+        v(71) = -std::numeric_limits<TestType>::infinity();
+        return v;
+    }();
+    std::vector<std::uint64_t> words((r.size() + 63) / 64);
+    std::mt19937_64 g(5);
+    for (auto& word : words)
+    {
+        word = g() % 3 == 0 ? ~std::uint64_t(0) : g();
+    }
+    constexpr TestType inf = std::numeric_limits<TestType>::infinity();
+    const auto same = [&](const auto& k, const auto& row, const std::uint64_t* keep) {
+        constexpr std::size_t K = std::decay_t<decltype(k)>::channels;
+        detail::blocked_sum<TestType> simd[K], scalar[K];
+        detail::reduce_run(k, row.data(), row.size(), 0, simd, keep);
+        std::size_t left = 0;
+        for (std::size_t i = 0; i < row.size(); ++i)
+        {
+            const bool out = keep != nullptr && (keep[i / 64] >> (i % 64) & 1) == 0;
+            detail::reduce_one(k, i, out ? -inf : row(i), TestType(0), scalar);
+            left += !out && row(i) != -inf;
+        }
+        for (std::size_t c = 0; c < K; ++c)
+        {
+            REQUIRE(simd[c].total() == scalar[c].total());
+        }
+        return std::pair<double, std::size_t>{simd[K - 1].total(), left};
+    };
+    for (const auto* row : {&r, &unmasked, &mixed, &wide})
+    {
+        const TestType mr = xt::amax(*row)();
+        const std::uint64_t* const masks[] = {nullptr, words.data()};
+        for (const std::uint64_t* keep : masks)
+        {
+            same(detail::weight_kernel<TestType>(mr, s), *row, keep);
+            const auto count = same(detail::moments_kernel<TestType>(mr, TestType(0.75), s), *row, keep);
+            CHECK(count.first == double(count.second));
+            same(detail::moments_kernel<TestType, true>(mr, TestType(0.75), s), *row, keep);
+            same(detail::square_kernel<TestType>(mr, s), *row, keep);
+        }
+    }
 }
 
 TEMPLATE_TEST_CASE("softmax, log_softmax, logsumexp and entropy", "[softmax]", float, double)

@@ -582,6 +582,47 @@ TEST_CASE("a copy of a workspace that evaluated a strided row reads its own copy
     CHECK(a.logit(99) == -99.0f);
 }
 
+TEST_CASE("a token outside a keep_in mask stays out after a pass writes the mask, and masks intersect", "[candidates]")
+{
+    // A keep_in of half the row is deferred; a pass over the runs writes it
+    // into the row as -inf. An edit must still tell a token outside the mask
+    // (dropped) from one the caller masked (an edit revives it).
+    xt::xtensor<float, 1> row = xt::zeros<float>({std::size_t(200)});
+    for (std::size_t i = 0; i < 200; ++i)
+    {
+        row(i) = float(i % 7) * 0.25f;
+    }
+    row(8) = -std::numeric_limits<float>::infinity();
+    token_set even, low;
+    for (token_id i = 0; i < 200; i += 2)
+    {
+        even.insert(i);
+    }
+    for (token_id i = 0; i < 150; ++i)
+    {
+        low.insert(i);
+    }
+    for (const bool written : {false, true})
+    {
+        candidates<float> c;
+        c.load(row);
+        c.keep_in(even, "even");
+        c.keep_in(low, "low");
+        CHECK(c.dense());
+        if (written)
+        {
+            c.for_each_run([](const float*, std::size_t, std::size_t) {});
+        }
+        c.set_logit(3, 5.0f);    // odd: outside the first mask
+        c.set_logit(160, 5.0f);  // even but outside the second
+        c.set_logit(8, 4.0f);    // masked by the caller, inside both: revived
+        CHECK(c.logit(3) == -std::numeric_limits<float>::infinity());
+        CHECK(c.logit(160) == -std::numeric_limits<float>::infinity());
+        CHECK(c.argmax() == 8);
+        CHECK(c.size() == 75);
+    }
+}
+
 TEST_CASE("a workspace's stage scratch is one object per type, reused, and empty in a copy", "[candidates]")
 {
     candidates<float> c;

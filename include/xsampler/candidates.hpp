@@ -38,7 +38,7 @@
 // The kernel view: a stage whose algorithm the verbs cannot express fast
 // (filters/top_p.hpp, filters/typical.hpp) reads the set through
 // for_each_run, items(), weight(), total_weight_stored() with weights(),
-// sum_with_weights and exact_scale(), keeps its buffers in scratch<S>(), and
+// reduce (its own kernel, detail/reduce.hpp) and exact_scale(), keeps its buffers in scratch<S>(), and
 // commits through keep_top, keep_monotone or keep_subset, which check what
 // they are given: no stage can break the invariants above. The row's values
 // and edits live in detail/edited_row.hpp, the check of a stage's list in
@@ -58,6 +58,7 @@
 #include "row.hpp"
 #include "detail/edited_row.hpp"
 #include "detail/exact.hpp"
+#include "detail/reduce.hpp"
 #include "detail/kept_list.hpp"
 #include "detail/pending_top_k.hpp"
 #include "detail/scratch_store.hpp"
@@ -230,16 +231,11 @@ namespace xsampler
         }
 
         /// Z over the kept set at the current scale, in the contract's order.
-        double total_weight()
-        {
-            unfuse();
-            return sum_weights(nullptr);
-        }
+        double total_weight() { return sum_weights(nullptr); }
 
         /// Z, also keeping each block's positive share (block_totals()).
         double total_weight_by_block()
         {
-            unfuse();
             detail::block_record record{m_blocks.data()};
             const double z = sum_weights(&record);
             m_block_count = record.size;
@@ -254,29 +250,43 @@ namespace xsampler
         /// Z as total_weight() sums it; on a dense set each token's weight
         /// is also stored by id (weights()), current until a verb or an
         /// edit changes the set or its scale.
-        double total_weight_stored()
-        {
-            unfuse();
-            return sum_weights(nullptr, true);
-        }
+        double total_weight_stored() { return sum_weights(nullptr, true); }
         /// The weights total_weight_stored() stored, indexed by token id.
         const T* weights() const noexcept { return m_weights.data(); }
         /// S, the scale in double: d_i = (x_i - m)·S exactly (scale() is S
         /// rounded to T).
         double exact_scale() const noexcept { return m_scale; }
 
-        /// Two sums over a dense set, its logits and its stored weights
-        /// (total_weight_stored() first), added as detail::lane_sums adds
-        /// them: vec(x, w, acc_a, acc_b) on each full block's SIMD vectors,
-        /// one(x, w) on a run's tail. Masked tokens come with x = -inf, w = 0.
-        template <class Vec, class One>
-        void sum_with_weights(Vec&& vec, One&& one, double& sa, double& sb)
+        /// Adds a kernel's terms (detail/reduce.hpp) over the kept set to
+        /// sums, in the contract's order: SIMD over a dense set's blocks (a
+        /// deferred mask read, not written), by id on a list. A kernel that
+        /// reads weights gets each token's (stored first on a dense set).
+        /// With `store`, a dense set's channel-0 terms, which must be the
+        /// weights, are stored as weights().
+        template <class Kernel>
+        void reduce(const Kernel& k, detail::blocked_sum<T> (&sums)[Kernel::channels], bool store = false)
         {
-            detail::lane_sums<T> sums;
-            for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                sums.add(x, m_weights.data() + first, n, vec, one);
+            unfuse();
+            if (!m_dense)
+            {
+                for_each_by_id([&](token_id id, T x) { detail::reduce_one(k, std::size_t(id), x, weight(id, x), sums); });
+                return;
+            }
+            if (Kernel::reads_weights && !m_weights_current)
+            {
+                total_weight_stored();
+            }
+            if (store)
+            {
+                m_weights.resize(m_row.size());
+            }
+            const std::uint64_t* outside = m_row.deferred_words();
+            m_row.for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
+                detail::reduce_run(k, x, n, first, sums, outside == nullptr ? nullptr : outside + first / 64,
+                                   Kernel::reads_weights ? m_weights.data() + first : nullptr,
+                                   store ? m_weights.data() + first : nullptr);
             });
-            sums.total(sa, sb);
+            m_weights_current = m_weights_current || store;
         }
 
         // --- verbs: processors ---
@@ -304,7 +314,7 @@ namespace xsampler
             }
             if (m_dense)
             {
-                if (!m_row.deferred() || m_row.keeps(i))  // (outside a mask not yet written: dropped)
+                if (!m_row.masked() || m_row.keeps(i))  // (outside a keep_in mask: dropped)
                 {
                     edit_row(i, x);
                 }
@@ -472,43 +482,20 @@ namespace xsampler
         //     dynamic temperature) and of top_k's keep-ties rule ---
 
         /// Z and the mean log weight E[t] = (sum_i w_i t_i) / Z over the kept
-        /// set at the current scale, with t_i = (x_i - m) s (log_weight, in
-        /// nats, <= 0): the entropy is log Z - E[t]. Summed like Z (the
-        /// blocked order of detail/blocked_sum.hpp: w_i t_i in T within a
-        /// block's lanes, blocks in double), so the same bits from SIMD and
-        /// scalar code; and the number of kept tokens. One exp pass on a
-        /// dense set (Z, E[t] and the count together).
-        struct moments
-        {
-            double z;
-            double mean;
-            std::size_t n;  // the number of kept tokens (size())
-        };
-        moments log_weight_moments()
+        /// set at the current scale, t_i = (x_i - m) s (nats, <= 0; the
+        /// entropy is log Z - E[t]), summed as Z is, and size(): one pass
+        /// (detail::moments_kernel).
+        detail::moments log_weight_moments()
         {
             unfuse();
-            const T m = max_logit();
-            const T s = scale();
-            detail::blocked_sum<T> z;
-            detail::blocked_sum<T> wt;
+            detail::blocked_sum<T> sums[3];
+            reduce(detail::moments_kernel<T>(max_logit(), scale(), scale2()), sums);
             if (m_dense)
             {
-                std::size_t count = 0;
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
-                    detail::dense_moments(x, n, first, m, s, scale2(), z, wt, count);
-                });
-                m_size = count;
+                m_size = std::size_t(sums[2].total());
             }
-            else
-            {
-                for_each_by_id([&](token_id id, T logit) {
-                    const T w = weight(id, logit);
-                    z.add(std::size_t(id), w);
-                    wt.add(std::size_t(id), w > T(0) ? w * detail::exponent(logit, m, s) : T(0));
-                });
-            }
-            const double total = z.total();
-            return {total, wt.total() / total, m_size};
+            const double z = sums[0].total();
+            return {z, sums[1].total() / z, m_size};
         }
 
         /// The logit of the k-th best-ranked kept token (1 <= k <= size(),
@@ -897,30 +884,13 @@ namespace xsampler
 
 
         // The blocked sum of the kept weights; on a dense set, with every
-        // weight also stored in m_weights when keep.
-        double sum_weights(detail::block_record* record, bool keep = false)
+        // weight also stored in m_weights when store.
+        double sum_weights(detail::block_record* record, bool store = false)
         {
-            if (m_dense)
-            {
-                const T m = max_logit();
-                T* w_out = nullptr;
-                if (keep)
-                {
-                    m_weights.resize(m_row.size());
-                    w_out = m_weights.data();
-                }
-                detail::blocked_sum<T> sum(record);
-                const std::uint64_t* outside = m_row.deferred_words();  // (read, not written)
-                m_row.for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
-                    detail::dense_sum(x, n, first, m, scale2(), sum, w_out == nullptr ? nullptr : w_out + first,
-                                      outside == nullptr ? nullptr : outside + first / 64);
-                });
-                m_weights_current = m_weights_current || keep;
-                return sum.total();
-            }
-            detail::blocked_sum<T> sum(record);
-            for_each_by_id([&](token_id id, T logit) { sum.add(std::size_t(id), weight(id, logit)); });
-            return sum.total();
+            unfuse();  // (the max after it)
+            detail::blocked_sum<T> sum[1]{detail::blocked_sum<T>(record)};
+            reduce(detail::weight_kernel<T>(max_logit(), scale2()), sum, store);
+            return sum[0].total();
         }
 
         detail::edited_row<T> m_row;     // the current logits: the loaded row, its edits and a deferred mask

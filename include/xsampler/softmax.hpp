@@ -53,36 +53,14 @@ namespace xsampler
                        log_z;
             }
 
-            /// -sum p_i log p_i = log Z - sum_i w_i d_i / Z, with d_i = x_i - m
-            /// and the sum over the tokens of positive weight: one SIMD pass,
-            /// w_i d_i summed in T per vector lane over each 64-token block,
-            /// the blocks in double.
+            /// -sum p_i log p_i = log Z - sum_i w_i d_i / Z, d_i = x_i - m: the
+            /// sum in Z's order (detail::moments_kernel at scale 1, as typical
+            /// sums it), so the same bits on every instruction set.
             double entropy() const noexcept
             {
-                using B = batch<T>;
-                const B vm(m);
-                const B vs = B(T(log2e));
-                const B zero(T(0));
-                const std::size_t full = n - n % block_size;
-                double sum = 0.0;
-                for (std::size_t b = 0; b < full; b += block_size)
-                {
-                    B acc = zero;
-                    for (std::size_t i = b; i < b + block_size; i += B::size)
-                    {
-                        const B d = B::load_unaligned(x + i) - vm;
-                        const B w = exp2_nonpos(d * vs);
-                        acc = acc + xsimd::select(w > zero, w * d, zero);
-                    }
-                    sum += double(xsimd::hadd(acc));
-                }
-                for (std::size_t i = full; i < n; ++i)
-                {
-                    const T d = x[i] - m;
-                    const T w = weight(x[i], m, T(log2e));
-                    sum += w > T(0) ? double(w * d) : 0.0;
-                }
-                return log_z - sum / z;
+                blocked_sum<T> sums[3];
+                reduce_run(moments_kernel<T>(m, T(1), T(log2e)), x, n, 0, sums);
+                return log_z - sums[1].total() / z;
             }
 
             /// The k most probable tokens (rank: logit desc, id asc) with their

@@ -9,6 +9,9 @@
 //
 // - logit(i), find_max and read_block see the deferred mask (a token outside
 //   it reads -inf); the draw's sum reads its words itself (deferred_words()).
+// - The mask outlives its writing: keeps(i) answers until the next load, so
+//   an edit can tell a token outside a keep_in from one masked in the row.
+//   Masks given one after another intersect.
 // - for_each_run writes the mask first (every later pass sees one row);
 //   for_each_raw_run passes the patched row with the masked tokens still in
 //   it, for those readers that apply the words themselves.
@@ -45,7 +48,8 @@ namespace xsampler
             edited_row() = default;
             edited_row(const edited_row& o)
                 : m_row(o.m_row), m_copy(o.m_copy), m_patch_at(o.m_patch_at), m_patch(o.m_patch),
-                  m_patched(o.m_patched), m_whole(o.m_whole), m_deferred(o.m_deferred), m_words(o.m_words)
+                  m_patched(o.m_patched), m_whole(o.m_whole), m_masked(o.m_masked), m_deferred(o.m_deferred),
+                  m_words(o.m_words)
             {
                 rebase(o);
             }
@@ -74,6 +78,7 @@ namespace xsampler
                 m_patched.clear();
                 m_patch.clear();
                 m_whole = false;
+                m_masked = false;
                 m_deferred = false;
             }
 
@@ -294,21 +299,29 @@ namespace xsampler
                 return any;
             }
             /// Masks every token outside `allowed`, not yet written (a copy
-            /// of its words: the caller's set may go; ids past them are out).
-            /// A mask deferred before is written first.
+            /// of its words, intersected with any mask before: the caller's
+            /// set may go; ids past its words are out).
             void defer_mask(const token_set& allowed)
             {
-                write_deferred();
                 const auto& words = allowed.words();
                 const std::size_t n_words = (m_row.size + 63) / 64;
-                m_words.assign(n_words, 0);
-                std::copy_n(words.begin(), std::min(words.size(), n_words), m_words.begin());
+                if (!m_masked)
+                {
+                    m_words.assign(n_words, ~std::uint64_t(0));
+                }
+                for (std::size_t w = 0; w < n_words; ++w)
+                {
+                    m_words[w] &= w < words.size() ? words[w] : 0;
+                }
+                m_masked = true;
                 m_deferred = true;
             }
             bool deferred() const noexcept { return m_deferred; }
+            /// Whether a mask (deferred or written) applies since the load.
+            bool masked() const noexcept { return m_masked; }
             /// The deferred mask's words (one a block), or null when none is.
             const std::uint64_t* deferred_words() const noexcept { return m_deferred ? m_words.data() : nullptr; }
-            /// Whether a deferred mask keeps token i (i < size(); deferred()).
+            /// Whether the mask keeps token i (i < size(); masked()).
             bool keeps(std::size_t i) const noexcept { return (m_words[i / 64] >> (i % 64) & 1) != 0; }
 
             /// Writes a deferred mask to the row's copy, block by block,
@@ -433,8 +446,9 @@ namespace xsampler
             std::vector<std::size_t> m_patched;     // the edited blocks
             bool m_whole = false;                   // every block, in order (patch_whole)
             std::vector<T> m_spare;                 // patch_whole's second buffer
-            bool m_deferred = false;                // a mask not yet written (defer_mask)
-            std::vector<std::uint64_t> m_words;     // its words
+            bool m_masked = false;                  // a mask applies (its words: m_words)
+            bool m_deferred = false;                // and is not yet written (defer_mask)
+            std::vector<std::uint64_t> m_words;     // the mask's words, one a block
         };
     }
 }

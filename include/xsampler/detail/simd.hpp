@@ -41,6 +41,16 @@
 #define XSAMPLER_NOINLINE
 #endif
 
+// A reduction's per-block code (detail/reduce.hpp), inlined into its driver
+// so that the lane sums stay in registers.
+#if defined(__GNUC__) || defined(__clang__)
+#define XSAMPLER_ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define XSAMPLER_ALWAYS_INLINE __forceinline
+#else
+#define XSAMPLER_ALWAYS_INLINE inline
+#endif
+
 namespace xsampler
 {
     namespace detail

@@ -61,35 +61,20 @@ namespace xsampler
             }
             if (tier == 1 && c.dense())
             {
-                // The weights of one SIMD pass (kept), then w d and w d^2 in T
-                // vectors, 64 tokens at a time, each block's lanes added into
-                // double (8 terms a lane: within 8u of the block's sum).
-                const double zh = c.total_weight_stored();
+                // Z, A = sum w d and sum w d^2 in one pass (detail::moments_kernel,
+                // squares): Z's own bits; w d and w d^2 in T, lanes of 8 terms
+                // in T, the rest in double.
+                detail::blocked_sum<T> sums[3];
+                c.reduce(detail::moments_kernel<T, true>(m, c.scale(), c.scale2()), sums);
+                const double zh = sums[0].total();
+                const double sa = sums[1].total();
+                const double sb = sums[2].total();
                 z = {zh, 0.0};
                 ez = detail::z_error<T>(zh, std::size_t(dn));
-                using B = detail::batch<T>;
-                const T s = c.scale();
-                const B vm(m), vs(s), zero(T(0));
-                double sa = 0.0, sb = 0.0;
-                c.sum_with_weights(
-                    [&](const B& vx, const B& vw, B& acc_a, B& acc_b) {
-                        const B d = detail::exponent(vx, vm, vs);
-                        const B wd = xsimd::select(vw > zero, vw * d, zero);
-                        acc_a += wd;
-                        acc_b += wd * d;
-                    },
-                    [&](T x, T w) {
-                        if (w > T(0))
-                        {
-                            const double d = double(detail::exponent(x, m, s));
-                            sa += double(w) * d;
-                            sb += double(w) * d * d;
-                        }
-                    },
-                    sa, sb);
                 a = {sa, 0.0};
                 // Terms within (3|t| + 12) u of W D (the products in T too);
-                // lanes of at most 64 terms in T; the rest in double.
+                // lanes of at most 8 terms in T (64 in the bound); the rest in
+                // double.
                 const double u = detail::unit<T>();
                 ea = 1.1 * u * (3.0 * detail::log2e * sb + 12.0 * std::abs(sa)) + 1.1 * 64.0 * u * std::abs(sa) +
                      1.1 * (dn + 64.0) * ud * std::abs(sa) + dn * 1024.0 * detail::flush_error<T>();

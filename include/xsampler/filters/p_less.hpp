@@ -33,9 +33,36 @@ namespace xsampler
 {
     namespace detail
     {
+        /// Z's kernel (detail/reduce.hpp) with w^2 and w^2 |t| (t the
+        /// weight's base-2 exponent) beside it: all three in T.
+        template <class T>
+        struct square_kernel : weight_terms<T>
+        {
+            using B = batch<T>;
+            static constexpr std::size_t channels = 3;
+            static constexpr bool reads_weights = false;
+            using weight_terms<T>::weight_terms;
+
+            template <int tier>
+            XSAMPLER_ALWAYS_INLINE void terms(const B& x, B (&t)[3]) const noexcept
+            {
+                B e;
+                t[0] = this->template weight<tier>(x, e);
+                t[1] = t[0] * t[0];
+                t[2] = xsimd::select(t[1] > B(T(0)), t[1] * xsimd::abs(e), B(T(0)));
+            }
+            void terms(T x, T (&t)[3]) const noexcept
+            {
+                const T e = exponent(x, this->m, this->s2);
+                t[0] = exp2_nonpos(e);
+                t[1] = t[0] * t[0];
+                t[2] = t[1] > T(0) ? t[1] * std::abs(e) : T(0);
+            }
+        };
+
         /// B = sum W_j^2 over the kept set at one tier (the weights of
         /// detail/exact.hpp's tiers, squared), with a bound eb on |b - B|;
-        /// z is Z from the same pass at tier 1 on a dense set (else 0).
+        /// z is Z from the same pass at tier 1 (else 0).
         template <class T>
         void square_sum(candidates<T>& c, int tier, dd& b, double& eb, double& z)
         {
@@ -48,42 +75,17 @@ namespace xsampler
             {
                 // w^2 and w^2 |t| (t the weight's base-2 exponent); each w is
                 // within (3|t| + 5)u of W (weight_error), so w^2 within about
-                // (6.3|t| + 11)u of W^2, plus the square's rounding.
-                const T s2 = c.scale2();
-                double sa = 0.0, sb = 0.0;
-                if (c.dense())
-                {
-                    z = c.total_weight_stored();
-                    using V = batch<T>;
-                    const V vm(m), vs2(s2), zero(T(0));
-                    c.sum_with_weights(
-                        [&](const V& vx, const V& vw, V& acc_a, V& acc_b) {
-                            const V w2 = vw * vw;
-                            acc_a += w2;
-                            acc_b += xsimd::select(w2 > zero, w2 * xsimd::abs(exponent(vx, vm, vs2)), zero);
-                        },
-                        [&](T x, T w) {
-                            if (w > T(0))
-                            {
-                                const double w2 = double(w) * double(w);
-                                sa += w2;
-                                sb += w2 * std::abs(double(exponent(x, m, s2)));
-                            }
-                        },
-                        sa, sb);
-                }
-                else
-                {
-                    c.for_each_by_id([&](token_id id, T x) {
-                        const double w = double(c.weight(id, x));
-                        sa += w * w;
-                        sb += w > 0.0 ? w * w * std::abs(double(exponent(x, m, s2))) : 0.0;
-                    });
-                }
+                // (6.3|t| + 11)u of W^2, plus the square's rounding. Z, sum w^2
+                // and sum w^2 |t| in one pass (square_kernel).
+                blocked_sum<T> sums[3];
+                c.reduce(square_kernel<T>(m, c.scale2()), sums);
+                z = sums[0].total();
+                const double sa = sums[1].total();
+                const double sb = sums[2].total();
                 const double u = unit<T>();
                 b = {sa, 0.0};
-                // Terms within (6.7|t| + 13)u; lanes of at most 64 terms in T,
-                // the rest in double; a square that underflows T (w below
+                // Terms within (6.7|t| + 13)u; lanes of at most 8 terms in T
+                // (64 in the bound), the rest in double; a square that underflows T (w below
                 // 2^-63 in float) or a flushed weight loses at most 2^-120.
                 eb = 1.1 * u * (6.7 * sb + 13.0 * sa) + 1.1 * 64.0 * u * sa + 1.1 * (dn + 64.0) * ud * sa +
                      dn * (flush_error<T>() + std::ldexp(1.0, -120));

@@ -552,6 +552,23 @@ namespace xsampler
                 return 0;
             }
 
+            // The mass below a logit, from the stored weights (detail/reduce.hpp).
+            struct below_kernel
+            {
+                static constexpr std::size_t channels = 1;
+                static constexpr int tiers = 1;
+                static constexpr bool reads_weights = true;
+                T low;
+                batch<T> vlow;
+                int plan(const T*, std::uint64_t) const noexcept { return 0; }
+                template <int>
+                XSAMPLER_ALWAYS_INLINE void terms(const batch<T>& x, const batch<T>& w, batch<T> (&t)[1]) const noexcept
+                {
+                    t[0] = xsimd::select(x < vlow, w, batch<T>(T(0)));
+                }
+                void terms(T x, T w, T (&t)[1]) const noexcept { t[0] = x < low ? w : T(0); }
+            };
+
             // Tier 2 of the dense search, on G = the tokens with x >= x_low
             // (t >= t_low): their weights in double; the rest R summed from the
             // float weights in one pass, with the bound u (3 sum W|t| + 5 sum W)
@@ -604,11 +621,9 @@ namespace xsampler
                     heavy += lh[j];
                 }
                 // R: every unmasked token below x_low, from its float weight.
-                using B = batch<T>;
-                const B vlow(x_low), zero(T(0));
-                double r = 0.0, unused = 0.0;
-                c.sum_with_weights([&](const B& vx, const B& w, B& acc_w, B&) { acc_w += xsimd::select(vx < vlow, w, zero); },
-                             [&](T x, T w) { r += x < x_low ? double(w) : 0.0; }, r, unused);
+                blocked_sum<T> rs[1];
+                c.reduce(below_kernel{x_low, batch<T>(x_low)}, rs);
+                const double r = rs[0].total();
                 const double ut = unit<T>();
                 const double ud = unit<double>();
                 const double dn = double(c.vocab());
@@ -618,8 +633,8 @@ namespace xsampler
                 // |t| = -log2 W), which increases with R up to n / e. So R is
                 // within u (3 R log2(n / R) + 5 R) (+ the rounding of |t|) of the
                 // exact (the factor 1 + 68u covers |t| against -log2 W and
-                // log2's rounding), plus its lanes of at most 64 terms in T, the
-                // rest in double.
+                // log2's rounding), plus its lanes of at most 8 terms in T (64
+                // in the bound), the rest in double.
                 const double r_up = 1.001 * r + dn * flush_error<T>();
                 const double rt = r_up < dn / 2.72 ? r_up * std::log2(dn / r_up) : dn * log2e / 2.71;
                 const double er = 1.1 * (ut * (3.0 * rt * (1.0 + 68.0 * ut) + 5.0 * r_up) + 64.0 * ut * r + (dn + 64.0) * ud * r) +

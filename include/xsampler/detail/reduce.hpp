@@ -1,0 +1,318 @@
+// xsampler/detail/reduce.hpp — the one blocked reduction over a row: K sums in Z's order. (xsampler, BSD-3-Clause)
+//
+// Every sum over a row's weights (Z, the entropy's sum w t, the exact
+// filters' sums, top-p's mass below a level) is one kernel run by one
+// driver, so every sum has the order of detail/blocked_sum.hpp's contract and
+// the same bits on every instruction set.
+//
+// Contract
+// - A kernel gives K terms per token (K = channels, 1 to 3). reduce_run sums
+//   channel c into sums[c] in the contract's order: full 64-id blocks in
+//   SIMD, lane j of a block (ids = j mod 8) summed in T, the eight lane sums
+//   folded by combine_lanes into one double per block; the tail token by token
+//   through blocked_sum::add, which gives the same bits.
+// - Mask words (word b for block b of the run): a token whose bit is 0 gives
+//   +0 in every channel, as a token masked in the row does: the kernel's
+//   terms at x = -inf (and weight 0) must be +0 in every channel.
+// - With `store`, channel 0's term is also written by token (the weights).
+// - A kernel: channels; tiers (1 to 3) and plan(block, kept), the tier for a
+//   full block (kept: its mask word); terms<tier>(x[, w], t) on SIMD
+//   vectors and terms(x[, w], t) on one token, the same values; with
+//   reads_weights, w is the token's stored weight (0 where masked).
+#ifndef XSAMPLER_DETAIL_REDUCE_HPP
+#define XSAMPLER_DETAIL_REDUCE_HPP
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "blocked_sum.hpp"
+
+namespace xsampler
+{
+    namespace detail
+    {
+        template <int tier, bool store, class Kernel, class T, std::size_t K, std::size_t G>
+        XSAMPLER_ALWAYS_INLINE void block_terms(const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+                                                batch<T> (&acc)[K][G], T* out) noexcept
+        {
+            using B = batch<T>;
+            for (std::size_t t = 0; t < block_size; t += lanes)
+            {
+                for (std::size_t g = 0; g < G; ++g)
+                {
+                    const std::size_t j = t + g * B::size;
+                    B v[K];
+                    if constexpr (Kernel::reads_weights)
+                    {
+                        k.template terms<tier>(B::load_unaligned(x + j), B::load_unaligned(w + j), v);
+                    }
+                    else
+                    {
+                        k.template terms<tier>(B::load_unaligned(x + j), v);
+                    }
+                    if (kept != ~std::uint64_t(0))
+                    {
+                        const auto on = lanes_of<T, kernel_arch>(std::uint32_t(kept >> j));
+                        for (std::size_t c = 0; c < K; ++c)
+                        {
+                            v[c] = xsimd::select(on, v[c], B(T(0)));
+                        }
+                    }
+                    for (std::size_t c = 0; c < K; ++c)
+                    {
+                        acc[c][g] = t == 0 ? v[c] : acc[c][g] + v[c];
+                    }
+                    if (store)
+                    {
+                        v[0].store_unaligned(out + j);
+                    }
+                }
+            }
+        }
+
+        template <bool store, class Kernel, class T>
+        void reduce_blocks(const Kernel& k, const T* x, std::size_t n, std::size_t first,
+                           blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep, const T* w,
+                           T* out)
+        {
+            constexpr std::size_t K = Kernel::channels;
+            constexpr std::size_t G = lanes / batch<T>::size;
+            static_assert(lanes % batch<T>::size == 0, "xsampler: unsupported SIMD width");
+            const std::size_t full = n / block_size;
+            for (std::size_t b = 0; b < full; ++b)
+            {
+                const std::size_t o = b * block_size;
+                const std::uint64_t kept = keep == nullptr ? ~std::uint64_t(0) : keep[b];
+                batch<T> acc[K][G];
+                const T* wb = Kernel::reads_weights ? w + o : nullptr;
+                T* ob = store ? out + o : nullptr;
+                const int tier = k.plan(x + o, kept);
+                if (tier == 0)
+                {
+                    block_terms<0, store>(k, x + o, wb, kept, acc, ob);
+                }
+                else if constexpr (Kernel::tiers > 1)
+                {
+                    if (Kernel::tiers == 2 || tier == 1)
+                    {
+                        block_terms<1, store>(k, x + o, wb, kept, acc, ob);
+                    }
+                    else
+                    {
+                        block_terms<Kernel::tiers - 1, store>(k, x + o, wb, kept, acc, ob);
+                    }
+                }
+                for (std::size_t c = 0; c < K; ++c)
+                {
+                    sums[c].add_block(first / block_size + b, combine_lanes(acc[c]));
+                }
+            }
+            for (std::size_t i = full * block_size; i < n; ++i)
+            {
+                const bool masked = keep != nullptr && (keep[i / block_size] >> (i % block_size) & 1) == 0;
+                const T xi = masked ? -std::numeric_limits<T>::infinity() : x[i];
+                T v[K];
+                if constexpr (Kernel::reads_weights)
+                {
+                    k.terms(xi, masked ? T(0) : w[i], v);
+                }
+                else
+                {
+                    k.terms(xi, v);
+                }
+                for (std::size_t c = 0; c < K; ++c)
+                {
+                    sums[c].add(first + i, v[c]);
+                }
+                if (store)
+                {
+                    out[i] = v[0];
+                }
+            }
+        }
+
+        /// Adds a kernel's terms over logits x[0, n) of tokens first,
+        /// first + 1, ... (first a multiple of 64, above every token added
+        /// before) to sums, in the contract's order. keep: mask words or
+        /// null; w: the stored weights of the same tokens (reads_weights);
+        /// out: where channel 0's terms go, or null.
+        template <class Kernel, class T>
+        void reduce_run(const Kernel& k, const T* x, std::size_t n, std::size_t first,
+                        blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep = nullptr,
+                        const std::common_type_t<T>* w = nullptr, std::common_type_t<T>* out = nullptr)
+        {
+            if (out != nullptr)
+            {
+                reduce_blocks<true>(k, x, n, first, sums, keep, w, out);
+            }
+            else
+            {
+                reduce_blocks<false>(k, x, n, first, sums, keep, w, out);
+            }
+        }
+
+        /// One token of a list (ids increasing across calls): its terms, added
+        /// as the tail of reduce_run adds them (the same bits).
+        template <class Kernel, class T>
+        void reduce_one(const Kernel& k, std::size_t id, T x, T w, blocked_sum<T> (&sums)[Kernel::channels])
+        {
+            T v[Kernel::channels];
+            if constexpr (Kernel::reads_weights)
+            {
+                k.terms(x, w, v);
+            }
+            else
+            {
+                (void)w;
+                k.terms(x, v);
+            }
+            for (std::size_t c = 0; c < Kernel::channels; ++c)
+            {
+                sums[c].add(id, v[c]);
+            }
+        }
+
+        /// The lane-wise least logit of a block of 64, over the lanes whose
+        /// bit in `keep` is 1 (+inf where none is).
+        template <class T>
+        batch<T> block_low(const T* block, std::uint64_t keep) noexcept
+        {
+            using B = batch<T>;
+            if (keep == ~std::uint64_t(0))
+            {
+                B low = B::load_unaligned(block);
+                for (std::size_t i = B::size; i < block_size; i += B::size)
+                {
+                    low = xsimd::min(low, B::load_unaligned(block + i));
+                }
+                return low;
+            }
+            const B none(std::numeric_limits<T>::infinity());
+            B low = none;
+            for (std::size_t i = 0; i < block_size; i += B::size)
+            {
+                low = xsimd::min(low, xsimd::select(lanes_of<T, kernel_arch>(std::uint32_t(keep >> i)),
+                                                    B::load_unaligned(block + i), none));
+            }
+            return low;
+        }
+
+        /// The weights' part of a kernel: w_i = weight(x_i, m, s2) in three
+        /// tiers. Tier 0: the block's least kept exponent is above exp2's
+        /// limit (no masked token, no weight below 2^-126 in float), so no
+        /// limit test (rounding is monotone: x >= low gives (x - m) s2 >=
+        /// (low - m) s2; an overflowing low - m fails the test). Tier 1: the
+        /// limit tested. Tier 2: x - m may overflow (exponent()).
+        template <class T>
+        struct weight_terms
+        {
+            using B = batch<T>;
+            static constexpr int tiers = 3;
+            T m, s2;
+            B vm, vs2;
+            bool wide;
+
+            weight_terms(T max, T scale2) : m(max), s2(scale2), vm(max), vs2(scale2), wide(may_overflow(max)) {}
+
+            XSAMPLER_ALWAYS_INLINE int plan(const T* block, std::uint64_t kept) const noexcept
+            {
+                if (xsimd::all((block_low(block, kept) - vm) * vs2 > B(exp_constants<T>::limit)))
+                {
+                    return 0;
+                }
+                return wide ? 2 : 1;
+            }
+            // The weight of x, and its exponent in e.
+            template <int tier>
+            XSAMPLER_ALWAYS_INLINE B weight(const B& x, B& e) const noexcept
+            {
+                e = tier == 2 ? exponent(x, vm, vs2) : (x - vm) * vs2;
+                return tier == 0 ? exp2_core<T>(e) : exp2_nonpos(e);
+            }
+        };
+
+        /// Z: channel 0 is the weight.
+        template <class T>
+        struct weight_kernel : weight_terms<T>
+        {
+            using B = batch<T>;
+            static constexpr std::size_t channels = 1;
+            static constexpr bool reads_weights = false;
+            using weight_terms<T>::weight_terms;
+
+            template <int tier>
+            XSAMPLER_ALWAYS_INLINE void terms(const B& x, B (&t)[1]) const noexcept
+            {
+                B e;
+                t[0] = this->template weight<tier>(x, e);
+            }
+            void terms(T x, T (&t)[1]) const noexcept { t[0] = detail::weight(x, this->m, this->s2); }
+        };
+
+        /// The entropy's sums at scale s: w, w t with t = exponent(x, m, s)
+        /// (the log weight in nats; 0 where w is 0), and either 1 for each
+        /// unmasked token (the count, exact) or, with `squares`, w t^2.
+        template <class T, bool squares = false>
+        struct moments_kernel : weight_terms<T>
+        {
+            using B = batch<T>;
+            static constexpr std::size_t channels = 3;
+            static constexpr bool reads_weights = false;
+            T s;
+            B vs;
+
+            moments_kernel(T max, T scale, T scale2) : weight_terms<T>(max, scale2), s(scale), vs(scale) {}
+
+            template <int tier>
+            XSAMPLER_ALWAYS_INLINE void terms(const B& x, B (&t)[3]) const noexcept
+            {
+                B e;
+                const B w = this->template weight<tier>(x, e);
+                const B zero(T(0));
+                if constexpr (tier == 0)
+                {
+                    t[0] = w;
+                    t[1] = w * ((x - this->vm) * vs);
+                    t[2] = squares ? t[1] * ((x - this->vm) * vs) : B(T(1));
+                }
+                else
+                {
+                    const B d = tier == 2 ? exponent(x, this->vm, vs) : (x - this->vm) * vs;
+                    t[0] = w;
+                    t[1] = xsimd::select(w > zero, w * d, zero);
+                    t[2] = squares ? xsimd::select(w > zero, t[1] * d, zero)
+                                   : xsimd::select(x != B(-std::numeric_limits<T>::infinity()), B(T(1)), zero);
+                }
+            }
+            void terms(T x, T (&t)[3]) const noexcept
+            {
+                const T w = detail::weight(x, this->m, this->s2);
+                const T d = exponent(x, this->m, s);
+                t[0] = w;
+                t[1] = w > T(0) ? w * d : T(0);
+                t[2] = squares ? (w > T(0) ? t[1] * d : T(0)) : T(x != -std::numeric_limits<T>::infinity());
+            }
+        };
+
+        /// Z over a whole row at (m, s2), from token 0.
+        template <class T>
+        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
+        {
+            blocked_sum<T> sum[1]{blocked_sum<T>(record)};
+            reduce_run(weight_kernel<T>(m, s2), x, n, 0, sum, nullptr, nullptr, w_out);
+            return sum[0].total();
+        }
+
+        /// A set's moments: Z, E[t] = (sum w t) / Z, and the count of tokens.
+        struct moments
+        {
+            double z;
+            double mean;
+            std::size_t n;
+        };
+    }
+}
+
+#endif
