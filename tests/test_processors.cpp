@@ -618,7 +618,9 @@ TEST_CASE("a token outside a keep_in mask stays out after a pass writes the mask
         c.set_logit(8, 4.0f);    // masked by the caller, inside both: revived
         CHECK(c.logit(3) == -std::numeric_limits<float>::infinity());
         CHECK(c.logit(160) == -std::numeric_limits<float>::infinity());
-        CHECK(c.argmax() == 8);
+        const candidates<float>& read = c;  // the max is a cache: its readers are const
+        CHECK(read.argmax() == 8);
+        CHECK(read.max_logit() == 4.0f);
         CHECK(c.size() == 75);
     }
 }

@@ -30,8 +30,9 @@
 // - Fused top-k (load(row, k)): a keep_top(k) selected in the validation
 //   pass is pending (detail/pending_top_k.hpp: what runs on the list, and
 //   when the set first "unfuses" into the dense set of the edited row,
-//   exactly as if the row had been loaded unfused and then edited).
-//
+//   exactly as if the row had been loaded unfused and then edited). So the
+//   readers of its shape (size, dense, items, the walks) are not const; the
+//   max, argmax, logits and weights are.
 // The verbs' contracts, with their errors, are docs/semantics.md's table
 // ("Stages, processors and chains"); each is briefly documented below.
 //
@@ -102,12 +103,12 @@ namespace xsampler
 
         std::size_t vocab() const noexcept { return m_row.size(); }
         /// The best kept token's logit and id (ties: the lowest id).
-        T max_logit() noexcept
+        T max_logit() const noexcept
         {
             settle();
             return m_max;
         }
-        token_id argmax() noexcept
+        token_id argmax() const noexcept
         {
             settle();
             return m_argmax;
@@ -175,12 +176,12 @@ namespace xsampler
         /// is NaN for the argmax).
         double scale2_double() const noexcept { return std::min(m_scale * detail::log2e, std::numeric_limits<double>::max()); }
         /// d = (x - m) * s in T (natural-log units); 0 for the argmax, <= 0 always.
-        T log_weight(T logit) noexcept { return detail::exponent(logit, max_logit(), scale()); }
+        T log_weight(T logit) const noexcept { return detail::exponent(logit, max_logit(), scale()); }
         /// The contract's weight w = 2^((x - m) s2); 1 for the argmax.
-        T weight(T logit) noexcept { return detail::weight(logit, max_logit(), scale2()); }
+        T weight(T logit) const noexcept { return detail::weight(logit, max_logit(), scale2()); }
         /// The same, read from the weights a dense pass kept while they are
         /// current (the same bits: the kernels compute what weight() does).
-        T weight(token_id id, T logit) noexcept { return m_weights_current ? m_weights[std::size_t(id)] : weight(logit); }
+        T weight(token_id id, T logit) const noexcept { return m_weights_current ? m_weights[std::size_t(id)] : weight(logit); }
 
         /// Calls f(id, logit) for every kept token in increasing id order. A
         /// short sparse list is sorted by id; a long one is walked through a
@@ -247,14 +248,12 @@ namespace xsampler
         //     nucleus of filters/top_p.hpp) beside for_each_run, items(),
         //     weight() and the verbs; none of it changes the set ---
 
-        /// Z as total_weight() sums it; on a dense set each token's weight
-        /// is also stored by id (weights()), current until a verb or an
-        /// edit changes the set or its scale.
+        /// Z as total_weight() sums it; on a dense set each token's weight is
+        /// also stored by id (weights()) until the set or its scale changes.
         double total_weight_stored() { return sum_weights(nullptr, true); }
         /// The weights total_weight_stored() stored, indexed by token id.
         const T* weights() const noexcept { return m_weights.data(); }
-        /// S, the scale in double: d_i = (x_i - m)·S exactly (scale() is S
-        /// rounded to T).
+        /// S, the scale in double: d_i = (x_i - m)·S exactly (scale(): S in T).
         double exact_scale() const noexcept { return m_scale; }
 
         /// Adds a kernel's terms (detail/reduce.hpp) over the kept set to
@@ -262,15 +261,17 @@ namespace xsampler
         /// deferred mask read, not written), by id on a list. A kernel that
         /// reads weights gets each token's (stored first on a dense set).
         /// With `store`, a dense set's channel-0 terms, which must be the
-        /// weights, are stored as weights().
+        /// weights, are stored as weights(). Returns the kept count when the
+        /// kernel counts (else 0).
         template <class Kernel>
-        void reduce(const Kernel& k, detail::blocked_sum<T> (&sums)[Kernel::channels], bool store = false)
+        std::size_t reduce(const Kernel& k, detail::blocked_sum<T> (&sums)[Kernel::channels], bool store = false)
         {
             unfuse();
+            std::size_t count = 0;
             if (!m_dense)
             {
-                for_each_by_id([&](token_id id, T x) { detail::reduce_one(k, std::size_t(id), x, weight(id, x), sums); });
-                return;
+                for_each_by_id([&](token_id id, T x) { count += detail::reduce_one(k, std::size_t(id), x, weight(id, x), sums); });
+                return Kernel::counts ? count : 0;
             }
             if (Kernel::reads_weights && !m_weights_current)
             {
@@ -282,11 +283,12 @@ namespace xsampler
             }
             const std::uint64_t* outside = m_row.deferred_words();
             m_row.for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
-                detail::reduce_run(k, x, n, first, sums, outside == nullptr ? nullptr : outside + first / 64,
+                count += detail::reduce_run(k, x, n, first, sums, outside == nullptr ? nullptr : outside + first / 64,
                                    Kernel::reads_weights ? m_weights.data() + first : nullptr,
                                    store ? m_weights.data() + first : nullptr);
             });
             m_weights_current = m_weights_current || store;
+            return count;
         }
 
         // --- verbs: processors ---
@@ -478,8 +480,7 @@ namespace xsampler
             }
         }
 
-        // --- readers and verbs of the entropy filters (typical, top_n_sigma,
-        //     dynamic temperature) and of top_k's keep-ties rule ---
+        // --- readers and verbs of the entropy and level filters ---
 
         /// Z and the mean log weight E[t] = (sum_i w_i t_i) / Z over the kept
         /// set at the current scale, t_i = (x_i - m) s (nats, <= 0; the
@@ -488,28 +489,14 @@ namespace xsampler
         detail::moments log_weight_moments()
         {
             unfuse();
-            detail::blocked_sum<T> sums[3];
-            reduce(detail::moments_kernel<T>(max_logit(), scale(), scale2()), sums);
+            detail::blocked_sum<T> sums[2];
+            const std::size_t n = reduce(detail::moments_kernel<T>(max_logit(), scale(), scale2()), sums);
             if (m_dense)
             {
-                m_size = std::size_t(sums[2].total());
+                m_size = n;
             }
             const double z = sums[0].total();
             return {z, sums[1].total() / z, m_size};
-        }
-
-        /// The logit of the k-th best-ranked kept token (1 <= k <= size(),
-        /// else invalid_parameter), by top_items; the set is unchanged.
-        T kth_logit(std::size_t k)
-        {
-            unfuse();
-            if (k == 0 || k > size())
-            {
-                throw invalid_parameter("kth_logit: k must be in [1, " + std::to_string(size()) + "], got " +
-                                        std::to_string(k));
-            }
-            top_items(k, m_select);  // in rank order: the k-th is the last
-            return m_select.back().logit;
         }
 
         /// Keep x iff x >= low and (x >= sure or decide(x)), low <= sure:
@@ -860,7 +847,7 @@ namespace xsampler
 
         // Finds the max and argmax of the kept set again after an edit or a
         // retain_if made them stale (-inf with id 0 if nothing is left).
-        void settle()
+        void settle() const
         {
             if (!m_max_stale)
             {
@@ -882,7 +869,6 @@ namespace xsampler
             m_row.find_max(m_max, m_argmax);
         }
 
-
         // The blocked sum of the kept weights; on a dense set, with every
         // weight also stored in m_weights when store.
         double sum_weights(detail::block_record* record, bool store = false)
@@ -902,13 +888,11 @@ namespace xsampler
         std::vector<T> m_weights;
         bool m_weights_current = false;  // m_weights hold the weights at the current scale
         std::vector<scored<T>> m_spare;  // retain_if's, keep_in's and keep_monotone's list
-        // kth_logit's scratch, reused across calls
-        std::vector<scored<T>> m_select;
         detail::subset_check<T> m_subset_check;  // keep_subset's
         detail::scratch_store m_stage_scratch;
-        T m_max = 0;
-        token_id m_argmax = 0;
-        bool m_max_stale = false;  // an edit or retain_if may have removed the best token
+        mutable T m_max = 0;  // the best kept token: a cache, so max_logit() and argmax() are const
+        mutable token_id m_argmax = 0;
+        mutable bool m_max_stale = false;  // an edit or retain_if may have removed the best token
         detail::pending_top_k<T> m_pending;  // a fused top-k's keep_top(k), owed while active()
         std::size_t m_size = 0;
         double m_scale = 1.0;

@@ -58,8 +58,8 @@ namespace xsampler
             /// sums it), so the same bits on every instruction set.
             double entropy() const noexcept
             {
-                blocked_sum<T> sums[3];
-                reduce_run(moments_kernel<T>(m, T(1), T(log2e)), x, n, 0, sums);
+                blocked_sum<T> sums[2];
+                reduce_run(moments_kernel<T, third_sum::none>(m, T(1), T(log2e)), x, n, 0, sums);
                 return log_z - sums[1].total() / z;
             }
 

@@ -119,7 +119,7 @@ namespace xsampler
             }
 
         private:
-            void flush()
+            XSAMPLER_ALWAYS_INLINE void flush()
             {
                 if (m_pending != 0)
                 {

@@ -137,7 +137,7 @@ namespace xsampler
             /// The same without writing a deferred mask: its tokens are still
             /// in the runs, for a reader that applies deferred_words() itself.
             template <class F>
-            void for_each_raw_run(F&& f)
+            void for_each_raw_run(F&& f) const
             {
                 if (m_patched.empty() || m_whole)
                 {
@@ -231,7 +231,7 @@ namespace xsampler
             /// The best current logit and its id (ties: the lowest id); -inf
             /// and 0 when every token is masked. A deferred mask is read, not
             /// written.
-            void find_max(T& max, token_id& argmax)
+            void find_max(T& max, token_id& argmax) const
             {
                 max = -inf;
                 argmax = 0;
@@ -443,7 +443,7 @@ namespace xsampler
             std::vector<T> m_copy;                  // a row not contiguous, evaluated
             std::vector<std::size_t> m_patch_at;    // per block: its copy's offset in m_patch, or no_patch
             std::vector<T> m_patch;                 // copies of the edited blocks, 64 logits each
-            std::vector<std::size_t> m_patched;     // the edited blocks
+            mutable std::vector<std::size_t> m_patched;  // the edited blocks (sorted when first walked)
             bool m_whole = false;                   // every block, in order (patch_whole)
             std::vector<T> m_spare;                 // patch_whole's second buffer
             bool m_masked = false;                  // a mask applies (its words: m_words)

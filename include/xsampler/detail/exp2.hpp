@@ -134,7 +134,7 @@ namespace xsampler
         /// covers [-1/2, 1/2]. Relative error within 2 ulp. V is T or
         /// xsimd::batch<T>; the lanes of a batch get exactly the scalar results.
         template <class T, class V>
-        V exp2_core(V t) noexcept
+        XSAMPLER_ALWAYS_INLINE V exp2_core(V t) noexcept
         {
             using c = exp_constants<T>;
             const V shifted = t + V(c::magic);
@@ -170,7 +170,7 @@ namespace xsampler
             return t > exp_constants<T>::limit ? exp2_core<T>(t) : T(0);
         }
         template <class T, class A>
-        xsimd::batch<T, A> exp2_nonpos(xsimd::batch<T, A> t) noexcept
+        XSAMPLER_ALWAYS_INLINE xsimd::batch<T, A> exp2_nonpos(xsimd::batch<T, A> t) noexcept
         {
             // Lanes at or below the limit compute garbage, then are zeroed.
             using V = xsimd::batch<T, A>;

@@ -17,8 +17,11 @@
 // - With `store`, channel 0's term is also written by token (the weights).
 // - A kernel: channels; tiers (1 to 3) and plan(block, kept), the tier for a
 //   full block (kept: its mask word); terms<tier>(x[, w], t) on SIMD
-//   vectors and terms(x[, w], t) on one token, the same values; with
-//   reads_weights, w is the token's stored weight (0 where masked).
+//   vectors and terms(x, w, t) on one token given its weight w (and
+//   terms(x, t), computing it, unless it reads weights), the same values;
+//   with reads_weights, w is the token's stored weight (0 where masked); with
+//   counts, the driver also counts the kept tokens that are not -inf (tier
+//   0 must mean that every kept token is finite).
 #ifndef XSAMPLER_DETAIL_REDUCE_HPP
 #define XSAMPLER_DETAIL_REDUCE_HPP
 
@@ -33,50 +36,107 @@ namespace xsampler
 {
     namespace detail
     {
-        template <int tier, bool store, class Kernel, class T, std::size_t K, std::size_t G>
-        XSAMPLER_ALWAYS_INLINE void block_terms(const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+        // The terms of the vector at x + j, masked lanes +0, channel 0
+        // stored to out + j.
+        template <int tier, bool store, bool masked, class Kernel, class T, std::size_t K>
+        XSAMPLER_ALWAYS_INLINE void vector_terms(const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+                                                 std::size_t j, batch<T> (&v)[K], T* out) noexcept
+        {
+            using B = batch<T>;
+            if constexpr (Kernel::reads_weights)
+            {
+                k.template terms<tier>(B::load_unaligned(x + j), B::load_unaligned(w + j), v);
+            }
+            else
+            {
+                k.template terms<tier>(B::load_unaligned(x + j), v);
+            }
+            if (masked)
+            {
+                const auto on = lanes_of<T, kernel_arch>(std::uint32_t(kept >> j));
+                for (std::size_t c = 0; c < K; ++c)
+                {
+                    v[c] = xsimd::select(on, v[c], B(T(0)));
+                }
+            }
+            if (store)
+            {
+                v[0].store_unaligned(out + j);
+            }
+        }
+
+        // A full block's lane sums: lane set g's first vector starts them.
+        // (Not forced inline: the compiler's choice keeps fewer vectors live.)
+        template <int tier, bool store, bool masked, class Kernel, class T, std::size_t K, std::size_t G>
+        void block_terms(const Kernel& k, const T* x, const T* w, std::uint64_t kept,
                                                 batch<T> (&acc)[K][G], T* out) noexcept
         {
             using B = batch<T>;
-            for (std::size_t t = 0; t < block_size; t += lanes)
+            for (std::size_t g = 0; g < G; ++g)
+            {
+                B v[K];
+                vector_terms<tier, store, masked>(k, x, w, kept, g * B::size, v, out);
+                for (std::size_t c = 0; c < K; ++c)
+                {
+                    acc[c][g] = v[c];
+                }
+            }
+            for (std::size_t t = lanes; t < block_size; t += lanes)
             {
                 for (std::size_t g = 0; g < G; ++g)
                 {
-                    const std::size_t j = t + g * B::size;
                     B v[K];
-                    if constexpr (Kernel::reads_weights)
-                    {
-                        k.template terms<tier>(B::load_unaligned(x + j), B::load_unaligned(w + j), v);
-                    }
-                    else
-                    {
-                        k.template terms<tier>(B::load_unaligned(x + j), v);
-                    }
-                    if (kept != ~std::uint64_t(0))
-                    {
-                        const auto on = lanes_of<T, kernel_arch>(std::uint32_t(kept >> j));
-                        for (std::size_t c = 0; c < K; ++c)
-                        {
-                            v[c] = xsimd::select(on, v[c], B(T(0)));
-                        }
-                    }
+                    vector_terms<tier, store, masked>(k, x, w, kept, t + g * B::size, v, out);
                     for (std::size_t c = 0; c < K; ++c)
                     {
-                        acc[c][g] = t == 0 ? v[c] : acc[c][g] + v[c];
-                    }
-                    if (store)
-                    {
-                        v[0].store_unaligned(out + j);
+                        acc[c][g] = acc[c][g] + v[c];
                     }
                 }
             }
         }
 
-        template <bool store, class Kernel, class T>
-        void reduce_blocks(const Kernel& k, const T* x, std::size_t n, std::size_t first,
-                           blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep, const T* w,
-                           T* out)
+        // block_terms at the block's tier (a run-time choice among the kernel's).
+        template <bool store, bool masked, class Kernel, class T, std::size_t K, std::size_t G>
+        XSAMPLER_ALWAYS_INLINE void tier_terms(int tier, const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+                                               batch<T> (&acc)[K][G], T* out) noexcept
         {
+            if (tier == 0)
+            {
+                block_terms<0, store, masked>(k, x, w, kept, acc, out);
+            }
+            else if constexpr (Kernel::tiers > 1)
+            {
+                if (Kernel::tiers == 2 || tier == 1)
+                {
+                    block_terms<1, store, masked>(k, x, w, kept, acc, out);
+                }
+                else
+                {
+                    block_terms<Kernel::tiers - 1, store, masked>(k, x, w, kept, acc, out);
+                }
+            }
+        }
+
+        // The kept tokens of a block of 64 whose logit is not -inf.
+        template <class T>
+        std::size_t finite_in(const T* block, std::uint64_t kept) noexcept
+        {
+            using B = batch<T>;
+            const B ninf(-std::numeric_limits<T>::infinity());
+            std::uint64_t bits = 0;
+            for (std::size_t i = 0; i < block_size; i += B::size)
+            {
+                bits |= std::uint64_t(mask_bits(B::load_unaligned(block + i) != ninf)) << i;
+            }
+            return std::size_t(__builtin_popcountll(bits & kept));
+        }
+
+        template <bool store, class Kernel, class T>
+        std::size_t reduce_blocks(const Kernel& k, const T* x, std::size_t n, std::size_t first,
+                                  blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep, const T* w,
+                                  T* out)
+        {
+            std::size_t count = 0;
             constexpr std::size_t K = Kernel::channels;
             constexpr std::size_t G = lanes / batch<T>::size;
             static_assert(lanes % batch<T>::size == 0, "xsampler: unsupported SIMD width");
@@ -89,20 +149,18 @@ namespace xsampler
                 const T* wb = Kernel::reads_weights ? w + o : nullptr;
                 T* ob = store ? out + o : nullptr;
                 const int tier = k.plan(x + o, kept);
-                if (tier == 0)
+                if constexpr (Kernel::counts)
                 {
-                    block_terms<0, store>(k, x + o, wb, kept, acc, ob);
+                    // Tier 0: every kept weight is positive, so every kept logit finite.
+                    count += tier == 0 ? std::size_t(__builtin_popcountll(kept)) : finite_in(x + o, kept);
                 }
-                else if constexpr (Kernel::tiers > 1)
+                if (kept == ~std::uint64_t(0))
                 {
-                    if (Kernel::tiers == 2 || tier == 1)
-                    {
-                        block_terms<1, store>(k, x + o, wb, kept, acc, ob);
-                    }
-                    else
-                    {
-                        block_terms<Kernel::tiers - 1, store>(k, x + o, wb, kept, acc, ob);
-                    }
+                    tier_terms<store, false>(tier, k, x + o, wb, kept, acc, ob);
+                }
+                else
+                {
+                    tier_terms<store, true>(tier, k, x + o, wb, kept, acc, ob);
                 }
                 for (std::size_t c = 0; c < K; ++c)
                 {
@@ -130,48 +188,39 @@ namespace xsampler
                 {
                     out[i] = v[0];
                 }
+                count += !masked && xi != -std::numeric_limits<T>::infinity();
             }
+            return Kernel::counts ? count : 0;
         }
 
         /// Adds a kernel's terms over logits x[0, n) of tokens first,
         /// first + 1, ... (first a multiple of 64, above every token added
         /// before) to sums, in the contract's order. keep: mask words or
         /// null; w: the stored weights of the same tokens (reads_weights);
-        /// out: where channel 0's terms go, or null.
+        /// out: where channel 0's terms go, or null. Returns the number of
+        /// kept tokens whose logit is not -inf when the kernel counts (else 0).
         template <class Kernel, class T>
-        void reduce_run(const Kernel& k, const T* x, std::size_t n, std::size_t first,
+        std::size_t reduce_run(const Kernel& k, const T* x, std::size_t n, std::size_t first,
                         blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep = nullptr,
                         const std::common_type_t<T>* w = nullptr, std::common_type_t<T>* out = nullptr)
         {
-            if (out != nullptr)
-            {
-                reduce_blocks<true>(k, x, n, first, sums, keep, w, out);
-            }
-            else
-            {
-                reduce_blocks<false>(k, x, n, first, sums, keep, w, out);
-            }
+            return out != nullptr ? reduce_blocks<true>(k, x, n, first, sums, keep, w, out)
+                                  : reduce_blocks<false>(k, x, n, first, sums, keep, w, out);
         }
 
-        /// One token of a list (ids increasing across calls): its terms, added
-        /// as the tail of reduce_run adds them (the same bits).
+        /// One token of a list (ids increasing across calls) with its weight
+        /// w (stored or computed: the same bits): its terms, added as the tail
+        /// of reduce_run adds them; 1 if x is not -inf, else 0.
         template <class Kernel, class T>
-        void reduce_one(const Kernel& k, std::size_t id, T x, T w, blocked_sum<T> (&sums)[Kernel::channels])
+        std::size_t reduce_one(const Kernel& k, std::size_t id, T x, T w, blocked_sum<T> (&sums)[Kernel::channels])
         {
             T v[Kernel::channels];
-            if constexpr (Kernel::reads_weights)
-            {
-                k.terms(x, w, v);
-            }
-            else
-            {
-                (void)w;
-                k.terms(x, v);
-            }
+            k.terms(x, w, v);
             for (std::size_t c = 0; c < Kernel::channels; ++c)
             {
                 sums[c].add(id, v[c]);
             }
+            return std::size_t(x != -std::numeric_limits<T>::infinity());
         }
 
         /// The lane-wise least logit of a block of 64, over the lanes whose
@@ -240,6 +289,7 @@ namespace xsampler
             using B = batch<T>;
             static constexpr std::size_t channels = 1;
             static constexpr bool reads_weights = false;
+            static constexpr bool counts = false;
             using weight_terms<T>::weight_terms;
 
             template <int tier>
@@ -249,16 +299,26 @@ namespace xsampler
                 t[0] = this->template weight<tier>(x, e);
             }
             void terms(T x, T (&t)[1]) const noexcept { t[0] = detail::weight(x, this->m, this->s2); }
+            void terms(T, T w, T (&t)[1]) const noexcept { t[0] = w; }
+        };
+
+        /// What moments_kernel gives beside its two sums: nothing, the count of
+        /// the tokens (reduce_run's result), or a third sum, of w t^2.
+        enum class third_sum
+        {
+            none,
+            count,
+            squares
         };
 
         /// The entropy's sums at scale s: w, w t with t = exponent(x, m, s)
-        /// (the log weight in nats; 0 where w is 0), and either 1 for each
-        /// unmasked token (the count, exact) or, with `squares`, w t^2.
-        template <class T, bool squares = false>
+        /// (the log weight in nats; 0 where w is 0), and what `third` asks.
+        template <class T, third_sum third = third_sum::count>
         struct moments_kernel : weight_terms<T>
         {
             using B = batch<T>;
-            static constexpr std::size_t channels = 3;
+            static constexpr std::size_t channels = third == third_sum::squares ? 3 : 2;
+            static constexpr bool counts = third == third_sum::count;
             static constexpr bool reads_weights = false;
             T s;
             B vs;
@@ -266,33 +326,30 @@ namespace xsampler
             moments_kernel(T max, T scale, T scale2) : weight_terms<T>(max, scale2), s(scale), vs(scale) {}
 
             template <int tier>
-            XSAMPLER_ALWAYS_INLINE void terms(const B& x, B (&t)[3]) const noexcept
+            XSAMPLER_ALWAYS_INLINE void terms(const B& x, B (&t)[channels]) const noexcept
             {
                 B e;
                 const B w = this->template weight<tier>(x, e);
                 const B zero(T(0));
-                if constexpr (tier == 0)
+                // Tier 0: every weight positive, no x - m overflows.
+                const B d = tier == 0 ? (x - this->vm) * vs : tier == 2 ? exponent(x, this->vm, vs) : (x - this->vm) * vs;
+                t[0] = w;
+                t[1] = tier == 0 ? w * d : xsimd::select(w > zero, w * d, zero);
+                if constexpr (third == third_sum::squares)
                 {
-                    t[0] = w;
-                    t[1] = w * ((x - this->vm) * vs);
-                    t[2] = squares ? t[1] * ((x - this->vm) * vs) : B(T(1));
-                }
-                else
-                {
-                    const B d = tier == 2 ? exponent(x, this->vm, vs) : (x - this->vm) * vs;
-                    t[0] = w;
-                    t[1] = xsimd::select(w > zero, w * d, zero);
-                    t[2] = squares ? xsimd::select(w > zero, t[1] * d, zero)
-                                   : xsimd::select(x != B(-std::numeric_limits<T>::infinity()), B(T(1)), zero);
+                    t[2] = tier == 0 ? t[1] * d : xsimd::select(w > zero, t[1] * d, zero);
                 }
             }
-            void terms(T x, T (&t)[3]) const noexcept
+            void terms(T x, T (&t)[channels]) const noexcept { terms(x, detail::weight(x, this->m, this->s2), t); }
+            void terms(T x, T w, T (&t)[channels]) const noexcept
             {
-                const T w = detail::weight(x, this->m, this->s2);
                 const T d = exponent(x, this->m, s);
                 t[0] = w;
                 t[1] = w > T(0) ? w * d : T(0);
-                t[2] = squares ? (w > T(0) ? t[1] * d : T(0)) : T(x != -std::numeric_limits<T>::infinity());
+                if constexpr (third == third_sum::squares)
+                {
+                    t[2] = w > T(0) ? t[1] * d : T(0);
+                }
             }
         };
 

@@ -65,7 +65,7 @@ namespace xsampler
                 // squares): Z's own bits; w d and w d^2 in T, lanes of 8 terms
                 // in T, the rest in double.
                 detail::blocked_sum<T> sums[3];
-                c.reduce(detail::moments_kernel<T, true>(m, c.scale(), c.scale2()), sums);
+                c.reduce(detail::moments_kernel<T, detail::third_sum::squares>(m, c.scale(), c.scale2()), sums);
                 const double zh = sums[0].total();
                 const double sa = sums[1].total();
                 const double sb = sums[2].total();

@@ -41,6 +41,7 @@ namespace xsampler
             using B = batch<T>;
             static constexpr std::size_t channels = 3;
             static constexpr bool reads_weights = false;
+            static constexpr bool counts = false;
             using weight_terms<T>::weight_terms;
 
             template <int tier>
@@ -51,10 +52,11 @@ namespace xsampler
                 t[1] = t[0] * t[0];
                 t[2] = xsimd::select(t[1] > B(T(0)), t[1] * xsimd::abs(e), B(T(0)));
             }
-            void terms(T x, T (&t)[3]) const noexcept
+            void terms(T x, T (&t)[3]) const noexcept { terms(x, detail::weight(x, this->m, this->s2), t); }
+            void terms(T x, T w, T (&t)[3]) const noexcept
             {
                 const T e = exponent(x, this->m, this->s2);
-                t[0] = exp2_nonpos(e);
+                t[0] = w;
                 t[1] = t[0] * t[0];
                 t[2] = t[1] > T(0) ? t[1] * std::abs(e) : T(0);
             }

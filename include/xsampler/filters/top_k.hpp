@@ -23,12 +23,31 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "../candidates.hpp"
 #include "../stage.hpp"
 
 namespace xsampler
 {
+    namespace detail
+    {
+        template <class T>
+        struct kth_scratch
+        {
+            std::vector<scored<T>> best;
+        };
+        /// The logit of the k-th best-ranked kept token, 1 <= k <= c.size()
+        /// (top_items: one selection pass on a dense set).
+        template <class T>
+        T kth_logit(candidates<T>& c, std::size_t k)
+        {
+            auto& best = c.template scratch<kth_scratch<T>>().best;
+            c.top_items(k, best);  // in rank order: the k-th is the last
+            return best.back().logit;
+        }
+    }
+
     /// top_k's rule for tokens tied with the k-th: lowest_id keeps exactly k
     /// (ties to the lower ids, as llama.cpp); keep_all keeps every token whose
     /// logit equals the k-th's too (transformers' TopKLogitsWarper).
@@ -74,7 +93,7 @@ namespace xsampler
             {
                 return;
             }
-            c.keep_logit_at_least(c.kth_logit(kept));
+            c.keep_logit_at_least(detail::kth_logit(c, kept));
         }
 
     private:

@@ -35,6 +35,7 @@
 #include "../candidates.hpp"
 #include "../detail/expansion.hpp"
 #include "../stage.hpp"
+#include "top_k.hpp"
 
 namespace xsampler
 {
@@ -74,7 +75,7 @@ namespace xsampler
                 {
                     return;
                 }
-                if (!d.keeps(c.kth_logit(m_min_keep)))
+                if (!d.keeps(detail::kth_logit(c, m_min_keep)))
                 {
                     c.keep_top(m_min_keep);
                     return;

@@ -558,6 +558,7 @@ namespace xsampler
                 static constexpr std::size_t channels = 1;
                 static constexpr int tiers = 1;
                 static constexpr bool reads_weights = true;
+                static constexpr bool counts = false;
                 T low;
                 batch<T> vlow;
                 int plan(const T*, std::uint64_t) const noexcept { return 0; }
