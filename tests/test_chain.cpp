@@ -396,6 +396,7 @@ TEMPLATE_TEST_CASE("sampler::trace shows the chain stage by stage", "[chain][sam
         after.push_back(distribution_of(c));
     });
     CHECK(names == std::vector<std::string>{"logits", "ban", "temperature", "top_k", "top_p", "min_p"});
+    CHECK(s.describe_stages() == std::vector<std::string>{"ban", "temperature 0.8", "top_k 40", "top_p 0.95", "min_p 0.05"});
     REQUIRE(after.size() == 6);
     CHECK(after[0].probs == chain{}.final_distribution(r).probs);  // the plain softmax
     CHECK(after[0].ids.size() == 3000);
@@ -437,6 +438,54 @@ TEMPLATE_TEST_CASE("sampler::trace shows the chain stage by stage", "[chain][sam
         CHECK(last.probs == want.probs);
         CHECK(traced == listed);  // one uniform each
     }
+}
+
+TEST_CASE("describe_stages: every built-in stage in its own words, in the chain's order", "[chain][sampler][trace]")
+{
+    sampling_params p;
+    p.logit_bias = {{1, 2.0}, {2, -1.0}};
+    p.repeat_penalty = 1.5;
+    p.frequency_penalty = 0.25;
+    p.penalty_scope = penalty_scope::output;
+    p.dry_multiplier = 0.8;
+    p.no_repeat_ngram_size = 3;
+    p.bad_words = {{4, 5}};
+    p.allowed_token_ids = {1, 2, 3};
+    p.banned_token_ids = {7};
+    p.temperature = 0.0;
+    p.top_k = 40;
+    p.top_k_keep_ties = true;
+    p.top_n_sigma = 1.5;
+    p.typical_p = 0.9;
+    p.top_p = 0.875;
+    p.min_p = 0.05;
+    p.p_less = true;
+    p.top_h = 0.25;
+    p.epsilon = 0.001;
+    p.eta = 0.002;
+    p.xtc_probability = 0.5;
+    p.xtc_threshold = 0.125;
+    p.min_keep = 3;
+    CHECK(sampler(p).describe_stages() ==
+          std::vector<std::string>{"logit_bias on 2 id(s)", "penalties repeat 1.5, frequency 0.25, output scope",
+                                   "dry multiplier 0.8, base 1.75, allowed length 2", "no_repeat_ngram 3",
+                                   "bad_words: 1 sequence(s)", "token_mask: allow 3, ban 1", "temperature 0 (greedy)",
+                                   "top_k 40, ties kept", "top_n_sigma 1.5, min_keep 3", "typical 0.9, min_keep 3",
+                                   "top_p 0.875, min_keep 3", "min_p 0.05, min_keep 3", "p_less, min_keep 3",
+                                   "top_h 0.25, min_keep 3", "epsilon 0.001, min_keep 3", "eta 0.002, min_keep 3",
+                                   "xtc probability 0.5, threshold 0.125, min_keep 3"});
+    sampling_params q;
+    q.temperature = 0.75;
+    q.dynatemp_range = 0.5;
+    q.top_k = 8;
+    q.top_p = 0.5;
+    q.top_k_top_p_joint = true;
+    CHECK(sampler(q).describe_stages() ==
+          std::vector<std::string>{"temperature 0.75, dynamic: range 0.5, exponent 1", "top_k_top_p 8, 0.5"});
+    sampling_params m;
+    m.mirostat = 1;
+    m.mirostat_tau = 3.0;
+    CHECK(sampler(m).describe_stages() == std::vector<std::string>{"mirostat 1: tau 3, eta 0.1, m 100"});
 }
 
 TEST_CASE("sampler parameters and orders are validated at construction", "[chain][sampler][errors]")

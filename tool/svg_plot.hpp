@@ -83,117 +83,6 @@ namespace tool::svg
         return buf;
     }
 
-    /// The panel title of a traced stage: its name and the parameters that sampling_params
-    /// holds for it; a name the tool does not know (a user's stage) alone.
-    inline std::string stage_title(const std::string& name, const xsampler::sampling_params& p)
-    {
-        if (name == "logits")
-        {
-            return "softmax of the logits";
-        }
-        // The entropy filters' forms: dynamic temperature, top_k's tie rule, typical, top_n_sigma.
-        if (name == "temperature" && p.dynatemp_range > 0.0)
-        {
-            return "temperature " + number(p.temperature) + ", dynamic: range " + number(p.dynatemp_range) +
-                   ", exponent " + number(p.dynatemp_exponent);
-        }
-        if (name == "top_k" && p.top_k_keep_ties)
-        {
-            return "top_k " + std::to_string(p.top_k) + ", ties kept";
-        }
-        if (name == "typical" || name == "top_n_sigma")
-        {
-            return name + " " + number(name == "typical" ? p.typical_p : p.top_n_sigma) +
-                   (p.min_keep > 1 ? ", min_keep " + std::to_string(p.min_keep) : "");
-        }
-        if (name == "temperature")
-        {
-            return "temperature " + number(p.temperature) + (p.temperature == 0.0 ? " (greedy)" : "");
-        }
-        if (name == "top_k")
-        {
-            return "top_k " + std::to_string(p.top_k);
-        }
-        if (name == "top_p")
-        {
-            return "top_p " + number(p.top_p);
-        }
-        if (name == "top_k_top_p")
-        {
-            return "top_k_top_p " + std::to_string(p.top_k) + ", " + number(p.top_p) +
-                   (p.top_k_keep_ties ? " (ties kept)" : "");
-        }
-        if (name == "min_p")
-        {
-            return "min_p " + number(p.min_p);
-        }
-        if (name == "top_h")
-        {
-            return "top_h " + number(p.top_h);
-        }
-        if (name == "epsilon")
-        {
-            return "epsilon " + number(p.epsilon);
-        }
-        if (name == "eta")
-        {
-            return "eta " + number(p.eta);
-        }
-        if (name == "xtc")
-        {
-            return "xtc probability " + number(p.xtc_probability) + ", threshold " + number(p.xtc_threshold) +
-                   (p.min_keep > 1 ? ", min_keep " + std::to_string(p.min_keep) : "");
-        }
-        if (name == "mirostat")
-        {
-            return "mirostat " + std::to_string(p.mirostat) + ": tau " + number(p.mirostat_tau) + ", eta " +
-                   number(p.mirostat_eta) + (p.mirostat == 1 ? ", m " + std::to_string(p.mirostat_m) : "");
-        }
-        if (name == "penalties")
-        {
-            std::string t = "penalties";
-            const auto add = [&t](const std::string& part) { t += (t == "penalties" ? " " : ", ") + part; };
-            if (p.repeat_penalty != 1.0)
-            {
-                add("repeat " + number(p.repeat_penalty));
-            }
-            if (p.presence_penalty != 0.0)
-            {
-                add("presence " + number(p.presence_penalty));
-            }
-            if (p.frequency_penalty != 0.0)
-            {
-                add("frequency " + number(p.frequency_penalty));
-            }
-            add(p.penalty_scope == xsampler::penalty_scope::output ? "output scope"
-                                                                    : "last " + std::to_string(p.repeat_last_n));
-            return t;
-        }
-        if (name == "dry")
-        {
-            return "dry multiplier " + number(p.dry_multiplier) + ", base " + number(p.dry_base) + ", allowed length " +
-                   std::to_string(p.dry_allowed_length);
-        }
-        if (name == "logit_bias")
-        {
-            return "logit_bias on " + std::to_string(p.logit_bias.size()) + " id(s)";
-        }
-        if (name == "no_repeat_ngram")
-        {
-            return "no_repeat_ngram " + std::to_string(p.no_repeat_ngram_size);
-        }
-        if (name == "bad_words")
-        {
-            return "bad_words: " + std::to_string(p.bad_words.size()) + " sequence(s)";
-        }
-        if (name == "token_mask")
-        {
-            return "token_mask: allow " + std::to_string(p.allowed_token_ids.size()) + ", ban " +
-                   std::to_string(p.banned_token_ids.size());
-        }
-        return name;
-    }
-
     /// Traces `row` through `s` and keeps, per stage, the `bars` tokens that rank first in
     /// the first panel. label(id) names a bar. A random filter (xtc) draws its uniform from
     /// `rng`, given as the last argument (sampler::trace).
@@ -217,10 +106,13 @@ namespace tool::svg
             bar_of.emplace(f.ids[i], i);
             f.labels.push_back(label(f.ids[i]));
         }
-        for (const auto& [name, d] : traced)
+        // Titles: the logits, then each stage in its own words (sampler::describe_stages).
+        std::vector<std::string> titles = s.describe_stages();
+        titles.insert(titles.begin(), "softmax of the logits");
+        for (std::size_t i = 0; i < traced.size(); ++i)
         {
-            panel p{name, stage_title(name, s.params()), d.ids.size(), std::vector<double>(n, 0.0),
-                    std::vector<bool>(n, false)};
+            const auto& [name, d] = traced[i];
+            panel p{name, titles.at(i), d.ids.size(), std::vector<double>(n, 0.0), std::vector<bool>(n, false)};
             for (std::size_t j = 0; j < d.ids.size(); ++j)
             {
                 const auto it = bar_of.find(d.ids[j]);

@@ -128,6 +128,12 @@ namespace xsampler
         double base() const noexcept { return m_base; }
         std::int64_t allowed_length() const noexcept { return m_allowed; }
         std::int64_t penalty_last_n() const noexcept { return m_last_n; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return "dry multiplier " + detail::format_value(m_multiplier) + ", base " + detail::format_value(m_base) +
+                   ", allowed length " + std::to_string(m_allowed);
+        }
         /// The breaker ids, sorted, without duplicates.
         const std::vector<token_id>& sequence_breakers() const noexcept { return m_breakers; }
         /// Whether the stage can edit anything (multiplier > 0 and a window).

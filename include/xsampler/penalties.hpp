@@ -168,6 +168,26 @@ namespace xsampler
         double frequency() const noexcept { return m_frequency; }
         std::int64_t last_n() const noexcept { return m_last_n; }
         penalty_scope scope() const noexcept { return m_scope; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            std::string t = name;
+            const auto add = [&t](const std::string& part) { t += (t == name ? " " : ", ") + part; };
+            if (m_repeat != 1.0)
+            {
+                add("repeat " + detail::format_value(m_repeat));
+            }
+            if (m_presence != 0.0)
+            {
+                add("presence " + detail::format_value(m_presence));
+            }
+            if (m_frequency != 0.0)
+            {
+                add("frequency " + detail::format_value(m_frequency));
+            }
+            add(m_scope == penalty_scope::output ? "output scope" : "last " + std::to_string(m_last_n));
+            return t;
+        }
 
         /// Whether the stage changes nothing whatever the history.
         bool neutral() const noexcept

@@ -81,6 +81,8 @@ namespace xsampler
         }
         const std::vector<std::pair<token_id, double>>& entries() const noexcept { return m_bias; }
         bool neutral() const noexcept { return m_bias.empty(); }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const { return "logit_bias on " + std::to_string(m_bias.size()) + " id(s)"; }
 
         template <class T>
         void apply(candidates<T>& c, const token_history&) const
@@ -117,6 +119,8 @@ namespace xsampler
         explicit no_repeat_ngram(std::size_t n = 0) : m_n(n) {}
         std::size_t value() const noexcept { return m_n; }
         bool neutral() const noexcept { return m_n == 0; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const { return std::string(name) + " " + std::to_string(m_n); }
 
         template <class T>
         void apply(candidates<T>& c, const token_history& history) const
@@ -162,6 +166,8 @@ namespace xsampler
         }
         const std::vector<std::vector<token_id>>& words() const noexcept { return m_words; }
         bool neutral() const noexcept { return m_words.empty(); }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const { return "bad_words: " + std::to_string(m_words.size()) + " sequence(s)"; }
 
         template <class T>
         void apply(candidates<T>& c, const token_history& history) const
@@ -200,6 +206,11 @@ namespace xsampler
         const std::vector<token_id>& allowed() const noexcept { return m_allowed; }
         const std::vector<token_id>& banned() const noexcept { return m_banned; }
         bool neutral() const noexcept { return m_allowed.empty() && m_banned.empty(); }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return "token_mask: allow " + std::to_string(m_allowed.size()) + ", ban " + std::to_string(m_banned.size());
+        }
 
         template <class T>
         void apply(candidates<T>& c, const token_history&)

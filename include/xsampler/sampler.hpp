@@ -394,6 +394,18 @@ namespace xsampler
         }
 
         const sampling_params& params() const noexcept { return m_params; }
+        /// Each stage of the chain in words, in order: a built-in's describe()
+        /// ("top_p 0.9", "penalties repeat 1.1, last 64"), a user's stage's
+        /// name. These are the stages trace() calls f after, one by one.
+        std::vector<std::string> describe_stages() const
+        {
+            std::vector<std::string> out;
+            for (const auto& slot : m_stages)
+            {
+                std::visit([&out](const auto& stage) { out.push_back(detail::stage_words(stage, 0)); }, slot);
+            }
+            return out;
+        }
         philox4x32& engine() noexcept { return m_engine; }
 
         // ---- Tracing: the chain stage by stage ---------------------------

@@ -267,6 +267,18 @@ namespace xsampler
             return stage_name(s, 0);
         }
 
+        // A stage in words: describe() if it has one ("top_p 0.9"), else its name.
+        template <class S>
+        auto stage_words(const S& s, int) -> decltype(std::string(s.describe()))
+        {
+            return s.describe();
+        }
+        template <class S>
+        std::string stage_words(const S& s, long)
+        {
+            return name_of(s);
+        }
+
         /// Applies one stage to c: a processor with the history, a random
         /// filter with a uniform from `uniforms`, a filter with neither.
         template <class S, class T>

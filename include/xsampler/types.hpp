@@ -310,6 +310,13 @@ namespace xsampler
             std::snprintf(buf, sizeof buf, "%.9g", v);
             return buf;
         }
+
+        // A stage's words with its min_keep when that is not 1 ("typical
+        // 0.9, min_keep 3").
+        inline std::string with_min_keep(std::string text, std::size_t min_keep)
+        {
+            return min_keep > 1 ? text + ", min_keep " + std::to_string(min_keep) : text;
+        }
     }
 }
 

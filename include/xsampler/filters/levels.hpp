@@ -398,6 +398,11 @@ namespace xsampler
 
             double value() const noexcept { return m_v; }
             std::size_t min_keep() const noexcept { return m_min_keep; }
+            /// The stage in words ("min_p 0.05"), as sampler::describe_stages gives it.
+            std::string describe() const
+            {
+                return with_min_keep(std::string(Derived::name) + " " + format_value(m_v), m_min_keep);
+            }
 
             template <class T>
             void apply(candidates<T>& c) const

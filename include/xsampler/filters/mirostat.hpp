@@ -77,6 +77,12 @@ namespace xsampler
         double tau() const noexcept { return m_tau; }
         double eta() const noexcept { return m_eta; }
         std::int64_t m() const noexcept { return m_m; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return "mirostat " + std::to_string(m_version) + ": tau " + detail::format_value(m_tau) + ", eta " +
+                   detail::format_value(m_eta) + (m_version == 1 ? ", m " + std::to_string(m_m) : "");
+        }
         /// The running target: 2 tau until the first draw.
         double mu() const noexcept { return m_mu; }
 

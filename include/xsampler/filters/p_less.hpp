@@ -154,6 +154,8 @@ namespace xsampler
 
         explicit p_less(std::size_t min_keep = 1) : m_min_keep(detail::min_keep_of(min_keep)) {}
         std::size_t min_keep() const noexcept { return m_min_keep; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const { return detail::with_min_keep(name, m_min_keep); }
 
         template <class T>
         void apply(candidates<T>& c) const

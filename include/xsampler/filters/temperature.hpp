@@ -70,6 +70,14 @@ namespace xsampler
         double value() const noexcept { return m_t; }
         double range() const noexcept { return m_range; }
         double exponent() const noexcept { return m_exponent; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            const std::string t = std::string(name) + " " + detail::format_value(m_t);
+            return m_range > 0.0 ? t + ", dynamic: range " + detail::format_value(m_range) + ", exponent " +
+                                       detail::format_value(m_exponent)
+                                 : t + (m_t == 0.0 ? " (greedy)" : "");
+        }
         /// Only rescales (or keeps the argmax) unless the range is positive:
         /// then it reads the set's entropy, and a top-k after it may not run
         /// first (stage.hpp).

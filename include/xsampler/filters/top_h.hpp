@@ -298,6 +298,11 @@ namespace xsampler
         }
         double value() const noexcept { return m_h; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return detail::with_min_keep(std::string(name) + " " + detail::format_value(m_h), m_min_keep);
+        }
 
         /// The selection and its buffers are the workspace's scratch.
         template <class T>

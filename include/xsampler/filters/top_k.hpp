@@ -75,6 +75,11 @@ namespace xsampler
         std::int64_t value() const noexcept { return m_k; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
         top_k_ties ties() const noexcept { return m_ties; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return std::string(name) + " " + std::to_string(m_k) + (m_ties == top_k_ties::keep_all ? ", ties kept" : "");
+        }
         /// The k the chain may select in the row's pass (stage.hpp): what
         /// apply keeps; 0 under keep_all, whose ties may lie outside the
         /// selection's list.

@@ -44,6 +44,14 @@ namespace xsampler
         }
         const xsampler::top_k& k_cut() const noexcept { return m_k; }
         const xsampler::top_p& p_cut() const noexcept { return m_p; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return detail::with_min_keep(std::string(name) + " " + std::to_string(m_k.value()) + ", " +
+                                             detail::format_value(m_p.value()) +
+                                             (m_k.ties() == top_k_ties::keep_all ? " (ties kept)" : ""),
+                                         m_p.min_keep());
+        }
 
         template <class T>
         void apply(candidates<T>& c) const

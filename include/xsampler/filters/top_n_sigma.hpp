@@ -56,6 +56,11 @@ namespace xsampler
         }
         double value() const noexcept { return m_n; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return detail::with_min_keep(std::string(name) + " " + detail::format_value(m_n), m_min_keep);
+        }
 
         template <class T>
         void apply(candidates<T>& c) const

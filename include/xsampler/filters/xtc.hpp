@@ -62,6 +62,13 @@ namespace xsampler
         double probability() const noexcept { return m_probability; }
         double threshold() const noexcept { return m_threshold; }
         std::size_t min_keep() const noexcept { return m_min_keep; }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const
+        {
+            return detail::with_min_keep("xtc probability " + detail::format_value(m_probability) + ", threshold " +
+                                             detail::format_value(m_threshold),
+                                         m_min_keep);
+        }
 
         template <class T>
         void apply(candidates<T>& c, double u)
