@@ -256,13 +256,11 @@ namespace xsampler
         /// S, the scale in double: d_i = (x_i - m)·S exactly (scale(): S in T).
         double exact_scale() const noexcept { return m_scale; }
 
-        /// Adds a kernel's terms (detail/reduce.hpp) over the kept set to
-        /// sums, in the contract's order: SIMD over a dense set's blocks (a
-        /// deferred mask read, not written), by id on a list. A kernel that
-        /// reads weights gets each token's (stored first on a dense set).
-        /// With `store`, a dense set's channel-0 terms, which must be the
-        /// weights, are stored as weights(). Returns the kept count when the
-        /// kernel counts (else 0).
+        /// Adds a kernel's terms (detail/reduce.hpp) over the kept set to sums
+        /// in Z's order (a dense set's deferred mask read, not written); a
+        /// kernel gets each token's weight (stored first if it reads them).
+        /// With `store`, channel 0 (the weights) is stored as weights().
+        /// Returns the kept count when the kernel counts, else 0.
         template <class Kernel>
         std::size_t reduce(const Kernel& k, detail::blocked_sum<T> (&sums)[Kernel::channels], bool store = false)
         {
@@ -482,10 +480,9 @@ namespace xsampler
 
         // --- readers and verbs of the entropy and level filters ---
 
-        /// Z and the mean log weight E[t] = (sum_i w_i t_i) / Z over the kept
-        /// set at the current scale, t_i = (x_i - m) s (nats, <= 0; the
-        /// entropy is log Z - E[t]), summed as Z is, and size(): one pass
-        /// (detail::moments_kernel).
+        /// Z, the mean log weight E[t] = (sum_i w_i t_i) / Z, t_i = (x_i - m) s
+        /// (nats; the entropy is log Z - E[t]), summed as Z is, and size():
+        /// one pass of detail::moments_kernel over the kept set.
         detail::moments log_weight_moments()
         {
             unfuse();
