@@ -470,7 +470,7 @@ TEST_CASE("describe_stages: every built-in stage in its own words, in the chain'
           std::vector<std::string>{"logit_bias on 2 id(s)", "penalties repeat 1.5, frequency 0.25, output scope",
                                    "dry multiplier 0.8, base 1.75, allowed length 2", "no_repeat_ngram 3",
                                    "bad_words: 1 sequence(s)", "token_mask: allow 3, ban 1", "temperature 0 (greedy)",
-                                   "top_k 40, ties kept", "top_n_sigma 1.5, min_keep 3", "typical 0.9, min_keep 3",
+                                   "top_k 40, ties kept, min_keep 3", "top_n_sigma 1.5, min_keep 3", "typical 0.9, min_keep 3",
                                    "top_p 0.875, min_keep 3", "min_p 0.05, min_keep 3", "p_less, min_keep 3",
                                    "top_h 0.25, min_keep 3", "epsilon 0.001, min_keep 3", "eta 0.002, min_keep 3",
                                    "xtc probability 0.5, threshold 0.125, min_keep 3"});

@@ -18,7 +18,8 @@
 // eta{H[, min_keep]}, H in [0, 1)
 //   Keeps the tokens with p_i >= min(H, sqrt(H)·e^{-Ent}), Ent the entropy in
 //   nats of the current distribution (transformers' EtaLogitsWarper). H == 0
-//   disables it. One pass for Z, one for the entropy, one compare pass.
+//   disables it. One pass for Z and the entropy (tier 1: Z, A and sum w d^2
+//   together), one compare pass.
 #ifndef XSAMPLER_FILTERS_LEVELS_HPP
 #define XSAMPLER_FILTERS_LEVELS_HPP
 

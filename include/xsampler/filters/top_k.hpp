@@ -78,7 +78,9 @@ namespace xsampler
         /// The stage in words, as sampler::describe_stages gives it.
         std::string describe() const
         {
-            return std::string(name) + " " + std::to_string(m_k) + (m_ties == top_k_ties::keep_all ? ", ties kept" : "");
+            return detail::with_min_keep(
+                std::string(name) + " " + std::to_string(m_k) + (m_ties == top_k_ties::keep_all ? ", ties kept" : ""),
+                m_min_keep);
         }
         /// The k the chain may select in the row's pass (stage.hpp): what
         /// apply keeps; 0 under keep_all, whose ties may lie outside the
