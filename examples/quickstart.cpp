@@ -1,5 +1,6 @@
 // quickstart: the README's tour — sample one token, inspect the distribution,
-// build a sampler from run-time parameters.
+// build a sampler from run-time parameters, run a decode loop (a test checks
+// its output against tests/quickstart.txt).
 #include <cmath>
 #include <cstdio>
 #include <vector>
@@ -31,4 +32,30 @@ int main()
     p.temperature = 0.0;  // greedy
     xsampler::sampler greedy(p);
     std::printf("greedy %d\n", greedy.sample(logits, history).id);
+
+    // A decode loop: a sequence keeps the history with the prompt marked (so
+    // penalties and constraints see what was generated), stops, and releases
+    // the text as it becomes safe to show (" sat" waits: it may become " sat.").
+    xsampler::vocabulary vocab({"<eos>", " The", " cat", " sat", ".", " on"}, /*special*/ {0});
+    auto model = [](xsampler::token_span tokens) {  // a stand-in for the LM: it likes id + 1
+        xt::xtensor<float, 1> row = xt::zeros<float>({6});
+        row(std::size_t(tokens[tokens.size() - 1] % 5 + 1)) = 5.0f;
+        return row;
+    };
+    xsampler::sequence_options o;
+    o.max_tokens = 16;
+    o.eos = {0};
+    o.stop_strings = {" sat."};
+    o.vocab = &vocab;
+    p.temperature = 0.8;
+    p.seed = 42;
+    const std::vector<xsampler::token_id> prompt = {1};  // " The"
+    xsampler::sequence seq(xsampler::sampler(p), prompt, o);
+    while (!seq.finished())
+    {
+        const xsampler::step_result& r = seq.step(model(seq.history().tokens()));
+        std::printf("[%.*s]", int(r.text.size()), r.text.data());
+    }
+    std::printf("\n%s after %zu tokens: \"%s\"\n", xsampler::to_string(seq.reason()), seq.generated().size(),
+                seq.text().c_str());
 }

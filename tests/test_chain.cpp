@@ -629,6 +629,42 @@ TEMPLATE_TEST_CASE("generate makes no allocation per token", "[generate][allocat
     CHECK(allocations_for(200) == allocations_for(2));
 }
 
+TEMPLATE_TEST_CASE("a sequence makes no allocation per token, with stop strings, text and top log-probs",
+                   "[sequence][allocation]", float, double)
+{
+    const auto table = test_helpers::random_matrix<TestType>(64, 64, 7);
+    std::vector<std::string> bytes;
+    for (std::size_t i = 0; i < 64; ++i)
+    {
+        bytes.push_back(std::string(1, char('a' + i % 26)) + (i % 5 == 0 ? "\xC3" : i % 5 == 1 ? "\xA9" : ""));
+    }
+    const vocabulary vocab(bytes, {});
+    sampling_params p;
+    p.temperature = 0.9;
+    p.top_p = 0.95;
+    sequence_options o;
+    o.vocab = &vocab;
+    o.stop_strings = {"zzzzq", "\xC3\xA9\xC3\xA9\xC3\xA9x", "never", "abcabc!"};
+    o.raw_logprob = o.entropy = true;
+    o.top_logprobs = 5;
+    const std::vector<token_id> prompt = {3};
+    sampler borrowed(p);
+    const auto allocations_for = [&](std::size_t tokens) {
+        o.max_tokens = tokens;
+        const std::size_t before = allocations.load();
+        basic_sequence<sampler&> s(borrowed, prompt, o);
+        while (!s.finished())
+        {
+            const token_span seen = s.history().tokens();
+            s.step(xt::view(table, std::size_t(seen[seen.size() - 1]), xt::all()));
+        }
+        REQUIRE(s.generated().size() == tokens);  // no stop string matched
+        return allocations.load() - before;
+    };
+    allocations_for(4);  // grows the sampler's workspace
+    CHECK(allocations_for(200) == allocations_for(2));
+}
+
 TEMPLATE_TEST_CASE("beam_search makes no allocation per step", "[beam][allocation]", float, double)
 {
     constexpr std::size_t vocab = 64;

@@ -3138,6 +3138,7 @@ TEST_CASE("generate: stop strings, split across tokens", "[constraint][generate]
     CHECK(g.reason == stop_reason::stop_sequence);
     CHECK(g.tokens.size() == 5);  // x x E N D
     CHECK(g.stop_at == 2);
+    CHECK(g.text == "xx");
     // a stop string inside one token's bytes
     o.stop_strings = {"Dyy"};
     const generation h = generate(model, {}, greedy_chain, o, rng);
@@ -3151,7 +3152,7 @@ TEST_CASE("generate: stop strings, split across tokens", "[constraint][generate]
     CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("stop strings need a vocabulary"));
     o.vocab = &v;
     o.stop_strings = {""};
-    CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("a stop string is empty"));
+    CHECK_THROWS_WITH(generate(model, {}, greedy_chain, o, rng), Contains("generate: stop string 0 is empty"));
     // a short stop string inside text written before min_tokens allowed stopping is not new
     o.stop_strings = {"x", "zzzzzzz"};
     o.min_tokens = 2;

@@ -184,7 +184,7 @@ TEST_CASE("generate: a stop sequence split across steps ends it", "[generate]")
     CHECK(later.reason == stop_reason::stop_sequence);
     CHECK(later.tokens == std::vector<token_id>{1, 2, 3, 1, 2, 3, 1, 2});
     o.stop_sequences = {{}};
-    CHECK_THROWS_MATCHES(generate(m, {0}, g, o, rng), invalid_parameter, Message("generate: a stop sequence is empty"));
+    CHECK_THROWS_MATCHES(generate(m, {0}, g, o, rng), invalid_parameter, Message("generate: stop sequence 0 is empty"));
 }
 
 TEST_CASE("beam search equals brute-force enumeration with a wide beam", "[beam]")

@@ -3,14 +3,15 @@
 // The decode loop: pick a token, append it, run the model again — and say
 // why it stopped.
 //
-// generate(model, prompt, sampler, options, rng)
+// generate(model, prompt, sampler, options, rng): a loop over a
+// basic_sequence (sequence.hpp) that borrows the sampler.
 //   model:   a callable, model(token_span prefix) -> a 1-D logits row (any
 //            xtensor expression of float or double) for the next token after
 //            the prefix (prompt plus everything generated so far). A row that
 //            is not 1-D, empty, or invalid: invalid_logits naming the step,
 //            "generate: step 3: logits: expected a 1-D row, got 2-D".
 //   sampler: a chain (chain.hpp) or a sampler (sampler.hpp), called through
-//            filter(row, history, rng[, min_tokens]) with the history
+//            filter(row, history, rng, eos mask) with the history
 //            (prompt plus generated, the prompt's length marked), then its
 //            draw(c, rng), so its random filters (xtc) and the stages that
 //            learn from the draw (mirostat) work as in sample().
@@ -22,17 +23,16 @@
 //                   several steps; the sequence is kept in `tokens`), or
 //                   the generated text (options.vocab decodes it) contains
 //                   one of options.stop_strings, which may be split across
-//                   tokens or end inside one; `stop_at` is the byte offset in
-//                   the generated text where the stop string starts (the
-//                   text before it is what an OpenAI-style API returns);
-//                   stop strings without a vocabulary, or an empty one:
-//                   invalid_parameter;
+//                   tokens or end inside one (the first to complete wins);
+//                   `text` is cut where it starts and `stop_at` is that
+//                   offset (the text is what an OpenAI-style API returns;
+//                   invalid bytes are U+FFFD in it); stop strings without a
+//                   vocabulary, or an empty one: invalid_parameter;
 //     max_tokens    options.max_tokens tokens were generated without either:
 //                   the output is truncated — check for it.
-//   min_tokens: until that many tokens have been generated the min_tokens
-//   processor (processors.hpp) masks the eos tokens before the sampler's
-//   stages, and stop sequences are not checked, so the first min_tokens
-//   tokens never end the loop. ignore_eos (llama.cpp's --ignore-eos): the
+//   min_tokens: until that many tokens have been generated the eos tokens
+//   are masked before the sampler's stages, and stop sequences are not
+//   checked, so the first min_tokens tokens never end the loop. ignore_eos (llama.cpp's --ignore-eos): the
 //   eos ids are masked at every step, so only a stop sequence or max_tokens
 //   ends the loop (vLLM's ignore_eos instead lets eos be drawn and go on;
 //   a masked eos keeps the text free of it). An eos that was the only
@@ -60,10 +60,7 @@
 
 #include <xtensor/xtensor.hpp>
 
-#include "processors.hpp"
-#include "vocabulary.hpp"
-#include "sampler.hpp"
-#include "softmax.hpp"
+#include "sequence.hpp"
 
 namespace xsampler
 {
@@ -107,45 +104,46 @@ namespace xsampler
         std::vector<double> entropies;                       ///< of the raw softmax at each step, nats, when asked for
         std::vector<std::vector<sampled_token>> top_logprobs;  ///< per step, when asked for
         stop_reason reason = stop_reason::max_tokens;
-        std::size_t stop_at = std::string::npos;  ///< where a matched stop string starts in the generated text
+        std::size_t stop_at = std::string::npos;  ///< where a matched stop string starts in `text`
+        std::string text;  ///< the generated text (with options.vocab), cut before a stop string
     };
 
     namespace detail
     {
-        inline bool ends_with(const std::vector<token_id>& tokens, const std::vector<token_id>& tail)
+        inline sequence_options sequence_options_of(const generate_options& o)
         {
-            return tail.size() <= tokens.size() && std::equal(tail.begin(), tail.end(), tokens.end() - std::ptrdiff_t(tail.size()));
+            sequence_options s;
+            s.max_tokens = o.max_tokens;
+            s.min_tokens = std::min(o.min_tokens, o.max_tokens);
+            s.eos = o.eos;
+            s.eos_mode = o.ignore_eos ? eos_policy::mask : eos_policy::stop;
+            s.stop_sequences = o.stop_sequences;
+            s.stop_strings = o.stop_strings;
+            s.vocab = o.vocab;
+            s.raw_logprob = o.model_logprobs;
+            s.entropy = o.entropy;
+            s.top_logprobs = o.top_logprobs;
+            return s;
         }
 
+        inline stop_reason stop_reason_of(finish_reason r) noexcept
+        {
+            switch (r)
+            {
+            case finish_reason::eos: return stop_reason::eos;
+            case finish_reason::length:
+            case finish_reason::none:
+            case finish_reason::cancelled: return stop_reason::max_tokens;
+            default: return stop_reason::stop_sequence;
+            }
+        }
     }
 
     template <class Model, class Sampler, class URBG>
     generation generate(Model&& model, const std::vector<token_id>& prompt, Sampler& sampler,
                         const generate_options& options, URBG& rng)
     {
-        for (const auto& seq : options.stop_sequences)
-        {
-            if (seq.empty())
-            {
-                throw invalid_parameter("generate: a stop sequence is empty");
-            }
-        }
-        std::size_t longest_stop = 0;
-        for (const auto& text : options.stop_strings)
-        {
-            if (text.empty())
-            {
-                throw invalid_parameter("generate: a stop string is empty");
-            }
-            longest_stop = std::max(longest_stop, text.size());
-        }
-        if (longest_stop > 0 && options.vocab == nullptr)
-        {
-            throw invalid_parameter("generate: stop strings need a vocabulary (options.vocab)");
-        }
-        std::string text;  // the generated text, when stop strings are checked
-        const min_tokens suppress(options.ignore_eos ? std::numeric_limits<std::size_t>::max() : options.min_tokens,
-                                  options.eos);
+        basic_sequence<Sampler&> seq(sampler, prompt, detail::sequence_options_of(options), "generate");
         generation out;
         const std::size_t reserved = detail::tokens_to_reserve(options.max_tokens);
         out.tokens.reserve(reserved);
@@ -153,95 +151,36 @@ namespace xsampler
         out.model_logprobs.reserve(options.model_logprobs ? reserved : 0);
         out.entropies.reserve(options.entropy ? reserved : 0);
         out.top_logprobs.reserve(options.top_logprobs > 0 ? reserved : 0);
-        std::vector<token_id> history;
-        history.reserve(prompt.size() + reserved);
-        history.insert(history.end(), prompt.begin(), prompt.end());
-        detail::scored_lists best;  // the top-n diagnostic's scratch
-        for (std::size_t step = 0; step < options.max_tokens; ++step)
+        while (!seq.finished())
         {
-            const token_history seen(token_span(history), prompt.size());
-            auto&& produced = model(seen.tokens());
-            const bool may_stop = seen.generated().size() >= options.min_tokens;
+            auto&& produced = model(seq.history().tokens());
+            const step_result* r = nullptr;
             try
             {
-                auto& c = suppress.active(seen) ? sampler.filter(produced, seen, rng, suppress)
-                                                : sampler.filter(produced, seen, rng);
-                using T = typename std::decay_t<decltype(c)>::value_type;
-                const sampled_token t = sampler.draw(c, rng);
-                if (options.model_logprobs || options.entropy || options.top_logprobs > 0)
-                {
-                    const detail::raw_softmax<T> raw(c);
-                    if (options.model_logprobs)
-                    {
-                        out.model_logprobs.push_back(raw.logprob(std::size_t(t.id)));
-                    }
-                    if (options.entropy)
-                    {
-                        out.entropies.push_back(raw.entropy());
-                    }
-                    if (options.top_logprobs > 0)
-                    {
-                        out.top_logprobs.emplace_back();
-                        raw.top(std::min(options.top_logprobs, c.vocab()), best.get(T()), out.top_logprobs.back());
-                    }
-                }
-                out.tokens.push_back(t.id);
-                out.logprobs.push_back(t.logprob);
-                history.push_back(t.id);
-                if (longest_stop > 0)
-                {
-                    if (std::size_t(t.id) >= options.vocab->size())
-                    {
-                        throw invalid_parameter("generate: token " + std::to_string(t.id) +
-                                                " is outside the stop strings' vocabulary of " +
-                                                std::to_string(options.vocab->size()));
-                    }
-                    text += options.vocab->bytes(t.id);
-                }
+                r = &seq.step(produced, rng);
             }
             catch (const invalid_logits& e)
             {
-                throw invalid_logits("generate: step " + std::to_string(step) + ": " + e.what());
+                throw invalid_logits(std::string("generate: ") + e.what());
             }
-            if (!may_stop)
+            out.tokens.push_back(r->id);
+            out.logprobs.push_back(r->logprob);
+            if (options.model_logprobs)
             {
-                continue;
+                out.model_logprobs.push_back(r->raw_logprob);
             }
-            if (std::find(options.eos.begin(), options.eos.end(), out.tokens.back()) != options.eos.end())
+            if (options.entropy)
             {
-                out.reason = stop_reason::eos;
-                return out;
+                out.entropies.push_back(r->entropy);
             }
-            for (const auto& seq : options.stop_sequences)
+            if (options.top_logprobs > 0)
             {
-                if (detail::ends_with(out.tokens, seq))
-                {
-                    out.reason = stop_reason::stop_sequence;
-                    return out;
-                }
-            }
-            if (longest_stop > 0)
-            {
-                // Only a match that ends in the new token's bytes is new: each stop
-                // string is searched from its length - 1 bytes before them. The
-                // earliest match wins.
-                const std::size_t added = options.vocab->bytes(out.tokens.back()).size();
-                for (const auto& stop : options.stop_strings)
-                {
-                    const std::size_t at = text.find(stop, text.size() - std::min(text.size(), added + stop.size() - 1));
-                    if (at != std::string::npos)
-                    {
-                        out.stop_at = std::min(out.stop_at, at);
-                    }
-                }
-                if (out.stop_at != std::string::npos)
-                {
-                    out.reason = stop_reason::stop_sequence;
-                    return out;
-                }
+                out.top_logprobs.emplace_back(r->top.begin(), r->top.end());
             }
         }
-        out.reason = stop_reason::max_tokens;
+        out.reason = detail::stop_reason_of(seq.reason());
+        out.stop_at = seq.stop_at();
+        out.text = seq.text();
         return out;
     }
 }

@@ -25,6 +25,7 @@
 #include "chain.hpp"
 #include "sampler.hpp"
 #include "batch.hpp"
+#include "sequence.hpp"
 #include "generate.hpp"
 #include "grammar.hpp"
 #include "matcher.hpp"

@@ -17,6 +17,45 @@ namespace xsampler
     {
         constexpr std::uint32_t max_code_point = 0x10FFFF;
 
+        /// What a well-formed sequence that starts with byte b0 is: its length
+        /// (1 to 4; 0 when b0 starts none), the range [lo, hi] of its second
+        /// byte (every later byte is in [0x80, 0xBF]) and the lead's payload.
+        struct utf8_lead
+        {
+            std::size_t length = 0;
+            unsigned lo = 0x80, hi = 0xBF;
+            std::uint32_t payload = 0;
+
+            explicit utf8_lead(unsigned char b0) noexcept
+            {
+                if (b0 < 0x80)
+                {
+                    length = 1, payload = b0;
+                }
+                else if (b0 >= 0xC2 && b0 <= 0xDF)
+                {
+                    length = 2, payload = b0 & 0x1Fu;
+                }
+                else if (b0 >= 0xE0 && b0 <= 0xEF)
+                {
+                    length = 3, payload = b0 & 0x0Fu;
+                    lo = b0 == 0xE0 ? 0xA0 : 0x80;  // no overlong form
+                    hi = b0 == 0xED ? 0x9F : 0xBF;  // no surrogate
+                }
+                else if (b0 >= 0xF0 && b0 <= 0xF4)
+                {
+                    length = 4, payload = b0 & 0x07u;
+                    lo = b0 == 0xF0 ? 0x90 : 0x80;  // no overlong form
+                    hi = b0 == 0xF4 ? 0x8F : 0xBF;  // nothing past U+10FFFF
+                }
+            }
+            /// Whether b can be byte k (1 <= k < length) of such a sequence.
+            bool continues(std::size_t k, unsigned char b) const noexcept
+            {
+                return b >= (k == 1 ? lo : 0x80u) && b <= (k == 1 ? hi : 0xBFu);
+            }
+        };
+
         /// The well-formed UTF-8 sequence that starts at s[at]: its length (1
         /// to 4), its code point in `cp`; 0 when the bytes there are not one
         /// (or at is past the end), and then `bad`, if given, is the offset of
@@ -33,42 +72,17 @@ namespace xsampler
             {
                 return 0;
             }
-            const unsigned b0 = static_cast<unsigned char>(s[at]);
-            std::size_t len = 0;
-            unsigned lo = 0x80, hi = 0xBF;  // the second byte's range
-            if (b0 < 0x80)
-            {
-                cp = b0;
-                return 1;
-            }
-            if (b0 >= 0xC2 && b0 <= 0xDF)
-            {
-                len = 2, cp = b0 & 0x1F;
-            }
-            else if (b0 >= 0xE0 && b0 <= 0xEF)
-            {
-                len = 3, cp = b0 & 0x0F;
-                lo = b0 == 0xE0 ? 0xA0 : 0x80;  // no overlong form
-                hi = b0 == 0xED ? 0x9F : 0xBF;  // no surrogate
-            }
-            else if (b0 >= 0xF0 && b0 <= 0xF4)
-            {
-                len = 4, cp = b0 & 0x07;
-                lo = b0 == 0xF0 ? 0x90 : 0x80;  // no overlong form
-                hi = b0 == 0xF4 ? 0x8F : 0xBF;  // nothing past U+10FFFF
-            }
-            else
+            const utf8_lead lead(static_cast<unsigned char>(s[at]));
+            const std::size_t len = lead.length;
+            if (len == 0 || s.size() - at < len)
             {
                 return 0;
             }
-            if (s.size() - at < len)
-            {
-                return 0;
-            }
+            cp = lead.payload;
             for (std::size_t k = 1; k < len; ++k)
             {
-                const unsigned b = static_cast<unsigned char>(s[at + k]);
-                if (b < (k == 1 ? lo : 0x80u) || b > (k == 1 ? hi : 0xBFu))
+                const auto b = static_cast<unsigned char>(s[at + k]);
+                if (!lead.continues(k, b))
                 {
                     if (bad != nullptr)
                     {
@@ -76,7 +90,7 @@ namespace xsampler
                     }
                     return 0;
                 }
-                cp = cp << 6 | (b & 0x3F);
+                cp = cp << 6 | (b & 0x3Fu);
             }
             return len;
         }

@@ -1,0 +1,465 @@
+// xsampler/sequence.hpp — one request, one token at a time: stops, log-probs, text. (xsampler, BSD-3-Clause)
+//
+// basic_sequence<Sampler>(sampler, prompt, options): one request's sampler
+// (a sampler, a chain, or a reference to one: generate borrows its caller's)
+// with its stop conditions, log-prob settings and text. The engine calls
+// step(row) with the model's row for history().tokens(); each step draws
+// one token and returns a step_result:
+//   id, logprob     the token, its log-probability under the distribution it
+//                   was drawn from (filtered and renormalised);
+//   raw_logprob, entropy, top   under the model's raw softmax, when asked
+//                   (options.raw_logprob, entropy, top_logprobs; NaN / empty
+//                   otherwise);
+//   text            the text that is safe to show now (with options.vocab):
+//                   the deltas of all steps concatenated are text();
+//   finish          why the sequence ended at this token, or none.
+// The result's views last until the next call on the sequence.
+//
+// Stops, checked after each token once more than min_tokens were generated,
+// in this order (the first decides):
+//   eos           the token is one of options.eos (eos_policy::stop; kept
+//                 in the tokens, its text left out: a special token has none);
+//   stop_token    the token is one of options.stop_token_ids (vLLM's: kept
+//                 in the tokens, its text left out unless
+//                 include_stop_str_in_output);
+//   stop_sequence the generated tokens end with one of
+//                 options.stop_sequences (their text kept);
+//   stop_string   the text contains one of options.stop_strings (needs
+//                 options.vocab): found across token boundaries, the first
+//                 to complete wins (ties: the lower index); the text is cut
+//                 where it starts, or where it ends with
+//                 include_stop_str_in_output; stop_at() indexes text();
+//   length        max_tokens tokens were generated.
+// min_tokens: until that many tokens were generated, the eos ids (policy
+// stop) and stop_token_ids are masked and no stop counts. eos_policy::mask
+// masks eos at every step (llama.cpp's ignore_eos); eos_policy::pass lets
+// eos be drawn and carries on (vLLM's ignore_eos).
+//
+// Text (detail/text_stream.hpp): valid UTF-8, U+FFFD for invalid bytes;
+// text that may still become a stop string or complete a character is held
+// back and released when it cannot; a finish other than a stop string
+// flushes an incomplete character as U+FFFD.
+//
+// Randomness: step(row) draws from the sequence's own engine,
+// philox4x32(seed, stream) (seed: options.seed, else the sampler's
+// params().seed, else 0), so a sequence over a sampler draws what the
+// sampler's sample() would; step(row, rng) draws from the caller's. Each
+// step draws what the sampler's sample() draws.
+//
+// fork(stream): a copy drawing from philox4x32(seed, stream), for n samples
+// of one prompt; cumulative_logprob() ranks them (best_of).
+//
+// Errors: options out of range, at construction (invalid_parameter,
+// "sequence: ..."); a bad row: invalid_logits("step 3: logits: ..."), and
+// the sequence is as before the call (its own engine included); a drawn
+// token outside options.vocab: invalid_parameter; step() after the end:
+// invalid_use. After the first step nothing is allocated per token while
+// within max(max_tokens, 4096) tokens (top_logprobs: its list is reused).
+// Not thread-safe: one sequence per request.
+#ifndef XSAMPLER_SEQUENCE_HPP
+#define XSAMPLER_SEQUENCE_HPP
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <xtensor/xtensor.hpp>
+
+#include "detail/text_stream.hpp"
+#include "random.hpp"
+#include "sampler.hpp"
+#include "softmax.hpp"
+#include "vocabulary.hpp"
+
+namespace xsampler
+{
+    /// Why a sequence ended (none: it has not).
+    enum class finish_reason
+    {
+        none,
+        eos,
+        stop_token,
+        stop_sequence,
+        stop_string,
+        length,
+        cancelled
+    };
+
+    inline const char* to_string(finish_reason r) noexcept
+    {
+        switch (r)
+        {
+        case finish_reason::none: return "none";
+        case finish_reason::eos: return "eos";
+        case finish_reason::stop_token: return "stop_token";
+        case finish_reason::stop_sequence: return "stop_sequence";
+        case finish_reason::stop_string: return "stop_string";
+        case finish_reason::length: return "length";
+        case finish_reason::cancelled: return "cancelled";
+        }
+        return "?";
+    }
+
+    /// What eos does: ends the sequence, is masked at every step (llama.cpp's
+    /// ignore_eos), or is drawn like any token (vLLM's ignore_eos).
+    enum class eos_policy
+    {
+        stop,
+        mask,
+        pass
+    };
+
+    struct sequence_options
+    {
+        std::size_t max_tokens = 256;
+        std::size_t min_tokens = 0;  ///< at most max_tokens
+        std::vector<token_id> eos;
+        eos_policy eos_mode = eos_policy::stop;
+        std::vector<token_id> stop_token_ids;
+        std::vector<std::vector<token_id>> stop_sequences;  ///< each non-empty
+        std::vector<std::string> stop_strings;              ///< each non-empty UTF-8; 64 KiB in all; needs vocab
+        bool include_stop_str_in_output = false;
+        const vocabulary* vocab = nullptr;  ///< decodes the text; not owned, outlives the sequence
+        bool raw_logprob = false;           ///< the token's log-probability under the raw softmax
+        bool entropy = false;               ///< the raw softmax's entropy, nats
+        std::size_t top_logprobs = 0;       ///< the n most probable tokens of the raw softmax
+        std::optional<std::uint64_t> seed;  ///< the own engine's key (default: the sampler's seed, else 0)
+        std::uint64_t stream = 0;           ///< the own engine's stream: philox4x32(seed, stream)
+    };
+
+    struct step_result
+    {
+        token_id id = -1;
+        double logprob = 0;
+        double raw_logprob = std::numeric_limits<double>::quiet_NaN();
+        double entropy = std::numeric_limits<double>::quiet_NaN();
+        span<const sampled_token> top;  ///< rank order: logit desc, id asc
+        std::string_view text;          ///< safe to show now
+        finish_reason finish = finish_reason::none;
+    };
+
+    namespace detail
+    {
+        inline bool ends_with(token_span tokens, const std::vector<token_id>& tail)
+        {
+            return tail.size() <= tokens.size() && std::equal(tail.begin(), tail.end(), tokens.end() - tail.size());
+        }
+
+        inline std::ptrdiff_t index_of(const std::vector<token_id>& ids, token_id id)
+        {
+            const auto at = std::find(ids.begin(), ids.end(), id);
+            return at == ids.end() ? -1 : at - ids.begin();
+        }
+
+        template <class S>
+        auto seed_of(const S& s, int) -> decltype(std::uint64_t(s.params().seed))
+        {
+            return s.params().seed;
+        }
+        template <class S>
+        std::uint64_t seed_of(const S&, long)
+        {
+            return 0;
+        }
+
+        /// The processor a sequence runs before its sampler's stages: the
+        /// `always` ids at every step, the `early` ones while fewer than n
+        /// tokens were generated.
+        class stop_mask
+        {
+        public:
+            static constexpr const char* name = "min_tokens";
+
+            stop_mask() = default;
+            stop_mask(std::vector<token_id> always, std::vector<token_id> early, std::size_t n)
+                : m_always(std::move(always)), m_early(std::move(early)), m_n(n)
+            {
+            }
+
+            template <class T>
+            void apply(candidates<T>& c, const token_history& history) const
+            {
+                const bool early = history.generated().size() < m_n;
+                check_ids(m_always, c.vocab(), name, "eos id");
+                check_ids(early ? token_span(m_early) : token_span(), c.vocab(), name, "eos or stop token id");
+                for (const token_id id : m_always)
+                {
+                    c.mask(id);
+                }
+                for (const token_id id : early ? token_span(m_early) : token_span())
+                {
+                    c.mask(id);
+                }
+            }
+
+        private:
+            std::vector<token_id> m_always, m_early;
+            std::size_t m_n = 0;
+        };
+    }
+
+    template <class Sampler>
+    class basic_sequence
+    {
+    public:
+        /// who: how errors begin ("sequence: stop sequence 0 is empty").
+        basic_sequence(Sampler sampler, token_span prompt, sequence_options options, const std::string& who = "sequence")
+            : m_sampler(std::forward<Sampler>(sampler)),
+              m_options(std::move(options)),
+              m_text(m_options.stop_strings, m_options.include_stop_str_in_output, who)
+        {
+            const auto& o = m_options;
+            if (o.min_tokens > o.max_tokens)
+            {
+                throw invalid_parameter(who + ": min_tokens " + std::to_string(o.min_tokens) + " exceeds max_tokens " +
+                                        std::to_string(o.max_tokens));
+            }
+            for (std::size_t k = 0; k < o.stop_sequences.size(); ++k)
+            {
+                if (o.stop_sequences[k].empty())
+                {
+                    throw invalid_parameter(who + ": stop sequence " + std::to_string(k) + " is empty");
+                }
+                detail::check_not_negative(o.stop_sequences[k], who + ": stop sequence token");
+            }
+            detail::check_not_negative(o.eos, who + ": eos id");
+            detail::check_not_negative(o.stop_token_ids, who + ": stop token id");
+            if (!o.stop_strings.empty() && o.vocab == nullptr)
+            {
+                throw invalid_parameter(who + ": stop strings need a vocabulary (options.vocab)");
+            }
+            std::vector<token_id> early = o.stop_token_ids;
+            if (o.eos_mode == eos_policy::stop)
+            {
+                early.insert(early.end(), o.eos.begin(), o.eos.end());
+            }
+            m_mask = detail::stop_mask(o.eos_mode == eos_policy::mask ? o.eos : std::vector<token_id>{},
+                                       std::move(early), o.min_tokens);
+            const std::size_t reserved = detail::tokens_to_reserve(o.max_tokens);
+            m_history.reserve(prompt.size() + reserved);
+            m_text.reserve(o.vocab != nullptr ? 8 * reserved : 0);
+            m_top.reserve(o.top_logprobs);
+            start(prompt);
+        }
+
+        /// One token from the model's row for history().tokens(), drawn from
+        /// the sequence's own engine.
+        template <class E>
+        const step_result& step(const xt::xexpression<E>& row)
+        {
+            const philox4x32 saved = m_engine;
+            try
+            {
+                return step(row, m_engine);
+            }
+            catch (...)
+            {
+                m_engine = saved;
+                throw;
+            }
+        }
+
+        /// One token, drawn from rng.
+        template <class E, class URBG>
+        const step_result& step(const xt::xexpression<E>& row, URBG& rng)
+        {
+            if (finished())
+            {
+                throw invalid_use("sequence: step after the end (" + std::string(to_string(m_reason)) + ")");
+            }
+            const std::size_t g = generated().size();
+            step_result r;
+            try
+            {
+                auto& c = m_sampler.filter(row, history(), rng, m_mask);
+                using T = typename std::decay_t<decltype(c)>::value_type;
+                const sampled_token t = m_sampler.draw(c, rng);
+                r.id = t.id;
+                r.logprob = t.logprob;
+                const auto& o = m_options;
+                if (o.raw_logprob || o.entropy || o.top_logprobs > 0)
+                {
+                    const detail::raw_softmax<T> raw(c);
+                    r.raw_logprob = o.raw_logprob ? raw.logprob(std::size_t(t.id)) : r.raw_logprob;
+                    r.entropy = o.entropy ? raw.entropy() : r.entropy;
+                    if (o.top_logprobs > 0)
+                    {
+                        raw.top(std::min(o.top_logprobs, c.vocab()), m_scratch.get(T()), m_top);
+                        r.top = m_top;
+                    }
+                }
+            }
+            catch (const invalid_logits& e)
+            {
+                throw invalid_logits("step " + std::to_string(g) + ": " + e.what());
+            }
+            if (m_options.vocab != nullptr && std::size_t(r.id) >= m_options.vocab->size())
+            {
+                throw invalid_parameter("sequence: token " + std::to_string(r.id) + " is outside the vocabulary of " +
+                                        std::to_string(m_options.vocab->size()));
+            }
+            m_history.push_back(r.id);
+            m_cumulative += m_options.raw_logprob ? r.raw_logprob : r.logprob;
+            r.finish = after(r.id);
+            r.text = m_text.take();
+            m_result = r;
+            return m_result;
+        }
+
+        /// Ends the sequence from outside (cancelled, or the context is full:
+        /// length); the result carries the rest of the text.
+        const step_result& finish(finish_reason why)
+        {
+            if (why == finish_reason::none || finished())
+            {
+                throw invalid_use(finished() ? "sequence: finish after the end" : "sequence: finish(none)");
+            }
+            end(why);
+            m_result = step_result();
+            m_result.finish = why;
+            m_result.text = m_text.take();
+            return m_result;
+        }
+
+        /// A copy that draws from stream `stream` of the same seed, its engine
+        /// at the stream's start: n samples of one prompt are fork(1), ...,
+        /// fork(n - 1) beside the original, before the first step (or from
+        /// a shared prefix). The sampler is copied, its constraints forked.
+        basic_sequence fork(std::uint64_t stream) const
+        {
+            static_assert(!std::is_reference<Sampler>::value, "fork copies the sampler; this sequence borrows it");
+            basic_sequence copy(*this);
+            copy.m_options.stream = stream;
+            copy.m_engine = philox4x32(copy.seed(), stream);
+            copy.m_result = step_result();  // the original's views are not the copy's
+            return copy;
+        }
+
+        /// A new request in this sequence: the prompt, the engine at its start,
+        /// the sampler's learnt state forgotten; options and capacity kept.
+        void reset(token_span prompt)
+        {
+            m_sampler.reset();
+            start(prompt);
+        }
+
+        bool finished() const noexcept { return m_reason != finish_reason::none; }
+        finish_reason reason() const noexcept { return m_reason; }
+        /// Prompt and generated tokens, the prompt's length marked: the model's input.
+        token_history history() const noexcept { return token_history(token_span(m_history), m_prompt); }
+        token_span generated() const noexcept { return token_span(m_history).subspan(m_prompt); }
+        /// The text so far (with options.vocab); the final text once finished.
+        const std::string& text() const noexcept { return m_text.text(); }
+        /// Where the stop string starts in text(); npos.
+        std::size_t stop_at() const noexcept { return m_text.stop_at(); }
+        /// Which eos id, stop token id, stop sequence or stop string ended it; -1.
+        std::ptrdiff_t stop_index() const noexcept { return m_stop_index; }
+        /// The sum of the tokens' raw log-probabilities (options.raw_logprob),
+        /// else of their log-probabilities under the distributions drawn from.
+        double cumulative_logprob() const noexcept { return m_cumulative; }
+        /// The own engine's key: options.seed, else the sampler's seed, else 0.
+        std::uint64_t seed() const { return m_options.seed ? *m_options.seed : detail::seed_of(m_sampler, 0); }
+        const sequence_options& options() const noexcept { return m_options; }
+        std::remove_reference_t<Sampler>& sampler() noexcept { return m_sampler; }
+        philox4x32& engine() noexcept { return m_engine; }
+
+    private:
+        /// The stops after token id was appended.
+        finish_reason after(token_id id)
+        {
+            const auto& o = m_options;
+            const std::size_t g = generated().size();
+            const bool may_stop = g > o.min_tokens;
+            finish_reason why = finish_reason::none;
+            if (may_stop)
+            {
+                std::ptrdiff_t k = -1;
+                if (o.eos_mode == eos_policy::stop && (k = detail::index_of(o.eos, id)) >= 0)
+                {
+                    why = finish_reason::eos;
+                }
+                else if ((k = detail::index_of(o.stop_token_ids, id)) >= 0)
+                {
+                    why = finish_reason::stop_token;
+                }
+                for (std::size_t s = 0; s < o.stop_sequences.size() && why == finish_reason::none; ++s)
+                {
+                    if (detail::ends_with(generated(), o.stop_sequences[s]))
+                    {
+                        why = finish_reason::stop_sequence;
+                        k = std::ptrdiff_t(s);
+                    }
+                }
+                m_stop_index = k;
+            }
+            const bool ends_by_id = why == finish_reason::eos || why == finish_reason::stop_token;
+            if (o.vocab != nullptr && !(ends_by_id && !o.include_stop_str_in_output))
+            {
+                m_text.append(o.vocab->bytes(id), may_stop && why == finish_reason::none);
+                if (m_text.stopped())
+                {
+                    why = finish_reason::stop_string;
+                    m_stop_index = std::ptrdiff_t(m_text.stop_index());
+                }
+            }
+            if (why == finish_reason::none && g == o.max_tokens)
+            {
+                why = finish_reason::length;
+            }
+            if (why != finish_reason::none)
+            {
+                end(why);
+            }
+            return why;
+        }
+
+        void start(token_span prompt)
+        {
+            m_history.assign(prompt.begin(), prompt.end());
+            m_prompt = prompt.size();
+            m_text.clear();
+            m_reason = finish_reason::none;
+            m_stop_index = -1;
+            m_cumulative = 0;
+            m_engine = philox4x32(seed(), m_options.stream);
+            if (m_options.max_tokens == 0)
+            {
+                end(finish_reason::length);
+            }
+        }
+
+        void end(finish_reason why)
+        {
+            m_reason = why;
+            if (!m_text.stopped())
+            {
+                m_text.finish();
+            }
+        }
+
+        Sampler m_sampler;
+        sequence_options m_options;
+        detail::text_stream m_text;
+        detail::stop_mask m_mask;
+        philox4x32 m_engine{0, 0};
+        std::vector<token_id> m_history;
+        std::size_t m_prompt = 0;
+        std::vector<sampled_token> m_top;
+        detail::scored_lists m_scratch;
+        step_result m_result;
+        finish_reason m_reason = finish_reason::none;
+        std::ptrdiff_t m_stop_index = -1;
+        double m_cumulative = 0;
+    };
+
+    /// A request over a run-time sampler, which it owns.
+    using sequence = basic_sequence<xsampler::sampler>;
+}
+
+#endif

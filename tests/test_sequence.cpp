@@ -1,0 +1,676 @@
+// sequence.hpp and its text stream: the text of a token stream released as
+// it becomes safe, stop strings across token boundaries, the decode step.
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "../tool/tokenizer.hpp"
+#include "helpers.hpp"
+#include "stats.hpp"
+
+using namespace xsampler;
+using Catch::Matchers::Message;
+
+namespace
+{
+    using detail::text_stream;
+
+    const std::string fffd = "\xEF\xBF\xBD";
+
+    struct streamed
+    {
+        std::vector<std::string> deltas;
+        std::string text;
+        std::size_t stop = text_stream::npos, stop_at = text_stream::npos;
+    };
+
+    // Feeds the tokens one at a time, taking the safe text after each; the
+    // stream finishes after the last token unless a stop string ended it.
+    streamed stream(const std::vector<std::string>& tokens, std::vector<std::string> stops, bool include = false,
+                    std::size_t min_tokens = 0)
+    {
+        text_stream s(std::move(stops), include, "test");
+        streamed out;
+        for (std::size_t t = 0; t < tokens.size() && !s.ended(); ++t)
+        {
+            s.append(tokens[t], t + 1 > min_tokens);
+            if (t + 1 == tokens.size())
+            {
+                s.finish();
+            }
+            out.deltas.emplace_back(s.take());
+        }
+        out.text = s.text();
+        out.stop = s.stop_index();
+        out.stop_at = s.stop_at();
+        return out;
+    }
+
+    using strings = std::vector<std::string>;
+}
+
+TEST_CASE("text_stream: the plan's worked examples, delta by delta", "[text_stream]")
+{
+    auto a = stream({"xxE", "N", "Dyy"}, {"END"});  // held back while it may become END
+    CHECK(a.deltas == strings{"xx", "", ""});
+    CHECK(a.text == "xx");
+    CHECK(a.stop == 0);
+    CHECK(a.stop_at == 2);
+    auto b = stream({"xxE", "N", "Dyy"}, {"END"}, true);  // included: nothing held back, the rest cut
+    CHECK(b.deltas == strings{"xxE", "N", "D"});
+    CHECK(b.text == "xxEND");
+    CHECK(b.stop_at == 2);
+    auto c = stream({"caf\xC3", "\xA9!"}, {});  // a character split over two tokens
+    CHECK(c.deltas == strings{"caf", "\xC3\xA9!"});
+    auto d = stream({"\xF0", "\x9F", "\x98", "\x80"}, {});
+    CHECK(d.deltas == strings{"", "", "", "\xF0\x9F\x98\x80"});
+    auto e = stream({"caf", "\xC3", "\xA9"}, {"\xC3\xA9"});  // a stop string inside a split character
+    CHECK(e.deltas == strings{"caf", "", ""});
+    CHECK(e.text == "caf");
+    CHECK(e.stop_at == 3);
+    auto f = stream({"E", "X"}, {"END"});  // released once it cannot become END
+    CHECK(f.deltas == strings{"", "EX"});
+    CHECK(f.stop == text_stream::npos);
+    auto g = stream({"abc"}, {"abc", "b"});  // the first to complete wins, not the first to start
+    CHECK(g.text == "a");
+    CHECK(g.stop == 1);
+    CHECK(g.stop_at == 1);
+    auto h = stream({"ab"}, {"b", "ab"});  // both complete at b: the lower index
+    CHECK(h.text == "a");
+    CHECK(h.stop == 0);
+    auto i = stream({"ab"}, {"ab", "b"});
+    CHECK(i.text == "");
+    CHECK(i.stop == 0);
+    auto j = stream({"\xC3("}, {"("});  // stop_at indexes the text as returned: after U+FFFD, 3
+    CHECK(j.deltas == strings{fffd});
+    CHECK(j.stop_at == 3);
+    auto k = stream({"caf\xC3"}, {});  // the end flushes pending bytes as U+FFFD
+    CHECK(k.deltas == strings{"caf" + fffd});
+    auto l = stream({"a", "b", "c", "d", "e", "Z"}, {"cd"});
+    CHECK(l.deltas == strings{"a", "b", "", ""});
+    CHECK(l.text == "ab");
+    auto m = stream({"a", "b", "c", "d", "e", "Z"}, {"cd"}, true);
+    CHECK(m.deltas == strings{"a", "b", "c", "d"});
+    CHECK(m.text == "abcd");
+}
+
+TEST_CASE("text_stream: vLLM's stop-string cases (tests/detokenizer/test_check_stop_strings.py)", "[text_stream]")
+{
+    // " The user is a": single characters, the last five in one token.
+    strings tokens;
+    for (const char ch : std::string(" The user"))
+    {
+        tokens.emplace_back(1, ch);
+    }
+    tokens.emplace_back(" is a");
+    for (const strings& stops : {strings{"a", "is"}, strings{"is", "a"}})  // earliest completing, whatever the order
+    {
+        const auto r = stream(tokens, stops);
+        CHECK(r.text == " The user ");
+        CHECK(stops[r.stop] == "is");
+        CHECK(stream(tokens, stops, true).text == " The user is");
+    }
+    CHECK(stream({"abc"}, {"abc", "b"}).stop == 1);  // completion position, not start position
+    CHECK(stream({"hello world."}, {"."}).stop_at == 11);
+    CHECK(stream({"hello world."}, {"."}, true).text == "hello world.");
+    CHECK(stream({"hello"}, {"zzz"}).stop == text_stream::npos);
+    CHECK(stream({"hello"}, {"zzz"}).text == "hello");
+}
+
+TEST_CASE("text_stream: matches count only after min_tokens, and a border of an early match still counts",
+          "[text_stream]")
+{
+    auto a = stream({"a", "a", "a"}, {"aa"}, false, 2);  // "aa" completes in token 2 (too early), again in 3
+    CHECK(a.stop_at == 1);
+    CHECK(a.text == "a");
+    auto b = stream({"x", "y", "x"}, {"x"}, false, 2);
+    CHECK(b.text == "xy");
+    auto c = stream({"xx", "y"}, {"x"}, false, 1);  // both x's were in the first token
+    CHECK(c.stop == text_stream::npos);
+    CHECK(c.text == "xxy");
+}
+
+TEST_CASE("text_stream: invalid stop strings", "[text_stream]")
+{
+    CHECK_THROWS_WITH(text_stream({"a", ""}, false, "sequence"), "sequence: stop string 1 is empty");
+    CHECK_THROWS_WITH(text_stream({"ok", "caf\xC3"}, false, "sequence"),
+                      "sequence: stop string 1 is not valid UTF-8 (byte 3)");
+    CHECK_THROWS_WITH(text_stream({std::string(40000, 'a'), std::string(30000, 'b')}, false, "sequence"),
+                      "sequence: the stop strings have 70000 bytes, more than 65536");
+}
+
+namespace
+{
+    // A reference written from the definitions, rescanning the whole text
+    // after each token: well-formed sequences checked by arithmetic, the
+    // proper prefixes of every code point's encoding listed.
+    bool well_formed(const std::string& s)
+    {
+        const auto b0 = static_cast<unsigned char>(s[0]);
+        const std::size_t len = b0 < 0x80 ? 1 : (b0 >> 5) == 6 ? 2 : (b0 >> 4) == 14 ? 3 : (b0 >> 3) == 30 ? 4 : 0;
+        if (len != s.size())
+        {
+            return false;
+        }
+        std::uint32_t cp = len == 1 ? b0 : b0 & (0x7Fu >> len);
+        for (std::size_t k = 1; k < len; ++k)
+        {
+            const auto b = static_cast<unsigned char>(s[k]);
+            if ((b >> 6) != 2)
+            {
+                return false;
+            }
+            cp = cp << 6 | (b & 0x3Fu);
+        }
+        const std::size_t shortest = cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+        return shortest == len && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+
+    const std::set<std::string>& proper_prefixes()
+    {
+        static const std::set<std::string> all = [] {
+            std::set<std::string> p;
+            for (std::uint32_t cp = 0x80; cp <= 0x10FFFF; cp += 64)  // the last byte holds the low 6 bits
+            {
+                if (cp >= 0xD800 && cp <= 0xDFFF)
+                {
+                    continue;
+                }
+                unsigned char b[4];
+                xsampler::detail::utf8_encode(cp, b);
+                const int len = xsampler::detail::utf8_length(cp);
+                for (int j = 1; j < len; ++j)
+                {
+                    p.insert(std::string(reinterpret_cast<const char*>(b), std::size_t(j)));
+                }
+            }
+            return p;
+        }();
+        return all;
+    }
+
+    // The text of the bytes; a tail that may still become a character is
+    // left out, or with flush becomes U+FFFD.
+    std::string lossy(const std::string& bytes, bool flush)
+    {
+        std::string out;
+        std::size_t i = 0;
+        while (i < bytes.size())
+        {
+            std::size_t whole = 0;
+            for (std::size_t len = 1; len <= 4 && i + len <= bytes.size(); ++len)
+            {
+                whole = well_formed(bytes.substr(i, len)) ? len : whole;
+            }
+            if (whole > 0)
+            {
+                out += bytes.substr(i, whole);
+                i += whole;
+                continue;
+            }
+            std::size_t part = 1;  // the maximal subpart: the longest proper prefix here
+            for (std::size_t j = 1; j <= 3 && i + j <= bytes.size(); ++j)
+            {
+                part = proper_prefixes().count(bytes.substr(i, j)) > 0 ? j : part;
+            }
+            if (i + part == bytes.size() && proper_prefixes().count(bytes.substr(i)) > 0 && !flush)
+            {
+                break;  // pending
+            }
+            out += fffd;
+            i += part;
+        }
+        return out;
+    }
+
+    std::size_t held_back(const std::string& text, const strings& stops)
+    {
+        std::size_t h = 0;
+        for (const auto& s : stops)
+        {
+            for (std::size_t len = 1; len < s.size() && len <= text.size(); ++len)
+            {
+                h = text.compare(text.size() - len, len, s, 0, len) == 0 ? std::max(h, len) : h;
+            }
+        }
+        return h;
+    }
+}
+
+TEST_CASE("text_stream: streamed text equals a rescanning reference, for any cut into tokens", "[text_stream]")
+{
+    const strings pieces = {"a", "b", "c", " ", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",  // é € 😀
+                            "\x80", "\xC3", "\xFF", "\xE2\x82", "\xED\xA0\x80", "\xC0\xAF", "\xF4\x90"};
+    philox4x32 rng(2026);
+    auto below = [&](std::size_t n) { return std::size_t(uniform01(rng) * double(n)); };
+    std::size_t stopped = 0, included = 0;
+    for (int trial = 0; trial < 10000; ++trial)
+    {
+        std::string bytes;
+        for (std::size_t n = below(30); n > 0; --n)
+        {
+            bytes += pieces[below(uniform01(rng) < 0.7 ? 7 : pieces.size())];
+        }
+        strings tokens(1);
+        for (const char ch : bytes)
+        {
+            tokens.back() += ch;
+            if (uniform01(rng) < 0.4)
+            {
+                tokens.emplace_back();
+            }
+        }
+        const std::string whole = lossy(bytes, true);
+        strings stops;
+        for (std::size_t n = below(5); n > 0; --n)
+        {
+            std::string s;
+            if (!whole.empty() && uniform01(rng) < 0.7)  // from the text, between characters: it may match
+            {
+                std::size_t from = below(whole.size()), to = from + 1 + below(6);
+                while (from > 0 && (static_cast<unsigned char>(whole[from]) >> 6) == 2)
+                {
+                    --from;
+                }
+                while (to < whole.size() && (static_cast<unsigned char>(whole[to]) >> 6) == 2)
+                {
+                    ++to;
+                }
+                s = whole.substr(from, to - from);
+            }
+            for (std::size_t k = s.empty() ? 1 + below(3) : 0; k > 0; --k)
+            {
+                s += pieces[below(5)];
+            }
+            stops.push_back(s);
+        }
+        const bool include = uniform01(rng) < 0.3;
+        const std::size_t min_tokens = below(4);
+        INFO("trial " << trial);
+        text_stream s(stops, include, "test");
+        std::string released, expected_text, before;
+        std::size_t expected_stop = text_stream::npos, expected_at = text_stream::npos;
+        for (std::size_t t = 0; t < tokens.size() && !s.ended(); ++t)
+        {
+            s.append(tokens[t], t + 1 > min_tokens);
+            before += tokens[t];
+            const std::string now = lossy(before, false);
+            const std::string was = lossy(before.substr(0, before.size() - tokens[t].size()), false);
+            for (std::size_t e = was.size() + 1; e <= now.size() && expected_stop == text_stream::npos; ++e)
+            {
+                for (std::size_t k = 0; k < stops.size() && t + 1 > min_tokens; ++k)
+                {
+                    if (e >= stops[k].size() && now.compare(e - stops[k].size(), stops[k].size(), stops[k]) == 0)
+                    {
+                        expected_stop = k;
+                        expected_at = e - stops[k].size();
+                        expected_text = now.substr(0, include ? e : expected_at);
+                        break;
+                    }
+                }
+            }
+            if (expected_stop == text_stream::npos && t + 1 == tokens.size())
+            {
+                s.finish();
+                expected_text = lossy(before, true);
+            }
+            released += s.take();
+            if (!s.ended())
+            {
+                const std::size_t h = include ? 0 : held_back(now, stops);
+                REQUIRE(released == now.substr(0, now.size() - h));
+            }
+        }
+        REQUIRE(s.stop_index() == expected_stop);
+        REQUIRE(s.stop_at() == expected_at);
+        REQUIRE(s.text() == expected_text);
+        REQUIRE(released == expected_text);
+        stopped += expected_stop != text_stream::npos;
+        included += include && expected_stop != text_stream::npos;
+    }
+    CHECK(stopped > 3000);  // the cases reach both endings
+    CHECK(included > 500);
+}
+
+namespace
+{
+    // Tokens by their bytes; "<eos>" is special (no bytes).
+    struct words
+    {
+        vocabulary vocab;
+        explicit words(std::vector<std::string> tokens)
+            : vocab(with_eos(std::move(tokens)), {0})
+        {
+        }
+        static std::vector<std::string> with_eos(std::vector<std::string> t)
+        {
+            t.insert(t.begin(), "");
+            return t;
+        }
+        token_id operator[](const std::string& bytes) const { return bytes.empty() ? 0 : vocab.find(bytes); }
+        // A row whose greedy token is `next` (logit 20), with `second` at 10.
+        xt::xtensor<float, 1> row(const std::string& next, const std::string& second = "") const
+        {
+            xt::xtensor<float, 1> r = xt::zeros<float>({vocab.size()});
+            if (!second.empty() || next.empty())
+            {
+                r(std::size_t((*this)[second])) = 10.0f;
+            }
+            r(std::size_t((*this)[next])) = 20.0f;
+            return r;
+        }
+    };
+
+    struct stepped
+    {
+        std::vector<token_id> tokens;
+        strings deltas;
+        finish_reason reason = finish_reason::none;
+        std::string text;
+    };
+
+    // Steps a greedy sequence through the script (a row per token) until it ends.
+    stepped run(const words& w, const strings& script, sequence_options o, const std::string& second = "")
+    {
+        o.vocab = &w.vocab;
+        basic_sequence<chain<temperature>> s(chain<temperature>(temperature(0.0)), {}, o);
+        stepped out;
+        for (std::size_t k = 0; !s.finished(); ++k)
+        {
+            const auto& r = s.step(w.row(k < script.size() ? script[k] : second, second));
+            out.tokens.push_back(r.id);
+            out.deltas.emplace_back(r.text);
+            out.reason = r.finish;
+        }
+        CHECK(s.reason() == out.reason);
+        out.text = s.text();
+        return out;
+    }
+}
+
+TEST_CASE("sequence: each stop, in its order, with the text it leaves", "[sequence]")
+{
+    const words w({"a", "b", "c", "d", "e", "Z", "</s>", "This text ends with EOS token"});
+    sequence_options o;
+    o.max_tokens = 10;
+    o.stop_strings = {"cd"};
+    o.eos = {w["Z"]};  // an ordinary token as eos: its text is left out unless included
+    // vLLM's test_stop_string_while_stop_token_terminates, one token at a time
+    auto a = run(w, {"a", "b", "c", "d", "e", "Z"}, o);
+    CHECK(a.deltas == strings{"a", "b", "", ""});
+    CHECK(a.reason == finish_reason::stop_string);
+    CHECK(a.text == "ab");
+    o.include_stop_str_in_output = true;
+    CHECK(run(w, {"a", "b", "c", "d", "e", "Z"}, o).deltas == strings{"a", "b", "c", "d"});
+    // eos ends it (kept in the tokens, its text out); included, its text in
+    o.stop_strings.clear();
+    auto b = run(w, {"a", "Z", "b"}, o);
+    CHECK(b.reason == finish_reason::eos);
+    CHECK(b.tokens == std::vector<token_id>{w["a"], w["Z"]});
+    CHECK(b.text == "aZ");
+    o.include_stop_str_in_output = false;
+    CHECK(run(w, {"a", "Z", "b"}, o).text == "a");
+    // vLLM's test_stop_on_eos_token: pass carries on with the eos text in
+    o.eos = {w["</s>"]};
+    o.min_tokens = 1;
+    o.max_tokens = 3;
+    o.eos_mode = eos_policy::pass;
+    auto c = run(w, {"This text ends with EOS token", "</s>", "a"}, o);
+    CHECK(c.reason == finish_reason::length);
+    CHECK(c.text == "This text ends with EOS token</s>a");
+    o.eos_mode = eos_policy::stop;
+    CHECK(run(w, {"This text ends with EOS token", "</s>", "a"}, o).text == "This text ends with EOS token");
+    // mask: eos is never drawn (the second best is)
+    o.eos_mode = eos_policy::mask;
+    auto d = run(w, {"</s>", "</s>", "</s>"}, o, "b");
+    CHECK(d.tokens == std::vector<token_id>{w["b"], w["b"], w["b"]});
+    // stop token ids: masked under min_tokens, then stop; text out unless included
+    o.eos = {};
+    o.eos_mode = eos_policy::stop;
+    o.stop_token_ids = {w["e"], w["d"]};
+    o.min_tokens = 2;
+    o.max_tokens = 6;
+    sequence_options seen = o;
+    auto e = run(w, {"d", "a", "d", "b"}, o, "c");
+    CHECK(e.tokens == std::vector<token_id>{w["c"], w["a"], w["d"]});
+    CHECK(e.reason == finish_reason::stop_token);
+    CHECK(e.text == "ca");
+    seen.include_stop_str_in_output = true;
+    CHECK(run(w, {"d", "a", "d", "b"}, seen, "c").text == "cad");
+    // stop sequences count after min_tokens; their text is kept
+    o.stop_token_ids = {};
+    o.stop_sequences = {{w["a"], w["b"]}};
+    auto f = run(w, {"a", "b", "a", "b", "c"}, o);
+    CHECK(f.reason == finish_reason::stop_sequence);
+    CHECK(f.tokens.size() == 4);
+    CHECK(f.text == "abab");
+    // length: the rest of the text released, a cut character as U+FFFD
+    o.stop_sequences = {};
+    o.max_tokens = 2;
+    const words cut({"a", "\xC3", "b"});
+    auto g = run(cut, {"a", "\xC3", "b"}, o);
+    CHECK(g.reason == finish_reason::length);
+    CHECK(g.deltas == strings{"a", fffd});
+}
+
+TEST_CASE("sequence: stop_at indexes the text as returned, after U+FFFD", "[sequence]")
+{
+    const words w({"\xC3(", "x"});
+    sequence_options o;
+    o.stop_strings = {"("};
+    auto a = run(w, {"\xC3("}, o);
+    CHECK(a.reason == finish_reason::stop_string);
+    CHECK(a.text == fffd);
+    o.vocab = &w.vocab;
+    basic_sequence<chain<temperature>> s(chain<temperature>(temperature(0.0)), {}, o);
+    s.step(w.row("\xC3("));
+    CHECK(s.stop_at() == 3);
+    CHECK(s.stop_index() == 0);
+}
+
+TEST_CASE("sequence: its own engine draws what the sampler's sample() draws", "[sequence]")
+{
+    sampling_params p;
+    p.temperature = 1.3;
+    p.top_p = 0.95;
+    p.seed = 77;
+    sampler reference(p);
+    sequence_options o;
+    o.max_tokens = 50;
+    o.raw_logprob = o.entropy = true;
+    o.top_logprobs = 3;
+    std::vector<token_id> history = {5, 6};
+    sequence s(sampler(p), history, o);
+    for (std::size_t k = 0; k < 50; ++k)
+    {
+        const auto r = test_helpers::random_row<float>(40, 1000 + k);
+        const sampled_token t = reference.sample(r, token_history(token_span(history), 2));
+        const step_result& got = s.step(r);
+        REQUIRE(got.id == t.id);
+        CHECK(got.logprob == t.logprob);
+        CHECK(got.raw_logprob == log_softmax(r)(std::size_t(t.id)));
+        CHECK(got.top.size() == 3);
+        CHECK(got.top[0].logprob >= got.top[2].logprob);
+        CHECK(std::isfinite(got.entropy));
+        history.push_back(t.id);
+    }
+    CHECK(s.reason() == finish_reason::length);
+    CHECK(std::vector<token_id>(s.generated().begin(), s.generated().end()) ==
+          std::vector<token_id>(history.begin() + 2, history.end()));
+    CHECK(s.history().prompt_length() == 2);
+    // reset: the same request again, from the engine's start
+    s.reset(token_span(history.data(), 2));
+    CHECK(s.step(test_helpers::random_row<float>(40, 1000)).id == history[2]);
+    // another stream of the same seed draws differently
+    o.stream = 1;
+    sequence other(sampler(p), token_span(history.data(), 2), o);
+    std::size_t same = 0;
+    for (std::size_t k = 0; k < 50; ++k)
+    {
+        same += other.step(test_helpers::random_row<float>(40, 1000 + k)).id == history[2 + k];
+    }
+    CHECK(same < 40);
+}
+
+TEST_CASE("sequence: a bad row or token leaves it as before, errors name the step", "[sequence][errors]")
+{
+    sampling_params p;
+    p.seed = 3;
+    const words w({"a", "b", "c"});
+    sequence_options o;
+    o.vocab = &w.vocab;
+    o.max_tokens = 8;
+    const std::vector<token_id> prompt = {1};
+    sequence s(sampler(p), prompt, o);
+    sequence uninterrupted(sampler(p), prompt, o);
+    auto good = [](std::size_t k) { return test_helpers::random_row<float>(4, 50 + k, 1.0); };
+    for (std::size_t k = 0; k < 3; ++k)
+    {
+        REQUIRE(s.step(good(k)).id == uninterrupted.step(good(k)).id);
+    }
+    const std::string text = s.text();
+    const auto position = s.engine();
+    xt::xtensor<float, 1> nan = good(3);
+    nan(1) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_MATCHES(s.step(nan), invalid_logits, Message("step 3: logits: NaN at index 1"));
+    xt::xtensor<float, 1> wide = xt::zeros<float>({6});
+    wide(5) = 50.0f;  // drawn, and outside the vocabulary of 4
+    CHECK_THROWS_MATCHES(s.step(wide), invalid_parameter, Message("sequence: token 5 is outside the vocabulary of 4"));
+    CHECK(s.generated().size() == 3);
+    CHECK(s.text() == text);
+    CHECK(s.engine() == position);
+    for (std::size_t k = 3; k < 8; ++k)
+    {
+        REQUIRE(s.step(good(k)).id == uninterrupted.step(good(k)).id);
+    }
+    CHECK(s.text() == uninterrupted.text());
+    CHECK_THROWS_MATCHES(s.step(good(0)), invalid_use, Message("sequence: step after the end (length)"));
+    CHECK_THROWS_MATCHES(s.finish(finish_reason::cancelled), invalid_use, Message("sequence: finish after the end"));
+}
+
+TEST_CASE("sequence: finish from outside releases the held text, and bad options are errors", "[sequence][errors]")
+{
+    const words w({"x", "E", "N"});
+    sequence_options o;
+    o.vocab = &w.vocab;
+    o.stop_strings = {"END"};
+    basic_sequence<chain<temperature>> s(chain<temperature>(temperature(0.0)), {}, o);
+    CHECK(s.step(w.row("x")).text == "x");
+    CHECK(s.step(w.row("E")).text == "");  // it may become END
+    CHECK_THROWS_MATCHES(s.finish(finish_reason::none), invalid_use, Message("sequence: finish(none)"));
+    const auto& r = s.finish(finish_reason::cancelled);
+    CHECK(r.text == "E");
+    CHECK(r.finish == finish_reason::cancelled);
+    CHECK(s.text() == "xE");
+    o.max_tokens = 0;
+    CHECK(sequence(sampler(sampling_params()), {}, o).reason() == finish_reason::length);
+    o.max_tokens = 2;
+    o.min_tokens = 3;
+    CHECK_THROWS_MATCHES(sequence(sampler(sampling_params()), {}, o), invalid_parameter,
+                         Message("sequence: min_tokens 3 exceeds max_tokens 2"));
+    o.min_tokens = 0;
+    o.stop_sequences = {{1}, {}};
+    CHECK_THROWS_MATCHES(sequence(sampler(sampling_params()), {}, o), invalid_parameter,
+                         Message("sequence: stop sequence 1 is empty"));
+    o.stop_sequences = {};
+    o.stop_token_ids = {-2};
+    CHECK_THROWS_MATCHES(sequence(sampler(sampling_params()), {}, o), invalid_parameter,
+                         Message("sequence: stop token id -2 is negative"));
+    o.stop_token_ids = {};
+    o.vocab = nullptr;
+    CHECK_THROWS_MATCHES(sequence(sampler(sampling_params()), {}, o), invalid_parameter,
+                         Message("sequence: stop strings need a vocabulary (options.vocab)"));
+}
+
+TEST_CASE("sequence: fork draws stream i of the seed, reproducibly and independently", "[sequence]")
+{
+    sampling_params p;
+    p.temperature = 1.0;
+    p.seed = 11;
+    sequence_options o;
+    o.max_tokens = 30;
+    o.raw_logprob = true;
+    const std::vector<token_id> prompt = {2};
+    auto rows = [](std::size_t k) { return test_helpers::random_row<double>(16, 300 + k, 1.0); };
+    sequence original(sampler(p), prompt, o);
+    sequence forked = original.fork(3);
+    o.stream = 3;
+    sequence built(sampler(p), prompt, o);
+    double cumulative = 0;
+    for (std::size_t k = 0; k < 30; ++k)
+    {
+        const step_result& a = forked.step(rows(k));
+        REQUIRE(a.id == built.step(rows(k)).id);
+        cumulative += a.raw_logprob;
+    }
+    CHECK(forked.cumulative_logprob() == cumulative);
+    CHECK(forked.cumulative_logprob() == built.cumulative_logprob());
+    CHECK(original.generated().size() == 0);  // untouched by its fork
+    // Independence: the first tokens of streams 0 and 1 of 20,000 seeds
+    // against p_i p_j (dof 15).
+    const auto logits = test_helpers::logits_of<double>({0.1, 0.2, 0.3, 0.4});
+    const double probs[] = {0.1, 0.2, 0.3, 0.4};
+    std::vector<double> observed(16, 0.0), expected(16, 0.0);
+    constexpr std::size_t n = 20000;
+    sequence_options one;
+    one.max_tokens = 1;
+    for (std::size_t seed = 0; seed < n; ++seed)
+    {
+        one.seed = seed;
+        basic_sequence<chain<temperature>> s0(chain<temperature>(temperature(1.0)), {}, one);
+        auto s1 = s0.fork(1);
+        observed[std::size_t(s0.step(logits).id) * 4 + std::size_t(s1.step(logits).id)] += 1;
+    }
+    for (std::size_t c = 0; c < 16; ++c)
+    {
+        expected[c] = double(n) * probs[c / 4] * probs[c % 4];
+    }
+    CHECK(test_stats::chi_square(observed, expected) < test_stats::chi_square_bound(15));
+    // The power of the test: stream 1 repeating stream 0 (fully dependent) fails it.
+    std::vector<double> same(16, 0.0);
+    for (std::size_t c = 0; c < 4; ++c)
+    {
+        same[c * 5] = observed[c * 4] + observed[c * 4 + 1] + observed[c * 4 + 2] + observed[c * 4 + 3];
+    }
+    CHECK(test_stats::chi_square(same, expected) > test_stats::chi_square_bound(15));
+}
+
+TEST_CASE("sequence: vLLM's min_tokens with a stop string, over GPT-2's tokens (tests/detokenizer/test_min_tokens.py)",
+          "[sequence]")
+{
+    const gpt2_tokenizer gpt2(XSAMPLER_GPT2_DIR);
+    const std::string sentence = "Hello, my name is Lee, and I'm a student in the college of engineering";
+    const std::vector<token_id> all = gpt2.encode(sentence);
+    // the split vLLM's numbers rest on (OPT's vocabulary is GPT-2's BPE)
+    REQUIRE(all.size() > 12);
+    const strings expected_split = {"Hello", ",", " my", " name", " is", " Lee", ",", " and", " I", "'m", " a", " student"};
+    for (std::size_t i = 0; i < expected_split.size(); ++i)
+    {
+        REQUIRE(gpt2.vocab().bytes(all[i]) == expected_split[i]);
+    }
+    const std::vector<token_id> prompt(all.begin(), all.begin() + 4);
+    const token_id eos = 50256;
+    auto text_of = [&](std::size_t min_tokens, strings stops) {
+        sequence_options o;
+        o.min_tokens = min_tokens;
+        o.stop_strings = std::move(stops);
+        o.eos = {eos};
+        o.vocab = &gpt2.vocab();
+        basic_sequence<chain<temperature>> s(chain<temperature>(temperature(0.0)), prompt, o);
+        std::string streamed;
+        while (!s.finished())
+        {
+            const std::size_t at = s.history().size();
+            xt::xtensor<float, 1> row = xt::zeros<float>({std::size_t(gpt2.vocab().size())});
+            row(std::size_t(at < all.size() ? all[at] : eos)) = 20.0f;
+            streamed += s.step(row).text;
+        }
+        CHECK(streamed == s.text());
+        return s.text();
+    };
+    CHECK(text_of(0, {}) == " is Lee, and I'm a student in the college of engineering");
+    CHECK(text_of(0, {"e"}) == " is L");
+    CHECK(text_of(5, {"e"}) == " is Lee, and I'm a stud");
+}
