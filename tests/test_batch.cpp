@@ -1,6 +1,9 @@
 // batch.hpp: one token per row, each row with its own sampler; the tokens do
 // not depend on the thread count or on the other rows.
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -240,6 +243,11 @@ TEMPLATE_TEST_CASE("sample_batch gives the same tokens with every executor", "[b
     SECTION("serial_executor") { run(serial_executor{}); }
     SECTION("parts last to first") { run(counting_executor{}); }
     SECTION("the caller's threads") { run(own_threads_executor{}); }
+    SECTION("a thread_pool")
+    {
+        thread_pool threads(3);
+        run(threads);
+    }
 }
 
 TEST_CASE("sample_batch calls the executor once, with one task per part, each run once", "[batch][executor]")
@@ -450,4 +458,71 @@ TEST_CASE("constraint copies on two threads share their masks safely", "[batch][
     CHECK(ended[0] == 20);  // every run ended with eos within its budget
     CHECK(ended[1] == 20);
     CHECK(proto.compiled().cached().first > 0);
+}
+
+TEST_CASE("thread_pool runs each part exactly once, call after call, on threads started once", "[batch][executor]")
+{
+    CHECK_THROWS_MATCHES(thread_pool(0), invalid_parameter,
+                         Message("thread_pool: threads must be at least 1 (the calling thread)"));
+    for (std::size_t threads = 1; threads <= 4; ++threads)
+    {
+        INFO(threads << " threads");
+        thread_pool pool(threads);
+        CHECK(pool.size() == threads);
+        std::atomic<int> runs[8] = {};
+        std::set<std::thread::id> seen;
+        std::mutex seen_mutex;
+        for (std::size_t call = 0; call < 3000; ++call)
+        {
+            const std::size_t n = call % 9;
+            pool(n, [&](std::size_t part) {
+                ++runs[part];
+                if (call % 97 == 0)
+                {
+                    const std::lock_guard<std::mutex> lock(seen_mutex);
+                    seen.insert(std::this_thread::get_id());
+                }
+            });
+            for (std::size_t p = 0; p < 8; ++p)
+            {
+                REQUIRE(runs[p].exchange(0) == (p < n ? 1 : 0));
+            }
+        }
+        CHECK(seen.size() <= threads);  // no thread but the pool's and the caller's
+    }
+}
+
+TEST_CASE("thread_pool: a part that throws on the calling thread propagates once no worker runs a part",
+          "[batch][executor]")
+{
+    thread_pool pool(2);
+    const auto caller = std::this_thread::get_id();
+    for (int round = 0; round < 20; ++round)
+    {
+        std::atomic<bool> thrown{false};
+        std::atomic<int> started{0}, finished{0};
+        // A worker's part blocks until the caller has thrown, so the caller
+        // always runs a part (the worker holds one at most) and throws while
+        // the worker may be inside one.
+        CHECK_THROWS_WITH(pool(3,
+                               [&](std::size_t) {
+                                   if (std::this_thread::get_id() == caller)
+                                   {
+                                       thrown = true;
+                                       throw std::runtime_error("part failed");
+                                   }
+                                   ++started;
+                                   for (int i = 0; i < 5000 && !thrown; ++i)
+                                   {
+                                       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                                   }
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                                   ++finished;
+                               }),
+                          "part failed");
+        CHECK(finished == started);  // every part a worker started ended before the call returned
+    }
+    std::atomic<int> after{0};
+    pool(4, [&](std::size_t) { ++after; });  // still usable
+    CHECK(after == 4);
 }

@@ -665,6 +665,20 @@ TEMPLATE_TEST_CASE("a sequence makes no allocation per token, with stop strings,
     CHECK(allocations_for(200) == allocations_for(2));
 }
 
+TEST_CASE("a thread_pool call allocates nothing, and sample_batch over it nothing once grown", "[batch][allocation]")
+{
+    thread_pool threads(3);
+    std::atomic<std::size_t> sum{0};
+    threads(3, [&](std::size_t part) { sum += part; });
+    const std::size_t before = allocations.load();
+    for (std::size_t call = 0; call < 500; ++call)
+    {
+        threads(1 + call % 5, [&](std::size_t part) { sum += part; });
+    }
+    CHECK(allocations.load() - before == 0);
+    CHECK(sum.load() > 0);
+}
+
 TEMPLATE_TEST_CASE("beam_search makes no allocation per step", "[beam][allocation]", float, double)
 {
     constexpr std::size_t vocab = 64;

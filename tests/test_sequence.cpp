@@ -559,7 +559,10 @@ TEST_CASE("sequence: finish from outside releases the held text, and bad options
     basic_sequence<chain<temperature>> s(chain<temperature>(temperature(0.0)), {}, o);
     CHECK(s.step(w.row("x")).text == "x");
     CHECK(s.step(w.row("E")).text == "");  // it may become END
-    CHECK_THROWS_MATCHES(s.finish(finish_reason::none), invalid_use, Message("sequence: finish(none)"));
+    CHECK_THROWS_MATCHES(s.finish(finish_reason::none), invalid_use,
+                         Message("sequence: finish(none): only cancelled or length end it from outside"));
+    CHECK_THROWS_MATCHES(s.finish(finish_reason::eos), invalid_use,
+                         Message("sequence: finish(eos): only cancelled or length end it from outside"));
     const auto& r = s.finish(finish_reason::cancelled);
     CHECK(r.text == "E");
     CHECK(r.finish == finish_reason::cancelled);

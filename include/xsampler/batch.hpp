@@ -26,6 +26,9 @@
 //     process can start no more), that part and the ones after it run on the
 //     calling thread instead, so the call still succeeds.
 //   - serial_executor: every part on the calling thread, in order.
+//   - thread_pool(t): t - 1 worker threads started once, which take parts
+//     with the calling thread from a shared counter; nothing allocated per
+//     call. One per engine, reused step after step.
 //   With an executor of the caller's, the library starts no thread. With one
 //   part, or with serial_executor, nothing is allocated once the workspaces
 //   have grown.
@@ -55,8 +58,12 @@
 #ifndef XSAMPLER_BATCH_HPP
 #define XSAMPLER_BATCH_HPP
 
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -189,6 +196,163 @@ namespace xsampler
     /// sample_batch's default executor: the calling thread and a thread per
     /// other part, started for each call.
     using thread_executor = basic_thread_executor<>;
+
+    /// An executor whose threads start once: thread_pool(t) starts t - 1
+    /// workers (fewer if a start fails: their parts run on the others), and
+    /// each call runs task(0) ... task(n - 1) on the calling thread and the
+    /// workers, which take parts from a shared counter, and returns when all
+    /// have returned. Nothing is allocated per call (the task is passed by
+    /// address). One call at a time: a second concurrent call waits for the
+    /// first. Tasks must not throw on a worker (std::terminate, as with
+    /// std::thread); one that throws on the calling thread propagates after
+    /// the workers have finished their parts. The destructor joins the
+    /// workers (call it while no call runs).
+    class thread_pool
+    {
+    public:
+        explicit thread_pool(std::size_t threads)
+        {
+            if (threads == 0)
+            {
+                throw invalid_parameter("thread_pool: threads must be at least 1 (the calling thread)");
+            }
+            try
+            {
+                m_workers.reserve(threads - 1);
+                while (m_workers.size() + 1 < threads)
+                {
+                    m_workers.emplace_back([this] { work(); });
+                }
+            }
+            catch (const std::exception&)
+            {
+                // Fewer workers: the calling thread and those started run every part.
+            }
+        }
+        thread_pool(const thread_pool&) = delete;
+        thread_pool& operator=(const thread_pool&) = delete;
+        ~thread_pool()
+        {
+            {
+                const std::lock_guard<std::mutex> lock(m_mutex);
+                m_stop = true;
+            }
+            m_wake.notify_all();
+            for (auto& t : m_workers)
+            {
+                t.join();
+            }
+        }
+
+        /// The threads that run parts: the workers and the caller.
+        std::size_t size() const noexcept { return m_workers.size() + 1; }
+
+        template <class F>
+        void operator()(std::size_t n, F&& task)
+        {
+            using Task = std::remove_reference_t<F>;
+            if (n <= 1 || m_workers.empty())
+            {
+                for (std::size_t part = 0; part < n; ++part)
+                {
+                    task(part);
+                }
+                return;
+            }
+            const std::lock_guard<std::mutex> call(m_call);
+            const job j{[](void* t, std::size_t part) { (*static_cast<Task*>(t))(part); },
+                        const_cast<void*>(static_cast<const void*>(&task)), n};
+            {
+                const std::lock_guard<std::mutex> lock(m_mutex);
+                m_job = j;
+                m_next.store(0, std::memory_order_relaxed);
+                m_finished = 0;
+                ++m_generation;
+            }
+            m_wake.notify_all();
+            std::exception_ptr error;
+            std::size_t done = 0;
+            try
+            {
+                done = take_parts(j);
+            }
+            catch (...)
+            {
+                error = std::current_exception();
+            }
+            std::unique_lock<std::mutex> lock(m_mutex);
+            m_finished += done;
+            // Wait for every part, and for every worker that took the job to
+            // leave it, so that none can touch `task` once this returns.
+            m_done.wait(lock, [&] { return (m_finished == n || error) && m_inside == 0; });
+            m_job.n = 0;  // a worker waking late finds no job
+            lock.unlock();
+            if (error)
+            {
+                std::rethrow_exception(error);
+            }
+        }
+
+    private:
+        struct job
+        {
+            void (*run)(void*, std::size_t) = nullptr;
+            void* task = nullptr;
+            std::size_t n = 0;
+        };
+
+        // Runs parts while some are left; how many it ran.
+        std::size_t take_parts(const job& j)
+        {
+            std::size_t done = 0;
+            for (std::size_t part; (part = m_next.fetch_add(1, std::memory_order_relaxed)) < j.n; ++done)
+            {
+                j.run(j.task, part);
+            }
+            return done;
+        }
+
+        void work()
+        {
+            std::uint64_t seen = 0;
+            std::unique_lock<std::mutex> lock(m_mutex);
+            for (;;)
+            {
+                m_wake.wait(lock, [&] { return m_stop || m_generation != seen; });
+                if (m_stop)
+                {
+                    return;
+                }
+                seen = m_generation;
+                if (m_job.n == 0)
+                {
+                    continue;  // the call already ended
+                }
+                const job j = m_job;
+                ++m_inside;
+                lock.unlock();
+                const std::size_t done = take_parts(j);
+                lock.lock();
+                m_finished += done;
+                --m_inside;
+                if (m_inside == 0)
+                {
+                    m_done.notify_all();
+                }
+            }
+        }
+
+        std::vector<std::thread> m_workers;
+        std::mutex m_call;   // one call at a time
+        std::mutex m_mutex;  // guards everything below but m_next
+        std::condition_variable m_wake, m_done;
+        job m_job;
+        std::atomic<std::size_t> m_next{0};
+        std::size_t m_finished = 0;
+        std::size_t m_inside = 0;  // workers running parts of the current job
+        std::uint64_t m_generation = 0;
+        bool m_stop = false;
+    };
 
     /// Runs task(0) ... task(n - 1) in order on the calling thread.
     struct serial_executor

@@ -105,7 +105,7 @@ namespace xsampler
         std::vector<std::vector<sampled_token>> top_logprobs;  ///< per step, when asked for
         stop_reason reason = stop_reason::max_tokens;
         std::size_t stop_at = std::string::npos;  ///< where a matched stop string starts in `text`
-        std::string text;  ///< the generated text (with options.vocab), cut before a stop string
+        std::string text;  ///< the generated text (with stop strings), cut before the one that matched
     };
 
     namespace detail
@@ -119,7 +119,7 @@ namespace xsampler
             s.eos_mode = o.ignore_eos ? eos_policy::mask : eos_policy::stop;
             s.stop_sequences = o.stop_sequences;
             s.stop_strings = o.stop_strings;
-            s.vocab = o.vocab;
+            s.vocab = o.stop_strings.empty() ? nullptr : o.vocab;  // the text only for stop strings
             s.raw_logprob = o.model_logprobs;
             s.entropy = o.entropy;
             s.top_logprobs = o.top_logprobs;

@@ -52,9 +52,11 @@
 // Errors: options out of range, at construction (invalid_parameter,
 // "sequence: ..."); a bad row: invalid_logits("step 3: logits: ..."), and
 // the sequence is as before the call (its own engine included); a drawn
-// token outside options.vocab: invalid_parameter; step() after the end:
-// invalid_use. After the first step nothing is allocated per token while
-// within max(max_tokens, 4096) tokens (top_logprobs: its list is reused).
+// token outside options.vocab: invalid_parameter, the sequence as before
+// but for a stage that learns from the draw (mirostat), which saw it;
+// step() after the end: invalid_use. After the first steps nothing is
+// allocated per token within min(max_tokens, 4096) tokens and 8 bytes of
+// text a token on average (top_logprobs: its list is reused).
 // Not thread-safe: one sequence per request.
 #ifndef XSAMPLER_SEQUENCE_HPP
 #define XSAMPLER_SEQUENCE_HPP
@@ -212,7 +214,8 @@ namespace xsampler
         basic_sequence(Sampler sampler, token_span prompt, sequence_options options, const std::string& who = "sequence")
             : m_sampler(std::forward<Sampler>(sampler)),
               m_options(std::move(options)),
-              m_text(m_options.stop_strings, m_options.include_stop_str_in_output, who)
+              m_text(m_options.stop_strings, m_options.include_stop_str_in_output, who),
+              m_who(who)
         {
             const auto& o = m_options;
             if (o.min_tokens > o.max_tokens)
@@ -271,7 +274,7 @@ namespace xsampler
         {
             if (finished())
             {
-                throw invalid_use("sequence: step after the end (" + std::string(to_string(m_reason)) + ")");
+                throw invalid_use(m_who + ": step after the end (" + to_string(m_reason) + ")");
             }
             const std::size_t g = generated().size();
             step_result r;
@@ -301,7 +304,7 @@ namespace xsampler
             }
             if (m_options.vocab != nullptr && std::size_t(r.id) >= m_options.vocab->size())
             {
-                throw invalid_parameter("sequence: token " + std::to_string(r.id) + " is outside the vocabulary of " +
+                throw invalid_parameter(m_who + ": token " + std::to_string(r.id) + " is outside the vocabulary of " +
                                         std::to_string(m_options.vocab->size()));
             }
             m_history.push_back(r.id);
@@ -312,13 +315,17 @@ namespace xsampler
             return m_result;
         }
 
-        /// Ends the sequence from outside (cancelled, or the context is full:
-        /// length); the result carries the rest of the text.
+        /// Ends the sequence from outside: cancelled, or length (the context
+        /// is full); the result carries the rest of the text.
         const step_result& finish(finish_reason why)
         {
-            if (why == finish_reason::none || finished())
+            if (finished())
             {
-                throw invalid_use(finished() ? "sequence: finish after the end" : "sequence: finish(none)");
+                throw invalid_use(m_who + ": finish after the end");
+            }
+            if (why != finish_reason::cancelled && why != finish_reason::length)
+            {
+                throw invalid_use(m_who + ": finish(" + to_string(why) + "): only cancelled or length end it from outside");
             }
             end(why);
             m_result = step_result();
@@ -456,6 +463,7 @@ namespace xsampler
         finish_reason m_reason = finish_reason::none;
         std::ptrdiff_t m_stop_index = -1;
         double m_cumulative = 0;
+        std::string m_who;
     };
 
     /// A request over a run-time sampler, which it owns.
