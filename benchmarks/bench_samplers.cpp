@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -466,6 +467,75 @@ namespace
     void BM_generate_chain(benchmark::State& state) { run_generate(state, false); }
     void BM_generate_chain_diagnostics(benchmark::State& state) { run_generate(state, true); }
 
+    // One request stepped 32 tokens an iteration over the run-time default
+    // chain and the benchmark row: a hand-written loop (the history kept by
+    // hand, sampler.sample), then a sequence without stops, then one with a
+    // vocabulary and four stop strings that never match (each token's bytes
+    // decoded, matched and held back). The sequence's overhead per token is
+    // its time less the loop's, over 32; the targets are 0.05x and 0.1x
+    // BM_floor.
+    const xsampler::vocabulary& words(std::size_t vocab)
+    {
+        static std::map<std::size_t, xsampler::vocabulary> made;
+        auto at = made.find(vocab);
+        if (at == made.end())
+        {
+            std::vector<std::string> tokens;
+            for (std::size_t i = 0; i < vocab; ++i)
+            {
+                tokens.push_back(" w" + std::to_string(i));
+            }
+            at = made.emplace(vocab, xsampler::vocabulary(std::move(tokens), {})).first;
+        }
+        return at->second;
+    }
+    constexpr std::size_t steps_per_request = 32;
+    void BM_sampler_loop(benchmark::State& state)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        const auto view = adapt(row);
+        auto s = llama_default_sampler();
+        std::vector<xsampler::token_id> history;
+        history.reserve(steps_per_request + 1);
+        for (auto _ : state)
+        {
+            history.assign(1, 0);
+            s.reset();
+            while (history.size() <= steps_per_request)
+            {
+                history.push_back(s.sample(view, xsampler::token_history(history, 1)).id);
+            }
+            benchmark::DoNotOptimize(history.data());
+        }
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(steps_per_request * row.size()));
+    }
+    void run_sequence(benchmark::State& state, bool stops)
+    {
+        const auto& row = logits(std::size_t(state.range(0)), false);
+        const auto view = adapt(row);
+        auto s = llama_default_sampler();
+        xsampler::sequence_options o;
+        o.max_tokens = steps_per_request;
+        if (stops)
+        {
+            o.vocab = &words(row.size());
+            o.stop_strings = {"\n\n", "###", "</answer>", "User:"};
+        }
+        const std::vector<xsampler::token_id> prompt = {0};
+        xsampler::basic_sequence<xsampler::sampler&> seq(s, prompt, o);
+        for (auto _ : state)
+        {
+            seq.reset(prompt);
+            while (!seq.finished())
+            {
+                benchmark::DoNotOptimize(seq.step(view).id);
+            }
+        }
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(steps_per_request * row.size()));
+    }
+    void BM_sequence_step(benchmark::State& state) { run_sequence(state, false); }
+    void BM_sequence_step_stops(benchmark::State& state) { run_sequence(state, true); }
+
     // The seed text's algorithm done plainly: divide by T, sort everything,
     // softmax, cumulative sum, inclusive cut, renormalise, draw.
     void BM_reference_sort_top_p(benchmark::State& state)
@@ -642,6 +712,9 @@ BENCHMARK(BM_sampler_allow_1000)->Arg(128256);
 // 32 tokens an iteration.
 BENCHMARK(BM_generate_chain)->Apply(vocab_args);
 BENCHMARK(BM_generate_chain_diagnostics)->Apply(vocab_args);
+BENCHMARK(BM_sampler_loop)->Apply(vocab_args);
+BENCHMARK(BM_sequence_step)->Apply(vocab_args);
+BENCHMARK(BM_sequence_step_stops)->Apply(vocab_args);
 BENCHMARK(BM_reference_sort_top_p)->Apply(vocab_args);
 
 BENCHMARK(BM_typical)->Apply(vocab_args);
