@@ -203,10 +203,11 @@ namespace xsampler
     /// workers, which take parts from a shared counter, and returns when all
     /// have returned. Nothing is allocated per call (the task is passed by
     /// address). One call at a time: a second concurrent call waits for the
-    /// first. Tasks must not throw on a worker (std::terminate, as with
-    /// std::thread); one that throws on the calling thread propagates after
-    /// the workers have finished their parts. The destructor joins the
-    /// workers (call it while no call runs).
+    /// first; a task must not call its own pool with n >= 2 (that waits for
+    /// itself). Tasks must not throw on a worker (std::terminate, as with
+    /// std::thread); one that throws on the calling thread propagates once
+    /// no worker runs a part (parts nobody had taken are skipped). The
+    /// destructor joins the workers (call it while no call runs).
     class thread_pool
     {
     public:
