@@ -32,9 +32,9 @@
 //                   the output is truncated — check for it.
 //   min_tokens: until that many tokens have been generated the eos tokens
 //   are masked before the sampler's stages, and stop sequences are not
-//   checked, so the first min_tokens tokens never end the loop. ignore_eos (llama.cpp's --ignore-eos): the
-//   eos ids are masked at every step, so only a stop sequence or max_tokens
-//   ends the loop (vLLM's ignore_eos instead lets eos be drawn and go on;
+//   checked, so the first min_tokens tokens never end the loop. ignore_eos
+//   (llama.cpp's --ignore-eos): the eos ids are masked at every step, so
+//   only a stop sequence or max_tokens ends the loop (vLLM's ignore_eos instead lets eos be drawn and go on;
 //   a masked eos keeps the text free of it). An eos that was the only
 //   possible token: "min_tokens: every token is masked".
 //   Each step validates the row once and computes the sampler's own Z once;

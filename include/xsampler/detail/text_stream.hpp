@@ -84,19 +84,17 @@ namespace xsampler
                 m_fail.reserve(total + m_stops.size());
                 for (const std::string& s : m_stops)
                 {
-                    // m_fail[m_base[k] + i]: the longest proper border of s[0, i).
+                    // m_fail[m_base[k] + i]: the longest proper border of s[0, i);
+                    // s[0, 0) and s[0, 1) have none.
                     m_base.push_back(m_fail.size());
-                    m_fail.push_back(0);
-                    for (std::size_t i = 1, q = 0; i <= s.size(); ++i)
+                    m_fail.insert(m_fail.end(), 2, 0);
+                    for (std::size_t i = 2, q = 0; i <= s.size(); ++i)
                     {
-                        if (i > 1)
+                        while (q > 0 && s[q] != s[i - 1])
                         {
-                            while (q > 0 && s[q] != s[i - 1])
-                            {
-                                q = m_fail[m_base.back() + q];
-                            }
-                            q += s[q] == s[i - 1] ? 1 : 0;
+                            q = m_fail[m_base.back() + q];
                         }
+                        q += s[q] == s[i - 1] ? 1 : 0;
                         m_fail.push_back(std::uint32_t(q));
                     }
                 }
@@ -155,7 +153,6 @@ namespace xsampler
             std::size_t stop_index() const noexcept { return m_stop; }
             /// Where the matched stop string starts in text(); npos.
             std::size_t stop_at() const noexcept { return m_stop_at; }
-            bool has_stops() const noexcept { return !m_stops.empty(); }
 
         private:
             static constexpr std::string_view replacement = "\xEF\xBF\xBD";
