@@ -577,20 +577,26 @@ namespace
         finish(state, row.size());
     }
 
+    // [batch, vocab] rows, each a rotation of the benchmark row: different, equally hard.
+    xt::xtensor<float, 2> batch_rows(std::size_t batch, std::size_t vocab)
+    {
+        const auto& row = logits(vocab, false);
+        xt::xtensor<float, 2> rows = xt::empty<float>({batch, vocab});
+        for (std::size_t r = 0; r < batch; ++r)
+        {
+            std::rotate_copy(row.begin(), row.begin() + std::ptrdiff_t(r * 997 % vocab), row.end(),
+                             rows.begin() + std::ptrdiff_t(r * vocab));
+        }
+        return rows;
+    }
+
     // B rows of V through llama.cpp's default chain, one sampler (own
     // parameters, own philox stream) per row, on 1 or 2 threads.
     void BM_batch_chain(benchmark::State& state)
     {
         const auto batch = std::size_t(state.range(0));
         const auto vocab = std::size_t(state.range(1));
-        const auto& row = logits(vocab, false);
-        xt::xtensor<float, 2> rows = xt::empty<float>({batch, vocab});
-        for (std::size_t r = 0; r < batch; ++r)
-        {
-            // Each row a rotation of the benchmark row: different, equally hard.
-            std::rotate_copy(row.begin(), row.begin() + std::ptrdiff_t(r * 997 % vocab), row.end(),
-                             rows.begin() + std::ptrdiff_t(r * vocab));
-        }
+        const xt::xtensor<float, 2> rows = batch_rows(batch, vocab);
         auto p = llama_default_params();
         std::vector<xsampler::sampler> samplers;
         for (std::size_t r = 0; r < batch; ++r)
@@ -604,6 +610,43 @@ namespace
         {
             xsampler::sample_batch(rows, samplers, pool, out);
             benchmark::DoNotOptimize(out.data());
+        }
+        state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(batch * vocab));
+    }
+
+    // The same batch as sequences in slots (the engine's form), half of
+    // them refilled with a new request (reset) after every step, the slots
+    // listed in reverse row order.
+    void BM_batch_slots(benchmark::State& state)
+    {
+        const auto batch = std::size_t(state.range(0));
+        const auto vocab = std::size_t(state.range(1));
+        const xt::xtensor<float, 2> rows = batch_rows(batch, vocab);
+        auto p = llama_default_params();
+        const std::vector<xsampler::token_id> prompt = {1, 2, 3};
+        std::vector<xsampler::sequence> seqs;
+        seqs.reserve(batch);
+        for (std::size_t r = 0; r < batch; ++r)
+        {
+            p.seed = r;
+            seqs.emplace_back(xsampler::sampler(p), prompt, xsampler::sequence_options());
+        }
+        std::vector<xsampler::slot> slots;
+        for (std::size_t r = batch; r-- > 0;)
+        {
+            slots.push_back({r, &seqs[r]});
+        }
+        std::vector<xsampler::workspace> pool(std::size_t(state.range(2)));
+        std::vector<xsampler::step_result> out;
+        std::size_t step = 0;
+        for (auto _ : state)
+        {
+            xsampler::sample_batch(rows, slots, pool, out);
+            benchmark::DoNotOptimize(out.data());
+            for (std::size_t r = ++step % 2; r < batch; r += 2)
+            {
+                seqs[r].reset(prompt);
+            }
         }
         state.SetItemsProcessed(std::int64_t(state.iterations()) * std::int64_t(batch * vocab));
     }
@@ -723,5 +766,6 @@ BENCHMARK(BM_dynatemp)->Apply(vocab_args);
 BENCHMARK(BM_reference_sort_typical)->Arg(128256)->Unit(benchmark::kMicrosecond);
 // Names: BM_batch_chain/B/V/threads.
 BENCHMARK(BM_batch_chain)->Args({64, 128256, 1})->Args({64, 128256, 2})->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_batch_slots)->Args({64, 128256, 1})->Args({64, 128256, 2})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

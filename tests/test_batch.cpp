@@ -1,8 +1,13 @@
 // batch.hpp: one token per row, each row with its own sampler; the tokens do
 // not depend on the thread count or on the other rows.
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 #include <system_error>
@@ -525,4 +530,250 @@ TEST_CASE("thread_pool: a part that throws on the calling thread propagates once
     std::atomic<int> after{0};
     pool(4, [&](std::size_t) { ++after; });  // still usable
     CHECK(after == 4);
+}
+
+namespace
+{
+    // Requests for the slots tests: request q's sampler, options, and its
+    // row at generated step k; it is cancelled after cancel_at(q) tokens.
+    struct requests
+    {
+        static constexpr std::size_t vocab = 40;
+        vocabulary words;
+        requests()
+        {
+            std::vector<std::string> tokens = {""};  // 0: eos
+            for (std::size_t i = 1; i < vocab; ++i)
+            {
+                // letters, and the two bytes of "é" as tokens of their own
+                tokens.push_back(i % 13 == 5 ? "\xC3" : i % 13 == 6 ? "\xA9" : std::string(1, char('a' + i % 7)));
+            }
+            words = vocabulary(tokens, {0});
+        }
+        sampler sampler_of(std::size_t q) const
+        {
+            sampling_params p;
+            p.temperature = 0.6 + 0.15 * double(q % 4);
+            p.top_k = std::int64_t(q % 3 == 0 ? 0 : 10 + q);
+            p.top_p = q % 2 ? 0.9 : 1.0;
+            p.repeat_penalty = q % 3 == 1 ? 1.2 : 1.0;
+            p.seed = 500 + q;
+            return sampler(p);
+        }
+        sequence_options options_of(std::size_t q) const
+        {
+            sequence_options o;
+            o.max_tokens = 6 + q * 5 % 17;
+            o.min_tokens = q % 4;
+            o.eos = {0};
+            o.vocab = &words;
+            o.stop_strings = {q % 2 ? "cd" : "ba", "\xC3\xA9" "a"};
+            o.include_stop_str_in_output = q % 3 == 2;
+            o.top_logprobs = q % 3;
+            o.top_source = q % 2 ? logprob_source::processed : logprob_source::raw;
+            o.raw_logprob = q % 4 == 3;
+            return o;
+        }
+        static std::size_t cancel_at(std::size_t q) { return q % 5 == 4 ? 3 : 1000; }
+        static xt::xtensor<float, 1> row(std::size_t q, std::size_t k)
+        {
+            return test_helpers::random_row<float>(vocab, 7000 + 100 * q + k, 2.0);
+        }
+        sequence start(std::size_t q) const
+        {
+            const std::vector<token_id> prompt = {token_id(1 + q), 2};
+            return sequence(sampler_of(q), prompt, options_of(q));
+        }
+    };
+
+    struct outcome
+    {
+        std::vector<token_id> tokens;
+        std::vector<double> logprobs, raw, tops;  // tops: every top entry's log-probability
+        std::string streamed;
+        finish_reason why = finish_reason::none;
+        bool operator==(const outcome& o) const
+        {
+            return tokens == o.tokens && logprobs == o.logprobs && streamed == o.streamed && why == o.why &&
+                   tops == o.tops && raw.size() == o.raw.size() &&
+                   std::equal(raw.begin(), raw.end(), o.raw.begin(), [](double a, double b) {
+                       return a == b || (std::isnan(a) && std::isnan(b));
+                   });
+        }
+        void add(const step_result& r)
+        {
+            if (r.id >= 0)
+            {
+                tokens.push_back(r.id);
+                logprobs.push_back(r.logprob);
+                raw.push_back(r.raw_logprob);
+                for (const auto& t : r.top)
+                {
+                    tops.push_back(t.logprob);
+                }
+            }
+            streamed += r.text;
+            why = r.finish;
+        }
+    };
+
+    outcome run_alone(const requests& reqs, std::size_t q)
+    {
+        sequence s = reqs.start(q);
+        outcome o;
+        while (!s.finished())
+        {
+            o.add(s.generated().size() == requests::cancel_at(q) ? s.finish(finish_reason::cancelled)
+                                                                  : s.step(requests::row(q, s.generated().size())));
+        }
+        return o;
+    }
+
+    // 8 requests over 4 rows: each step the active ones (at most 4) take
+    // random rows in a random slot order, unread rows are NaN; a finished or
+    // cancelled request leaves, the next one takes its place.
+    template <class Executor>
+    std::vector<outcome> run_in_slots(const requests& reqs, std::size_t threads, Executor&& exec, std::uint64_t seed)
+    {
+        const std::size_t rows = 4, total = 8;
+        std::vector<outcome> got(total);
+        std::vector<std::unique_ptr<sequence>> seqs(total);
+        std::vector<std::size_t> active;
+        std::size_t next = 0;
+        std::vector<workspace> pool(threads);
+        std::vector<step_result> out;
+        std::mt19937_64 shuffle(seed);
+        xt::xtensor<float, 2> logits = xt::empty<float>(std::array<std::size_t, 2>{rows, requests::vocab});
+        while (next < total || !active.empty())
+        {
+            while (active.size() < rows && next < total)
+            {
+                seqs[next] = std::make_unique<sequence>(reqs.start(next));
+                active.push_back(next++);
+            }
+            for (std::size_t a = 0; a < active.size();)
+            {
+                sequence& s = *seqs[active[a]];
+                if (s.generated().size() == requests::cancel_at(active[a]))
+                {
+                    got[active[a]].add(s.finish(finish_reason::cancelled));
+                    active.erase(active.begin() + std::ptrdiff_t(a));
+                }
+                else
+                {
+                    ++a;
+                }
+            }
+            if (active.empty())
+            {
+                continue;
+            }
+            std::shuffle(active.begin(), active.end(), shuffle);
+            std::vector<std::size_t> row_of = {0, 1, 2, 3};
+            std::shuffle(row_of.begin(), row_of.end(), shuffle);
+            logits.fill(std::numeric_limits<float>::quiet_NaN());
+            std::vector<slot> slots;
+            for (std::size_t a = 0; a < active.size(); ++a)
+            {
+                const std::size_t q = active[a];
+                xt::view(logits, row_of[a], xt::all()) = requests::row(q, seqs[q]->generated().size());
+                slots.push_back({row_of[a], seqs[q].get()});
+            }
+            sample_batch(logits, slots, pool, out, nullptr, exec);
+            REQUIRE(out.size() == active.size());
+            for (std::size_t a = 0; a < active.size(); ++a)
+            {
+                got[active[a]].add(out[a]);
+            }
+            active.erase(std::remove_if(active.begin(), active.end(), [&](std::size_t q) { return seqs[q]->finished(); }),
+                         active.end());
+        }
+        return got;
+    }
+}
+
+TEST_CASE("sample_batch over slots: requests that come and go draw what each draws alone", "[batch][slots]")
+{
+    const requests reqs;
+    std::vector<outcome> want;
+    std::set<finish_reason> reasons;
+    for (std::size_t q = 0; q < 8; ++q)
+    {
+        want.push_back(run_alone(reqs, q));
+        reasons.insert(want.back().why);
+    }
+    CHECK(reasons.size() >= 3);  // the requests end in different ways (eos, stop strings, length, cancelled)
+    for (std::uint64_t seed = 0; seed < 3; ++seed)
+    {
+        INFO("shuffle " << seed);
+        CHECK(run_in_slots(reqs, 1, serial_executor{}, seed) == want);
+        CHECK(run_in_slots(reqs, 3, serial_executor{}, seed) == want);
+        CHECK(run_in_slots(reqs, 2, thread_executor{}, seed) == want);
+        for (std::size_t threads = 1; threads <= 4; ++threads)
+        {
+            thread_pool pool(threads);
+            CHECK(run_in_slots(reqs, threads, pool, seed) == want);
+        }
+    }
+}
+
+TEST_CASE("sample_batch over slots: a failing slot lets the others step, and bad slots are errors", "[batch][slots][errors]")
+{
+    const requests reqs;
+    std::vector<sequence> seqs;
+    const std::vector<token_id> prompt = {1, 2};
+    for (std::size_t q = 0; q < 3; ++q)
+    {
+        sequence_options o = reqs.options_of(q);
+        o.min_tokens = 5;  // no stop within the steps below
+        o.max_tokens = 10;
+        seqs.emplace_back(reqs.sampler_of(q), prompt, o);
+    }
+    xt::xtensor<float, 2> logits = xt::empty<float>(std::array<std::size_t, 2>{3, requests::vocab});
+    for (std::size_t q = 0; q < 3; ++q)
+    {
+        xt::view(logits, q, xt::all()) = requests::row(q, 0);
+    }
+    logits(1, 4) = std::numeric_limits<float>::quiet_NaN();
+    std::vector<workspace> pool(2);
+    std::vector<step_result> out;
+    const std::vector<slot> slots = {{2, &seqs[2]}, {1, &seqs[1]}, {0, &seqs[0]}};
+    std::vector<std::exception_ptr> errors;
+    sample_batch(logits, slots, pool, out, &errors);
+    REQUIRE(errors.size() == 3);
+    CHECK(!errors[0]);
+    CHECK(!errors[2]);
+    CHECK_THROWS_MATCHES(std::rethrow_exception(errors[1]), invalid_logits, Message("step 0: logits: NaN at index 4"));
+    CHECK(out[1].id == -1);
+    CHECK(out[0].id == seqs[2].generated()[0]);
+    CHECK(seqs[1].generated().empty());  // as before the call
+    CHECK(seqs[0].generated().size() == 1);
+    // without `errors`: the others step, then the lowest failing slot's error names its row
+    CHECK_THROWS_MATCHES(sample_batch(logits, slots, pool, out), invalid_logits,
+                         Message("row 1: step 0: logits: NaN at index 4"));
+    CHECK(seqs[0].generated().size() == 2);
+    CHECK(seqs[2].generated().size() == 2);
+    CHECK(seqs[1].generated().empty());
+
+    // Checked before any row: nothing steps.
+    const auto bad = [&](std::vector<slot> s) { sample_batch(logits, s, pool, out, &errors); };
+    CHECK_THROWS_MATCHES(bad({{0, &seqs[0]}, {2, &seqs[2]}, {0, &seqs[0]}}), invalid_parameter,
+                         Message("sample_batch: slot 2 repeats the sequence of slot 0"));
+    CHECK_THROWS_MATCHES(bad({{0, &seqs[0]}, {1, nullptr}}), invalid_parameter,
+                         Message("sample_batch: slot 1 has no sequence"));
+    CHECK_THROWS_MATCHES(bad({{0, &seqs[0]}, {3, &seqs[2]}}), invalid_parameter,
+                         Message("sample_batch: slot 1 reads row 3 of a batch of 3"));
+    seqs[2].finish(finish_reason::cancelled);
+    CHECK_THROWS_MATCHES(bad({{0, &seqs[0]}, {2, &seqs[2]}}), invalid_use,
+                         Message("sample_batch: slot 1's sequence has ended (cancelled)"));
+    CHECK_THROWS_MATCHES(sample_batch(logits, slots, span<workspace>(), out), invalid_parameter,
+                         Message("sample_batch: the workspace pool is empty (give one per thread)"));
+    CHECK_THROWS_MATCHES(sample_batch(xt::xtensor<float, 1>(requests::row(0, 0)), slots, pool, out), invalid_logits,
+                         Message("sample_batch: logits must be 2-D [batch, vocab], got 1-D"));
+    CHECK(seqs[0].generated().size() == 2);
+    // The marks of the rejected calls are cleared: the same sequences step again.
+    sample_batch(logits, std::vector<slot>{{0, &seqs[0]}}, pool, out);
+    CHECK(seqs[0].generated().size() == 3);
+    sample_batch(logits, std::vector<slot>{}, pool, out);
+    CHECK(out.empty());
 }

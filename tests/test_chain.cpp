@@ -677,6 +677,43 @@ TEST_CASE("a thread_pool call allocates nothing, and sample_batch over it nothin
     }
     CHECK(allocations.load() - before == 0);
     CHECK(sum.load() > 0);
+
+    // sample_batch over slots, on the pool: nothing per call once the
+    // workspaces, the sequences and out / errors have grown.
+    const auto rows = test_helpers::random_matrix<float>(6, 64, 5);
+    sampling_params p;
+    p.temperature = 0.9;
+    p.top_p = 0.95;
+    sequence_options o;
+    o.max_tokens = 300;
+    o.top_logprobs = 3;
+    const std::vector<token_id> prompt = {1, 2};
+    std::vector<sequence> seqs;
+    for (std::size_t r = 0; r < 6; ++r)
+    {
+        p.seed = r;
+        o.top_source = r % 2 ? logprob_source::processed : logprob_source::raw;
+        seqs.emplace_back(sampler(p), prompt, o);
+    }
+    std::vector<slot> slots;
+    for (std::size_t r = 0; r < 6; ++r)
+    {
+        slots.push_back({5 - r, &seqs[r]});
+    }
+    std::vector<workspace> pool(3);
+    std::vector<step_result> out;
+    std::vector<std::exception_ptr> errors;
+    for (std::size_t step = 0; step < 4; ++step)
+    {
+        sample_batch(rows, slots, pool, out, &errors, threads);
+    }
+    const std::size_t batch_before = allocations.load();
+    for (std::size_t step = 0; step < 200; ++step)
+    {
+        sample_batch(rows, slots, pool, out, step % 2 ? &errors : nullptr, threads);
+    }
+    CHECK(allocations.load() - batch_before == 0);
+    CHECK(seqs[0].generated().size() == 204);
 }
 
 TEMPLATE_TEST_CASE("beam_search makes no allocation per step", "[beam][allocation]", float, double)

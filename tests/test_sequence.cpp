@@ -517,6 +517,78 @@ TEST_CASE("sequence: its own engine draws what the sampler's sample() draws", "[
     CHECK(same < 40);
 }
 
+TEST_CASE("sequence: processed top log-probabilities are the drawn distribution's, and a step in a given workspace",
+          "[sequence]")
+{
+    sampling_params p;
+    p.temperature = 0.7;
+    p.top_k = 5;
+    p.seed = 9;
+    sequence_options o;
+    o.max_tokens = 40;
+    o.top_logprobs = 8;
+    o.top_source = logprob_source::processed;
+    sequence s(sampler(p), {}, o);
+    o.top_logprobs = 3;
+    sequence three(sampler(p), {}, o);
+    sequence other(sampler(p), {}, o);
+    sampler reference(p);
+    workspace ws;
+    for (std::size_t k = 0; k < 40; ++k)
+    {
+        const auto r = test_helpers::random_row<float>(30, 300 + k, 2.0, k % 3 == 0);
+        const distribution d = reference.final_distribution(r, s.history());
+        const step_result& got = s.step(r);
+        REQUIRE(got.top.size() == 5);  // only the kept tokens: top_k 5 of 30
+        bool drawn_listed = false;
+        for (std::size_t i = 0; i < 5; ++i)
+        {
+            CHECK(got.top[i].id == d.ids[i]);
+            CHECK(std::exp(got.top[i].logprob) == Approx(d.probs[i]).epsilon(1e-12));
+            if (got.top[i].id == got.id)
+            {
+                CHECK(got.top[i].logprob == got.logprob);  // the same bits as the draw's
+                drawn_listed = true;
+            }
+        }
+        CHECK(drawn_listed);
+        const std::vector<sampled_token> five(got.top.begin(), got.top.end());
+        // step(row, ws): the same token and lists, in a workspace another sequence also uses
+        other.step(test_helpers::random_row<float>(50, k), ws);
+        const step_result& in_ws = three.step(r, ws);
+        CHECK(in_ws.id == got.id);
+        CHECK(in_ws.logprob == got.logprob);
+        REQUIRE(in_ws.top.size() == 3);
+        for (std::size_t i = 0; i < 3; ++i)
+        {
+            CHECK(in_ws.top[i].id == five[i].id);
+            CHECK(in_ws.top[i].logprob == five[i].logprob);
+        }
+    }
+    // Greedy: the only kept token, log-probability 0 (vLLM's processed logprobs).
+    p.temperature = 0;
+    sequence greedy(sampler(p), {}, o);
+    const auto r = test_helpers::random_row<float>(30, 1);
+    const step_result& g = greedy.step(r);
+    REQUIRE(g.top.size() == 1);
+    CHECK(g.top[0].id == g.id);
+    CHECK(g.top[0].logprob == 0.0);
+    CHECK(g.logprob == 0.0);
+    // A dense set lists its unmasked tokens only.
+    sampling_params plain;
+    o.top_logprobs = 10;
+    sequence dense(sampler(plain), {}, o);
+    xt::xtensor<float, 1> masked = test_helpers::random_row<float>(6, 2);
+    masked(1) = masked(4) = -std::numeric_limits<float>::infinity();
+    const step_result& m = dense.step(masked);
+    CHECK(m.top.size() == 4);
+    const xt::xtensor<double, 1> want = log_softmax(masked);
+    for (const auto& t : m.top)
+    {
+        CHECK(t.logprob == Approx(want(std::size_t(t.id))).margin(1e-6));  // from float weights, as the draw's
+    }
+}
+
 TEST_CASE("sequence: a bad row or token leaves it as before, errors name the step", "[sequence][errors]")
 {
     sampling_params p;

@@ -15,6 +15,26 @@
 //   calls exec(n, task) once (not at all for an empty batch). Workspaces grow
 //   to the vocabulary once and are reused across calls.
 //
+// sample_batch(logits, slots, pool, out [, errors [, exec]])
+//   The engine's form: slot i = {row, seq} steps request *seq on logits row
+//   `row` (seq->step(row, ws), sequence.hpp) into out[i], a step_result whose
+//   views point into that sequence. Slots come in any order and may leave
+//   rows out (those rows are never read), so requests finish and start (a
+//   new sequence, or reset()) without moving the others; each sequence owns
+//   its engine, so its tokens are those it draws alone. The slots are split
+//   into min(pool.size(), slots) contiguous parts as above; a sequence needs
+//   no workspace of its own. Checked before any row (nothing is sampled):
+//   logits 2-D, a pool, and for each slot a sequence (invalid_parameter), a
+//   row inside the batch (invalid_parameter), a sequence not ended
+//   (invalid_use), and not listed by an earlier slot (invalid_parameter
+//   "sample_batch: slot 5 repeats the sequence of slot 2"). A failing slot
+//   does not stop its part: every other slot steps, the failing sequence is
+//   as before the call and out[i] is an empty step_result (id -1). With
+//   `errors`, (*errors)[i] holds slot i's exception (null if it stepped)
+//   and nothing is thrown; without, the lowest failing slot's error is
+//   rethrown as above ("row 17: step 4: logits: NaN at index 3"). The
+//   sequences of one call must not share a sampler (basic_sequence<S&>).
+//
 // Executors
 //   Any callable exec(std::size_t n, F task) that calls task(p) exactly once
 //   for each p in [0, n), on any threads, possibly concurrently, and returns
@@ -73,6 +93,7 @@
 #include <xtensor/xview.hpp>
 
 #include "sampler.hpp"
+#include "sequence.hpp"
 
 namespace xsampler
 {
@@ -121,6 +142,82 @@ namespace xsampler
                 throw invalid_use("row " + std::to_string(row) + ": " + e.what());
             }
         }
+    }
+
+    /// One slot of a batch: logits row `row`, sampled by the request `seq`.
+    template <class S>
+    struct basic_slot
+    {
+        std::size_t row = 0;
+        basic_sequence<S>* seq = nullptr;
+    };
+    using slot = basic_slot<sampler>;
+
+    namespace detail
+    {
+        // The slots' checks before any row is sampled: no allocation, a
+        // sequence listed twice found through a mark set on each in turn.
+        struct slot_marks
+        {
+            template <class S>
+            static void check(span<const basic_slot<S>> slots, std::size_t batch)
+            {
+                std::size_t i = 0;
+                try
+                {
+                    for (; i < slots.size(); ++i)
+                    {
+                        check_one(slots, i, batch);
+                        slots[i].seq->m_listed = true;
+                    }
+                }
+                catch (...)
+                {
+                    clear(slots, i);
+                    throw;
+                }
+                clear(slots, i);
+            }
+
+        private:
+            template <class S>
+            static void check_one(span<const basic_slot<S>> slots, std::size_t i, std::size_t batch)
+            {
+                const auto who = [i] { return "sample_batch: slot " + std::to_string(i); };  // built on error only
+                const basic_slot<S>& s = slots[i];
+                if (s.seq == nullptr)
+                {
+                    throw invalid_parameter(who() + " has no sequence");
+                }
+                if (s.row >= batch)
+                {
+                    throw invalid_parameter(who() + " reads row " + std::to_string(s.row) + " of a batch of " +
+                                            std::to_string(batch));
+                }
+                if (s.seq->finished())
+                {
+                    throw invalid_use(who() + "'s sequence has ended (" + to_string(s.seq->reason()) + ")");
+                }
+                if (s.seq->m_listed)
+                {
+                    std::size_t j = 0;
+                    while (slots[j].seq != s.seq)
+                    {
+                        ++j;
+                    }
+                    throw invalid_parameter(who() + " repeats the sequence of slot " + std::to_string(j));
+                }
+            }
+
+            template <class S>
+            static void clear(span<const basic_slot<S>> slots, std::size_t n) noexcept
+            {
+                for (std::size_t i = 0; i < n; ++i)
+                {
+                    slots[i].seq->m_listed = false;
+                }
+            }
+        };
     }
 
     /// Runs task(0) on the calling thread and task(1) ... task(n - 1) each on
@@ -430,6 +527,77 @@ namespace xsampler
                 detail::rethrow_for_row(errors[part].row, errors[part].error);
             }
         }
+    }
+
+    /// One step of each slot's sequence on its row of `logits` ([batch,
+    /// vocab]) into out[i]; see the top of this header.
+    template <class E, class S, class Executor = thread_executor>
+    void sample_batch(const xt::xexpression<E>& logits, span<const basic_slot<S>> slots, span<workspace> pool,
+                      std::vector<step_result>& out, std::vector<std::exception_ptr>* errors = nullptr,
+                      Executor&& exec = Executor{})
+    {
+        const E& e = logits.derived_cast();
+        if (e.dimension() != 2)
+        {
+            throw invalid_logits("sample_batch: logits must be 2-D [batch, vocab], got " +
+                                 std::to_string(e.dimension()) + "-D");
+        }
+        if (pool.empty())
+        {
+            throw invalid_parameter("sample_batch: the workspace pool is empty (give one per thread)");
+        }
+        detail::slot_marks::check(slots, e.shape()[0]);
+        const std::size_t n = slots.size();
+        out.resize(n);
+        if (errors != nullptr)
+        {
+            errors->assign(n, nullptr);
+        }
+        if (n == 0)
+        {
+            return;
+        }
+        const std::size_t parts = std::min(pool.size(), n);
+        detail::row_error first{n, nullptr};  // the lowest failing slot (errors == nullptr)
+        std::mutex first_mutex;
+        const auto task = [&](std::size_t part) noexcept {
+            for (std::size_t i = part * n / parts; i < (part + 1) * n / parts; ++i)
+            {
+                const basic_slot<S>& s = slots[i];
+                try
+                {
+                    out[i] = s.seq->step(xt::view(e, s.row, xt::all()), pool[part]);
+                }
+                catch (...)
+                {
+                    out[i] = step_result();
+                    if (errors != nullptr)
+                    {
+                        (*errors)[i] = std::current_exception();
+                        continue;
+                    }
+                    const std::lock_guard<std::mutex> lock(first_mutex);
+                    if (i < first.row)
+                    {
+                        first = {i, std::current_exception()};
+                    }
+                }
+            }
+        };
+        exec(parts, task);
+        if (first.error)
+        {
+            detail::rethrow_for_row(slots[first.row].row, first.error);
+        }
+    }
+
+    /// The same over a std::vector of slots (a span does not deduce S).
+    template <class E, class S, class Executor = thread_executor>
+    void sample_batch(const xt::xexpression<E>& logits, const std::vector<basic_slot<S>>& slots, span<workspace> pool,
+                      std::vector<step_result>& out, std::vector<std::exception_ptr>* errors = nullptr,
+                      Executor&& exec = Executor{})
+    {
+        sample_batch(logits, span<const basic_slot<S>>(slots), pool, out, errors, std::forward<Executor>(exec));
     }
 
     /// The same, with the histories as a std::vector<token_span> (each one

@@ -177,6 +177,15 @@ namespace xsampler
             return run(self().m_ws, detail::uniform_source(rng), logits, history, extra...);
         }
 
+        /// The same in the caller's workspace ws (many chains sharing a few
+        /// workspaces, as sample_batch does); valid until ws is used again.
+        template <class E, class URBG, class... Extra, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        candidates<detail::logit_type<E>>& filter(workspace& ws, const xt::xexpression<E>& logits,
+                                                  const token_history& history, URBG& rng, Extra&... extra)
+        {
+            return run(ws, detail::uniform_source(rng), logits, history, extra...);
+        }
+
         /// Draws from candidates this chain filtered (one uniform01 from
         /// rng), then lets the stages that learn from the draw (mirostat)
         /// observe the token: each draw is one sample.

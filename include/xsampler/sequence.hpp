@@ -7,9 +7,13 @@
 // one token and returns a step_result:
 //   id, logprob     the token, its log-probability under the distribution it
 //                   was drawn from (filtered and renormalised);
-//   raw_logprob, entropy, top   under the model's raw softmax, when asked
-//                   (options.raw_logprob, entropy, top_logprobs; NaN / empty
-//                   otherwise);
+//   raw_logprob, entropy   under the model's raw softmax, when asked
+//                   (options.raw_logprob, entropy; NaN otherwise);
+//   top             the options.top_logprobs most probable tokens with their
+//                   log-probabilities, of the raw softmax or (top_source
+//                   processed) of the distribution drawn from, where only
+//                   kept tokens count (fewer if fewer are kept); empty when
+//                   not asked;
 //   text            the text that is safe to show now (with options.vocab):
 //                   the deltas of all steps concatenated are text();
 //   finish          why the sequence ended at this token, or none.
@@ -40,7 +44,11 @@
 // back and released when it cannot; a finish other than a stop string
 // flushes an incomplete character as U+FFFD.
 //
-// Randomness: step(row) draws from the sequence's own engine,
+// Workspaces: step(row) filters in the sampler's own workspace, step(row,
+// ws) in the caller's (one per thread serves many sequences: sample_batch's
+// slots form, batch.hpp); the token is the same.
+//
+// Randomness: step(row) and step(row, ws) draw from the sequence's own engine,
 // philox4x32(seed, stream) (seed: options.seed, else the sampler's
 // params().seed, else 0), so a sequence over a sampler draws what the
 // sampler's sample() would; step(row, rng) draws from the caller's. Each
@@ -117,6 +125,15 @@ namespace xsampler
         pass
     };
 
+    /// Which distribution the top-n log-probabilities come from: the model's
+    /// raw softmax, or the one the token was drawn from (after every stage,
+    /// renormalised over the kept tokens: vLLM's processed_logprobs).
+    enum class logprob_source
+    {
+        raw,
+        processed
+    };
+
     struct sequence_options
     {
         std::size_t max_tokens = 256;
@@ -130,7 +147,8 @@ namespace xsampler
         const vocabulary* vocab = nullptr;  ///< decodes the text; not owned, outlives the sequence
         bool raw_logprob = false;           ///< the token's log-probability under the raw softmax
         bool entropy = false;               ///< the raw softmax's entropy, nats
-        std::size_t top_logprobs = 0;       ///< the n most probable tokens of the raw softmax
+        std::size_t top_logprobs = 0;       ///< the n most probable tokens of top_source
+        logprob_source top_source = logprob_source::raw;
         std::optional<std::uint64_t> seed;  ///< the own engine's key (default: the sampler's seed, else 0)
         std::uint64_t stream = 0;           ///< the own engine's stream: philox4x32(seed, stream)
     };
@@ -148,6 +166,8 @@ namespace xsampler
 
     namespace detail
     {
+        struct slot_marks;  // batch.hpp: sample_batch's check that no sequence is listed twice
+
         inline bool ends_with(token_span tokens, const std::vector<token_id>& tail)
         {
             return tail.size() <= tokens.size() && std::equal(tail.begin(), tail.end(), tokens.end() - tail.size());
@@ -268,51 +288,28 @@ namespace xsampler
             }
         }
 
-        /// One token, drawn from rng.
-        template <class E, class URBG>
-        const step_result& step(const xt::xexpression<E>& row, URBG& rng)
+        /// One token, drawn from the own engine, in the caller's workspace ws
+        /// (many sequences sharing a few workspaces, as sample_batch does).
+        template <class E>
+        const step_result& step(const xt::xexpression<E>& row, workspace& ws)
         {
-            if (finished())
-            {
-                throw invalid_use(m_who + ": step after the end (" + to_string(m_reason) + ")");
-            }
-            const std::size_t g = generated().size();
-            step_result r;
+            const philox4x32 saved = m_engine;
             try
             {
-                auto& c = m_sampler.filter(row, history(), rng, m_mask);
-                using T = typename std::decay_t<decltype(c)>::value_type;
-                const sampled_token t = m_sampler.draw(c, rng);
-                r.id = t.id;
-                r.logprob = t.logprob;
-                const auto& o = m_options;
-                if (o.raw_logprob || o.entropy || o.top_logprobs > 0)
-                {
-                    const detail::raw_softmax<T> raw(c);
-                    r.raw_logprob = o.raw_logprob ? raw.logprob(std::size_t(t.id)) : r.raw_logprob;
-                    r.entropy = o.entropy ? raw.entropy() : r.entropy;
-                    if (o.top_logprobs > 0)
-                    {
-                        raw.top(std::min(o.top_logprobs, c.vocab()), m_scratch.get(T()), m_top);
-                        r.top = m_top;
-                    }
-                }
+                return run_step(row, m_engine, &ws);
             }
-            catch (const invalid_logits& e)
+            catch (...)
             {
-                throw invalid_logits("step " + std::to_string(g) + ": " + e.what());
+                m_engine = saved;
+                throw;
             }
-            if (m_options.vocab != nullptr && std::size_t(r.id) >= m_options.vocab->size())
-            {
-                throw invalid_parameter(m_who + ": token " + std::to_string(r.id) + " is outside the vocabulary of " +
-                                        std::to_string(m_options.vocab->size()));
-            }
-            m_history.push_back(r.id);
-            m_cumulative += m_options.raw_logprob ? r.raw_logprob : r.logprob;
-            r.finish = after(r.id);
-            r.text = m_text.take();
-            m_result = r;
-            return m_result;
+        }
+
+        /// One token, drawn from rng.
+        template <class E, class URBG, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        const step_result& step(const xt::xexpression<E>& row, URBG& rng)
+        {
+            return run_step(row, rng, nullptr);
         }
 
         /// Ends the sequence from outside: cancelled, or length (the context
@@ -377,6 +374,80 @@ namespace xsampler
         philox4x32& engine() noexcept { return m_engine; }
 
     private:
+        friend struct detail::slot_marks;
+
+        // A step in ws (the sampler's own workspace when null).
+        template <class E, class URBG>
+        const step_result& run_step(const xt::xexpression<E>& row, URBG& rng, workspace* ws)
+        {
+            if (finished())
+            {
+                throw invalid_use(m_who + ": step after the end (" + to_string(m_reason) + ")");
+            }
+            const std::size_t g = generated().size();
+            step_result r;
+            try
+            {
+                auto& c = ws != nullptr ? m_sampler.filter(*ws, row, history(), rng, m_mask)
+                                        : m_sampler.filter(row, history(), rng, m_mask);
+                using T = typename std::decay_t<decltype(c)>::value_type;
+                const sampled_token t = m_sampler.draw(c, rng);
+                r.id = t.id;
+                r.logprob = t.logprob;
+                const auto& o = m_options;
+                const bool raw_top = o.top_logprobs > 0 && o.top_source == logprob_source::raw;
+                if (o.raw_logprob || o.entropy || raw_top)
+                {
+                    const detail::raw_softmax<T> raw(c);
+                    r.raw_logprob = o.raw_logprob ? raw.logprob(std::size_t(t.id)) : r.raw_logprob;
+                    r.entropy = o.entropy ? raw.entropy() : r.entropy;
+                    if (raw_top)
+                    {
+                        raw.top(std::min(o.top_logprobs, c.vocab()), m_scratch.get(T()), m_top);
+                        r.top = m_top;
+                    }
+                }
+                if (o.top_logprobs > 0 && !raw_top)
+                {
+                    processed_top(c);
+                    r.top = m_top;
+                }
+            }
+            catch (const invalid_logits& e)
+            {
+                throw invalid_logits("step " + std::to_string(g) + ": " + e.what());
+            }
+            if (m_options.vocab != nullptr && std::size_t(r.id) >= m_options.vocab->size())
+            {
+                throw invalid_parameter(m_who + ": token " + std::to_string(r.id) + " is outside the vocabulary of " +
+                                        std::to_string(m_options.vocab->size()));
+            }
+            m_history.push_back(r.id);
+            m_cumulative += m_options.raw_logprob ? r.raw_logprob : r.logprob;
+            r.finish = after(r.id);
+            r.text = m_text.take();
+            m_result = r;
+            return m_result;
+        }
+
+        // The top_logprobs best kept tokens of c, with their log-probabilities
+        // as the draw computes its token's (the same bits for the same token).
+        template <class T>
+        void processed_top(candidates<T>& c)
+        {
+            auto& best = m_scratch.get(T());
+            c.top_items(m_options.top_logprobs, best);
+            const double z = c.total_weight();
+            m_top.clear();
+            for (const auto& s : best)
+            {
+                if (s.logit != -std::numeric_limits<T>::infinity())  // a dense set's masked tokens fill a short list
+                {
+                    m_top.push_back({s.id, std::log(double(c.weight(s.logit)) / z)});
+                }
+            }
+        }
+
         /// The stops after token id was appended.
         finish_reason after(token_id id)
         {
@@ -464,6 +535,7 @@ namespace xsampler
         std::ptrdiff_t m_stop_index = -1;
         double m_cumulative = 0;
         std::string m_who;
+        bool m_listed = false;  // set by sample_batch's check while it runs
     };
 
     /// A request over a run-time sampler, which it owns.
