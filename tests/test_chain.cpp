@@ -444,6 +444,7 @@ TEST_CASE("describe_stages: every built-in stage in its own words, in the chain'
 {
     sampling_params p;
     p.logit_bias = {{1, 2.0}, {2, -1.0}};
+    p.sequence_bias = {{{3, 4}, -2.0}};
     p.repeat_penalty = 1.5;
     p.frequency_penalty = 0.25;
     p.penalty_scope = penalty_scope::output;
@@ -467,7 +468,7 @@ TEST_CASE("describe_stages: every built-in stage in its own words, in the chain'
     p.xtc_threshold = 0.125;
     p.min_keep = 3;
     CHECK(sampler(p).describe_stages() ==
-          std::vector<std::string>{"logit_bias on 2 id(s)", "penalties repeat 1.5, frequency 0.25, output scope",
+          std::vector<std::string>{"logit_bias on 2 id(s)", "sequence_bias: 1 sequence(s)", "penalties repeat 1.5, frequency 0.25, output scope",
                                    "dry multiplier 0.8, base 1.75, allowed length 2", "no_repeat_ngram 3",
                                    "bad_words: 1 sequence(s)", "token_mask: allow 3, ban 1", "temperature 0 (greedy)",
                                    "top_k 40, ties kept, min_keep 3", "top_n_sigma 1.5, min_keep 3", "typical 0.9, min_keep 3",
@@ -513,7 +514,7 @@ TEST_CASE("sampler parameters and orders are validated at construction", "[chain
     CHECK(parse_stage_order("").empty());
     p.order = parse_stage_order("top_k;tfs");
     CHECK_THROWS_MATCHES(sampler(p), invalid_parameter,
-                         Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
+                         Message("samplers: unknown sampler 'tfs' (known: logit_bias, sequence_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
                                  "temperature, top_k, top_k_top_p, top_n_sigma, typical, top_p, min_p, p_less, top_h, epsilon, eta, xtc)"));
     CHECK_THROWS_MATCHES(parse_stage_order("top_k;top_k"), invalid_parameter,
                          Message("samplers: 'top_k' is listed twice"));

@@ -337,13 +337,15 @@ TEST_CASE("xsampler's processor flags give the library's processors", "[cli][pro
     p.repeat_last_n = 4;
     p.penalty_scope = penalty_scope::output;
     p.logit_bias = {{3, 2.0}, {4, -inf}, {9, -1.5}};
+    p.sequence_bias = {{{5, 8}, 1.5}, {{7}, -0.5}, {{6, 5, 9}, 3.0}};
     p.no_repeat_ngram_size = 2;
     p.bad_words = {{6, 7}, {12}};
     p.banned_token_ids = {20, 21};
     p.top_k = 50;
     check_dist("--logits " + file + " --history '5 6 7 5 11 5' --prompt-tokens 2 --penalty-scope output "
                "--repeat-penalty 1.3 --presence-penalty 0.4 --frequency-penalty 0.2 --repeat-last-n 4 "
-               "--logit-bias 3=2 --logit-bias 4-inf --logit-bias 9-1.5 --no-repeat-ngram 2 --bad-words '6 7;12' "
+               "--logit-bias 3=2 --logit-bias 4-inf --logit-bias 9-1.5 --sequence-bias '5 8=1.5' "
+               "--sequence-bias 7=-0.5 --sequence-bias '6 5 9=3' --no-repeat-ngram 2 --bad-words '6 7;12' "
                "--ban '20 21' --top-k 50",
                logits, p, token_history(h, 2));
     // llama.cpp's --samplers list names penalties; the bias still runs, first.
@@ -375,6 +377,9 @@ TEST_CASE("xsampler's processor flags give the library's processors", "[cli][pro
                 "penalties: history id 300 at position 1 is outside the vocabulary of 300");
     check_error(dist + "--history '1 2' --prompt-tokens 3", "--prompt-tokens: 3 exceeds the 2 ids of --history");
     check_error(dist + "--bad-words '1;'", "bad_words: a sequence is empty");
+    check_error(dist + "--sequence-bias '1 2'", "--sequence-bias: '1 2' is not \"ID ...=BIAS\"");
+    check_error(dist + "--sequence-bias =1", "sequence_bias: sequence 0 is empty");
+    check_error(dist + "--sequence-bias '1 300=1'", "sequence_bias: token id 300 is outside the vocabulary of 300");
     check_error(dist + "--allow 4 --ban 4", "token_mask: every token is masked");
     check_error(dist + "--repeat-penalty 2 --samplers 'top_k'", "penalties is set but not in the sampler order");
 }

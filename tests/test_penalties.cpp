@@ -368,6 +368,80 @@ TEMPLATE_TEST_CASE("no_repeat_ngram and bad_words: transformers' cases and a bru
     }
 }
 
+TEMPLATE_TEST_CASE("sequence_bias: transformers' case, sums per token, and a brute-force reference",
+                   "[processors][bias]", float, double)
+{
+    using T = TestType;
+    // transformers' test_bias_dist_processor: vocab 5, input ids
+    // [[0, 1, 3, 1], [0, 1, 0, 1]], zero scores, biases (1): 100, (4): 100,
+    // (1, 0): -100, (0, 1, 2): -100, (1, 3, 1, 3): -100, (1, 3, 1, 3, 1, 3):
+    // -100 (longer than the input: never); expected [[-100, 100, 0, -100,
+    // 100], [-100, 100, -100, 0, 100]].
+    const auto zeros5 = row<T>({0.0, 0.0, 0.0, 0.0, 0.0});
+    const sequence_bias bias{{{{1}, 100.0},
+                              {{4}, 100.0},
+                              {{1, 0}, -100.0},
+                              {{0, 1, 2}, -100.0},
+                              {{1, 3, 1, 3}, -100.0},
+                              {{1, 3, 1, 3, 1, 3}, -100.0}}};
+    check_edits(bias, zeros5, std::vector<token_id>{0, 1, 3, 1}, row<T>({-100.0, 100.0, 0.0, -100.0, 100.0}));
+    check_edits(bias, zeros5, std::vector<token_id>{0, 1, 0, 1}, row<T>({-100.0, 100.0, -100.0, 0.0, 100.0}));
+    // Sequences ending in one token add (2 + 0.5 after "1 3", 2 alone); -inf
+    // bans; a masked token stays masked; an empty history matches one-id ones only.
+    const sequence_bias sums{{{{3}, 2.0}, {{1, 3}, 0.5}, {{0, 2}, -inf}, {{4}, 1.0}}};
+    const auto r = row<T>({0.25, 1.0, 3.0, -1.0, -inf});
+    check_edits(sums, r, std::vector<token_id>{1}, row<T>({0.25, 1.0, 3.0, 1.5, -inf}));
+    check_edits(sums, r, std::vector<token_id>{0}, row<T>({0.25, 1.0, -inf, 1.0, -inf}));
+    check_edits(sums, r, {}, row<T>({0.25, 1.0, 3.0, 1.0, -inf}));
+    CHECK(sequence_bias().neutral());
+    CHECK_THROWS_MATCHES(sequence_bias({{{1}, 1.0}, {{}, 1.0}}), invalid_parameter,
+                         Message("sequence_bias: sequence 1 is empty"));
+    CHECK_THROWS_MATCHES(sequence_bias({{{1, -2}, 1.0}}), invalid_parameter,
+                         Message("sequence_bias: token id -2 is negative"));
+    CHECK_THROWS_MATCHES(sequence_bias({{{1}, inf}}), invalid_parameter,
+                         Message("sequence_bias: the bias of sequence 0 must be finite or -inf, got inf"));
+    CHECK_THROWS_MATCHES((chain{sequence_bias{{{{1, 7}, 1.0}}}}.final_distribution(zeros5)), invalid_parameter,
+                         Message("sequence_bias: token id 7 is outside the vocabulary of 5"));
+    // One-id sequences are logit_bias; random histories and sequences against a brute force.
+    const auto x = row<T>({0.5, -1.0, 2.0, 1.0, 0.0, 3.0});
+    CHECK(chain{sequence_bias{{{{2}, 1.5}, {{0}, -0.5}}}}.final_distribution(x).probs ==
+          chain{logit_bias{{{2, 1.5}, {0, -0.5}}}}.final_distribution(x).probs);
+    philox4x32 rng(29);
+    const auto pick = [&](std::size_t n) { return token_id(std::size_t(uniform01(rng) * double(n)) % n); };
+    for (int i = 0; i < 300; ++i)
+    {
+        std::vector<token_id> h(std::size_t(pick(10)));
+        for (auto& t : h)
+        {
+            t = pick(3);
+        }
+        std::vector<sequence_bias::entry> entries(std::size_t(pick(5)));
+        std::vector<double> want(6, 0.0);
+        for (auto& e : entries)
+        {
+            e.first.resize(std::size_t(pick(3)) + 1);
+            for (auto& t : e.first)
+            {
+                t = pick(e.first.size() == 1 ? 6 : 3);
+            }
+            e.second = double(pick(9)) - 4.0;
+            const std::size_t k = e.first.size() - 1;
+            if (k <= h.size() && std::vector<token_id>(h.end() - std::ptrdiff_t(k), h.end()) ==
+                                     std::vector<token_id>(e.first.begin(), e.first.end() - 1))
+            {
+                want[std::size_t(e.first.back())] += e.second;
+            }
+        }
+        auto expected = x;
+        for (std::size_t t = 0; t < 6; ++t)
+        {
+            expected(t) = T(double(x(t)) + want[t]);
+        }
+        INFO("case " << i);
+        check_edits(sequence_bias{entries}, x, h, expected);
+    }
+}
+
 TEMPLATE_TEST_CASE("token_mask: allow and deny lists as bitsets", "[processors][mask]", float, double)
 {
     using T = TestType;

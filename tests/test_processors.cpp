@@ -742,7 +742,7 @@ TEMPLATE_TEST_CASE("user stages run in the run-time sampler as in the chain", "[
                          Message("samplers: custom stage 'odd' is not in the sampler order"));
     bad.order = parse_stage_order("edits;temperature;top_k;odd;tfs");
     CHECK_THROWS_MATCHES(sampler(bad), invalid_parameter,
-                         Message("samplers: unknown sampler 'tfs' (known: logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
+                         Message("samplers: unknown sampler 'tfs' (known: logit_bias, sequence_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask, "
                                  "temperature, top_k, top_k_top_p, top_n_sigma, typical, top_p, min_p, p_less, top_h, epsilon, eta, xtc, "
                                  "edits, odd)"));
     bad.custom.push_back(custom_stage("top_k", odd_ids{}));

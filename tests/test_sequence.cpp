@@ -1,5 +1,6 @@
 // sequence.hpp and its text stream: the text of a token stream released as
 // it becomes safe, stop strings across token boundaries, the decode step.
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -587,6 +588,53 @@ TEST_CASE("sequence: processed top log-probabilities are the drawn distribution'
     {
         CHECK(t.logprob == Approx(want(std::size_t(t.id))).margin(1e-6));  // from float weights, as the draw's
     }
+}
+
+TEST_CASE("prompt_logprobs: each prompt token under the row before it, as log_softmax gives it", "[sequence]")
+{
+    const auto rows = test_helpers::random_matrix<float>(5, 30, 41);
+    const std::vector<token_id> prompt = {7, 3, 29, 3, 0};
+    for (const std::size_t given : {4, 5})
+    {
+        const xt::xtensor<float, 2> used = xt::view(rows, xt::range(0, given), xt::all());
+        const auto got = prompt_logprobs(used, prompt, 3);
+        REQUIRE(got.size() == 5);
+        CHECK(got[0].id == 7);
+        CHECK(std::isnan(got[0].logprob));  // nothing scores the first token (vLLM: None)
+        CHECK(got[0].top.empty());
+        for (std::size_t i = 1; i < 5; ++i)
+        {
+            const xt::xtensor<float, 1> row = xt::view(rows, i - 1, xt::all());
+            const xt::xtensor<double, 1> want = log_softmax(row);
+            CHECK(got[i].id == prompt[i]);
+            CHECK(got[i].logprob == want(std::size_t(prompt[i])));
+            REQUIRE(got[i].top.size() == 3);
+            std::vector<std::size_t> order(30);
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return want(a) > want(b); });
+            for (std::size_t k = 0; k < 3; ++k)
+            {
+                CHECK(got[i].top[k].id == token_id(order[k]));
+                CHECK(got[i].top[k].logprob == want(order[k]));
+            }
+        }
+    }
+    // The last row (the first generated token's) is not read.
+    xt::xtensor<float, 2> last_nan = rows;
+    xt::view(last_nan, 4, xt::all()) = std::numeric_limits<float>::quiet_NaN();
+    CHECK(prompt_logprobs(last_nan, prompt).size() == 5);
+    xt::xtensor<float, 2> nan = rows;
+    nan(2, 6) = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_MATCHES(prompt_logprobs(nan, prompt), invalid_logits,
+                         Message("prompt_logprobs: row 2: logits: NaN at index 6"));
+    CHECK_THROWS_MATCHES(prompt_logprobs(rows, token_span(prompt.data(), 3)), invalid_parameter,
+                         Message("prompt_logprobs: 5 rows for a prompt of 3 tokens (give 2 or 3)"));
+    const std::vector<token_id> wide = {1, 30};
+    CHECK_THROWS_MATCHES(prompt_logprobs(xt::xtensor<float, 2>(xt::view(rows, xt::range(0, 1), xt::all())), wide),
+                         invalid_parameter, Message("prompt_logprobs: prompt token 1 (id 30) is outside the vocabulary of 30"));
+    CHECK_THROWS_MATCHES(prompt_logprobs(xt::xtensor<float, 1>(xt::view(rows, 0, xt::all())), prompt), invalid_logits,
+                         Message("prompt_logprobs: logits must be 2-D [prompt, vocab], got 1-D"));
+    CHECK(prompt_logprobs(xt::xtensor<float, 2>::from_shape({0, 30}), token_span()).empty());
 }
 
 TEST_CASE("sequence: a bad row or token leaves it as before, errors name the step", "[sequence][errors]")

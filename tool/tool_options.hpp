@@ -247,6 +247,17 @@ namespace tool
         return {xsampler::token_id(id), parse_real("--logit-bias", bias)};
     }
 
+    /// --sequence-bias's form: "ID ID ...=BIAS" (BIAS may be -inf).
+    inline std::pair<std::vector<xsampler::token_id>, double> parse_sequence_bias(const std::string& text)
+    {
+        const std::size_t sep = text.rfind('=');
+        if (sep == std::string::npos || sep + 1 == text.size())
+        {
+            throw CLI::ValidationError("--sequence-bias", "'" + detail::echo(text) + "' is not \"ID ...=BIAS\"");
+        }
+        return {parse_token_ids(text.substr(0, sep), "--sequence-bias"), parse_real("--sequence-bias", text.substr(sep + 1))};
+    }
+
     /// --history: dist and sample's context; the decoding commands' prompt.
     inline void add_history(CLI::App& cmd, tool_options& o)
     {
@@ -299,6 +310,17 @@ namespace tool
                },
                "add BIAS to token ID's logit: ID=BIAS, ID+BIAS or ID-BIAS; -inf bans (repeatable)")
             ->type_name("ID=BIAS");
+        cmd.add_option_function<std::vector<std::string>>(
+               "--sequence-bias",
+               [&p](const std::vector<std::string>& texts) {
+                   p.sequence_bias.clear();
+                   for (const auto& text : texts)
+                   {
+                       p.sequence_bias.push_back(parse_sequence_bias(text));
+                   }
+               },
+               "add BIAS to the last id of \"ID ...\" when the history ends with the others (repeatable)")
+            ->type_name("\"IDS=BIAS\"");
         add_integer(cmd, "--no-repeat-ngram", p.no_repeat_ngram_size, std::size_t(0), limits::tokens,
                     "ban tokens that would repeat an N-gram of the history; 0 disables (default 0)");
         cmd.add_option_function<std::string>(
@@ -379,7 +401,8 @@ namespace tool
             ->type_name("all|lowest-id");
         cmd.add_option("--samplers", o.samplers,
                        "stage order, ';'-separated (default \"" + default_order_text() +
-                           "\"); logit_bias, no_repeat_ngram, bad_words and token_mask run first unless listed");
+                           "\"); logit_bias, sequence_bias, no_repeat_ngram, bad_words and token_mask run first unless "
+                           "listed");
         // XTC and mirostat (filters/xtc.hpp, filters/mirostat.hpp), under llama.cpp's names.
         add_real(cmd, "--xtc-probability", o.params.xtc_probability,
                  "XTC: chance P in [0, 1] of removing the top tokens but the last above the threshold (default 0)");
@@ -589,7 +612,7 @@ namespace tool
         {
             const auto listed = xsampler::parse_stage_order(o.samplers);
             p.order.clear();
-            for (const char* name : {"logit_bias", "no_repeat_ngram", "bad_words", "token_mask"})
+            for (const char* name : {"logit_bias", "sequence_bias", "no_repeat_ngram", "bad_words", "token_mask"})
             {
                 if (std::find(listed.begin(), listed.end(), name) == listed.end())
                 {

@@ -14,6 +14,15 @@
 //   llama.cpp); bias -inf bans the token; NaN or +inf: invalid_parameter at
 //   construction. The sum is computed in double, rounded once to the row's
 //   type and kept finite. Costs O(entries) per step.
+// sequence_bias{{{id, ...}, bias}, ...}
+//   transformers' sequence_bias (SequenceBiasLogitsProcessor): a sequence's
+//   last id gets `bias` when the history (the prompt included) ends with the
+//   rest of it; a one-id sequence always (as logit_bias); a sequence longer
+//   than the history plus one never. The biases of the sequences that match
+//   and end in the same id add: summed in double in the order given, added
+//   once, rounded once to the row's type and kept finite; -inf bans. An
+//   empty sequence, a negative id, a NaN or +inf bias: invalid_parameter at
+//   construction. Costs O(total length of the sequences) per step.
 // no_repeat_ngram{n}
 //   transformers' no_repeat_ngram_size: masks every token that would complete
 //   an n-gram already in the history (the prompt included): for each i with
@@ -59,6 +68,22 @@
 
 namespace xsampler
 {
+    namespace detail
+    {
+        // x_id += bias in double, rounded once to T and kept finite; -inf bans;
+        // a masked token stays masked.
+        template <class T>
+        void add_bias(candidates<T>& c, token_id id, double bias)
+        {
+            if (c.logit(id) != -std::numeric_limits<T>::infinity())
+            {
+                c.set_logit(id, bias == -std::numeric_limits<double>::infinity()
+                                    ? -std::numeric_limits<T>::infinity()
+                                    : finite_logit<T>(double(c.logit(id)) + bias));
+            }
+        }
+    }
+
     class logit_bias
     {
     public:
@@ -97,18 +122,80 @@ namespace xsampler
             }
             for (const auto& b : m_bias)
             {
-                const T x = c.logit(b.first);
-                if (x != -std::numeric_limits<T>::infinity())
-                {
-                    c.set_logit(b.first, b.second == -std::numeric_limits<double>::infinity()
-                                             ? -std::numeric_limits<T>::infinity()
-                                             : detail::finite_logit<T>(double(x) + b.second));
-                }
+                detail::add_bias(c, b.first, b.second);
             }
         }
 
     private:
         std::vector<std::pair<token_id, double>> m_bias;
+    };
+
+    class sequence_bias
+    {
+    public:
+        static constexpr const char* name = "sequence_bias";
+        using entry = std::pair<std::vector<token_id>, double>;
+
+        explicit sequence_bias(std::vector<entry> entries = {}) : m_entries(std::move(entries))
+        {
+            for (std::size_t i = 0; i < m_entries.size(); ++i)
+            {
+                const auto& e = m_entries[i];
+                if (e.first.empty())
+                {
+                    throw invalid_parameter("sequence_bias: sequence " + std::to_string(i) + " is empty");
+                }
+                detail::check_not_negative(e.first, "sequence_bias: token id");
+                if (std::isnan(e.second) || e.second == std::numeric_limits<double>::infinity())
+                {
+                    throw invalid_parameter("sequence_bias: the bias of sequence " + std::to_string(i) +
+                                            " must be finite or -inf, got " + detail::format_value(e.second));
+                }
+                m_order.push_back(i);
+            }
+            // Grouped by last id, the given order kept within a group (the sum's order).
+            std::stable_sort(m_order.begin(), m_order.end(), [&](std::size_t a, std::size_t b) {
+                return m_entries[a].first.back() < m_entries[b].first.back();
+            });
+        }
+        const std::vector<entry>& entries() const noexcept { return m_entries; }
+        bool neutral() const noexcept { return m_entries.empty(); }
+        /// The stage in words, as sampler::describe_stages gives it.
+        std::string describe() const { return "sequence_bias: " + std::to_string(m_entries.size()) + " sequence(s)"; }
+
+        template <class T>
+        void apply(candidates<T>& c, const token_history& history) const
+        {
+            for (const auto& e : m_entries)
+            {
+                detail::check_ids(e.first, c.vocab(), name, "token id");
+            }
+            const token_span t = history.tokens();
+            for (std::size_t g = 0; g < m_order.size();)
+            {
+                const token_id last = m_entries[m_order[g]].first.back();
+                double sum = 0.0;
+                bool matched = false;
+                for (; g < m_order.size() && m_entries[m_order[g]].first.back() == last; ++g)
+                {
+                    const auto& w = m_entries[m_order[g]].first;
+                    const std::size_t k = w.size() - 1;  // the prefix that must end the history
+                    if (k <= t.size() && std::equal(w.begin(), w.end() - 1, t.data() + (t.size() - k)))
+                    {
+                        sum += m_entries[m_order[g]].second;
+                        matched = true;
+                    }
+                }
+                if (matched)
+                {
+                    detail::add_bias(c, last, sum);
+                }
+            }
+        }
+
+    private:
+        std::vector<entry> m_entries;
+        std::vector<std::size_t> m_order;  // entries grouped by last id
     };
 
     class no_repeat_ngram

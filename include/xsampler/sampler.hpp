@@ -10,7 +10,7 @@
 //   top_k_top_p_joint off, and every processor
 //   off: the plain softmax), the seed of the sampler's own engine, the stage
 //   order (names, like llama.cpp's sampler list; default the processors —
-//   logit_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask —
+//   logit_bias, sequence_bias, penalties, dry, no_repeat_ngram, bad_words, token_mask —
 //   then temperature, top_k, top_k_top_p, top_n_sigma, typical, top_p, min_p,
 //   p_less, top_h, epsilon, eta, xtc: Hugging Face's order with the entropy filters after top_k and
 //   the probability thresholds and XTC last), and `custom`: user stages
@@ -104,6 +104,7 @@ namespace xsampler
         std::int64_t dry_penalty_last_n = -1;
         std::vector<token_id> dry_sequence_breakers;
         std::vector<std::pair<token_id, double>> logit_bias;  ///< id -> bias (-inf bans)
+        std::vector<std::pair<std::vector<token_id>, double>> sequence_bias;  ///< ids -> bias on the last
         std::size_t no_repeat_ngram_size = 0;                 ///< 0 disables
         std::vector<std::vector<token_id>> bad_words;         ///< id sequences
         std::vector<token_id> allowed_token_ids;              ///< empty: every token
@@ -144,7 +145,7 @@ namespace xsampler
 
         /// The built-in stages of the run-time sampler: adding one is one row.
         /// The rows' order is the default order (default_stage_order): the
-        /// processors first (logit_bias, penalties, dry, no_repeat_ngram,
+        /// processors first (logit_bias, sequence_bias, penalties, dry, no_repeat_ngram,
         /// bad_words, token_mask: llama.cpp, vLLM and transformers all bias
         /// before they penalise), then Hugging Face's filter order:
         /// temperature, top_k, top_p, min_p, then epsilon, eta and xtc, with
@@ -157,6 +158,8 @@ namespace xsampler
             static const auto table = std::make_tuple(
                 stage_row<logit_bias>{[](const sampling_params& p) { return logit_bias(p.logit_bias); },
                                       [](const sampling_params& p) { return p.logit_bias.empty(); }},
+                stage_row<sequence_bias>{[](const sampling_params& p) { return sequence_bias(p.sequence_bias); },
+                                         [](const sampling_params& p) { return p.sequence_bias.empty(); }},
                 stage_row<penalties>{[](const sampling_params& p) {
                                          return penalties(p.repeat_penalty, p.presence_penalty, p.frequency_penalty,
                                                           p.repeat_last_n, p.penalty_scope);

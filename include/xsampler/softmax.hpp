@@ -6,15 +6,28 @@
 // returns are those a chain with no filter draws from.
 // Masked (-inf) tokens get probability 0 and log-probability -inf; invalid
 // rows throw invalid_logits.
+//
+// prompt_logprobs(rows, prompt, top_n): vLLM's prompt_logprobs (OpenAI's
+// echo with logprobs): entry i is prompt[i] with its log-probability under
+// the raw softmax of rows[i - 1] (the prefill's row before it) and that
+// row's top_n tokens; entry 0 has none (NaN, no list: nothing scores the
+// first token). rows is [P - 1 or P, vocab]: a last row, which predicts the
+// first generated token, is not read. Errors: rows not 2-D or a bad row
+// (invalid_logits, "prompt_logprobs: row 3: logits: NaN at index 1"), a
+// row count that is neither, a prompt id outside the vocabulary
+// (invalid_parameter naming its position).
 #ifndef XSAMPLER_SOFTMAX_HPP
 #define XSAMPLER_SOFTMAX_HPP
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
+#include <xtensor/xview.hpp>
 
 #include "candidates.hpp"
 
@@ -127,6 +140,69 @@ namespace xsampler
             }
             return out;
         });
+    }
+
+    /// One prompt token, its log-probability under the row before it (NaN
+    /// for the first) and that row's most probable tokens.
+    struct prompt_logprob
+    {
+        token_id id = -1;
+        double logprob = std::numeric_limits<double>::quiet_NaN();
+        std::vector<sampled_token> top;  ///< rank order: logit desc, id asc
+    };
+
+    /// Each prompt token scored by the prefill's row before it (see the top
+    /// of this header).
+    template <class E>
+    std::vector<prompt_logprob> prompt_logprobs(const xt::xexpression<E>& rows, token_span prompt, std::size_t top_n = 0)
+    {
+        const E& e = rows.derived_cast();
+        const std::string who = "prompt_logprobs: ";
+        if (e.dimension() != 2)
+        {
+            throw invalid_logits(who + "logits must be 2-D [prompt, vocab], got " + std::to_string(e.dimension()) + "-D");
+        }
+        const std::size_t n = prompt.size(), given = e.shape()[0], vocab = e.shape()[1];
+        if (!(given + 1 == n || given == n))
+        {
+            throw invalid_parameter(who + std::to_string(given) + " rows for a prompt of " + std::to_string(n) +
+                                    " tokens (give " + std::to_string(n == 0 ? 0 : n - 1) + " or " + std::to_string(n) + ")");
+        }
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            if (prompt[i] < 0 || std::size_t(prompt[i]) >= vocab)
+            {
+                throw invalid_parameter(who + "prompt token " + std::to_string(i) + " (id " + std::to_string(prompt[i]) +
+                                        ") is outside the vocabulary of " + std::to_string(vocab));
+            }
+        }
+        std::vector<prompt_logprob> out(n);
+        detail::scored_lists best;
+        for (std::size_t i = 0; i < n; ++i)
+        {
+            out[i].id = prompt[i];
+            if (i == 0)
+            {
+                continue;
+            }
+            try
+            {
+                detail::with_raw_softmax(xt::view(e, i - 1, xt::all()), [&](const auto& raw) {
+                    using T = std::decay_t<decltype(*raw.x)>;
+                    out[i].logprob = raw.logprob(std::size_t(prompt[i]));
+                    if (top_n > 0)
+                    {
+                        raw.top(std::min(top_n, vocab), best.get(T()), out[i].top);
+                    }
+                    return 0;
+                });
+            }
+            catch (const invalid_logits& err)
+            {
+                throw invalid_logits(who + "row " + std::to_string(i - 1) + ": " + err.what());
+            }
+        }
+        return out;
     }
 
     /// Shannon entropy of the softmax, in nats: -sum p_i log p_i.
