@@ -637,6 +637,204 @@ TEST_CASE("prompt_logprobs: each prompt token under the row before it, as log_so
     CHECK(prompt_logprobs(xt::xtensor<float, 2>::from_shape({0, 30}), token_span()).empty());
 }
 
+namespace
+{
+    // The statistic of `calls` samples of k = 2 from p = {.1, .2, .3, .4}
+    // against the law of two draws without replacement: p_a p_b / (1 - p_a)
+    // over the 12 ordered pairs (dof 11). `sample(rng, out)` fills out.
+    template <class F>
+    double ordered_pairs_statistic(F&& sample, std::size_t calls)
+    {
+        const double p[4] = {0.1, 0.2, 0.3, 0.4};
+        std::vector<double> observed(16, 0.0), expected(16, 0.0);
+        philox4x32 rng(2024, 0);
+        std::vector<sampled_token> out;
+        for (std::size_t i = 0; i < calls; ++i)
+        {
+            sample(rng, out);
+            REQUIRE(out.size() == 2);
+            REQUIRE(out[0].id != out[1].id);
+            observed[std::size_t(out[0].id * 4 + out[1].id)] += 1.0;
+        }
+        for (std::size_t a = 0; a < 4; ++a)
+        {
+            for (std::size_t b = 0; b < 4; ++b)
+            {
+                expected[a * 4 + b] = a == b ? 0.0 : double(calls) * p[a] * p[b] / (1.0 - p[a]);
+            }
+        }
+        return test_stats::chi_square(observed, expected);
+    }
+}
+
+TEST_CASE("sample_distinct: k tokens without replacement follow sequential draws (chi-square, with power)",
+          "[sequence][distinct][stats]")
+{
+    const xt::xtensor<double, 1> logp = {std::log(0.1), std::log(0.2), std::log(0.3), std::log(0.4)};
+    chain plain{};
+    const double right = ordered_pairs_statistic(
+        [&](philox4x32& rng, std::vector<sampled_token>& out) {
+            const std::uint64_t before = rng.position();
+            REQUIRE(plain.sample_distinct(logp, {}, 2, rng, out) == 2);
+            REQUIRE(rng.position() == before + 4);  // V uniforms, always
+        },
+        100000);
+    CHECK(right < test_stats::chi_square_bound(11));
+    // Power: the same harness and uniforms with a wrong race time (U / w, not
+    // -log(1 - U) / w) fails it by far.
+    const double wrong = ordered_pairs_statistic(
+        [](philox4x32& rng, std::vector<sampled_token>& out) {
+            const double p[4] = {0.1, 0.2, 0.3, 0.4};
+            out.clear();
+            for (token_id i = 0; i < 4; ++i)
+            {
+                out.push_back({i, uniform01(rng) / p[i]});
+            }
+            std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.logprob < b.logprob; });
+            out.resize(2);
+        },
+        100000);
+    CHECK(wrong > 10 * test_stats::chi_square_bound(11));
+}
+
+TEMPLATE_TEST_CASE("sample_distinct: ordered triples after top_p against enumeration, log-probs, errors",
+                   "[sequence][distinct][stats]", float, double)
+{
+    using T = TestType;
+    const double p[6] = {0.05, 0.30, 0.10, 0.25, 0.02, 0.28};
+    xt::xtensor<T, 1> logits = xt::empty<T>({std::size_t(6)});
+    for (std::size_t i = 0; i < 6; ++i)
+    {
+        logits(i) = T(std::log(p[i]));
+    }
+    chain nucleus{top_p{0.97}};  // keeps 1, 5, 3, 2, 0: a sparse set of 5
+    const distribution d = nucleus.final_distribution(logits);
+    REQUIRE(d.ids == std::vector<token_id>{1, 5, 3, 2, 0});
+    std::vector<double> q(6, 0.0);
+    for (std::size_t i = 0; i < d.ids.size(); ++i)
+    {
+        q[std::size_t(d.ids[i])] = d.probs[i];
+    }
+    const std::size_t calls = 100000;
+    std::vector<double> observed(216, 0.0), expected(216, 0.0);
+    philox4x32 rng(77, 3);
+    std::vector<sampled_token> out;
+    for (std::size_t i = 0; i < calls; ++i)
+    {
+        const std::uint64_t before = rng.position();
+        REQUIRE(nucleus.sample_distinct(logits, {}, 3, rng, out) == 3);
+        REQUIRE(rng.position() == before + 6);  // one uniform per id, the masked one's skipped
+        observed[std::size_t(out[0].id * 36 + out[1].id * 6 + out[2].id)] += 1.0;
+        for (const auto& t : out)
+        {
+            REQUIRE(t.logprob == Approx(std::log(q[std::size_t(t.id)])).margin(1e-12));
+        }
+    }
+    std::size_t cells = 0;
+    for (std::size_t a = 0; a < 6; ++a)
+    {
+        for (std::size_t b = 0; b < 6; ++b)
+        {
+            for (std::size_t c = 0; c < 6; ++c)
+            {
+                if (a != b && b != c && a != c && q[a] > 0 && q[b] > 0 && q[c] > 0)
+                {
+                    expected[a * 36 + b * 6 + c] = double(calls) * q[a] * q[b] / (1.0 - q[a]) * q[c] / (1.0 - q[a] - q[b]);
+                    ++cells;
+                }
+            }
+        }
+    }
+    REQUIRE(cells == 60);
+    CHECK(test_stats::chi_square(observed, expected) < test_stats::chi_square_bound(59));
+    // The same engine state gives the same tokens; fewer kept than k gives them all.
+    philox4x32 a(5), b(5);
+    std::vector<sampled_token> first, second;
+    nucleus.sample_distinct(logits, {}, 4, a, first);
+    nucleus.sample_distinct(logits, {}, 4, b, second);
+    REQUIRE(first.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i)
+    {
+        CHECK(first[i].id == second[i].id);
+    }
+    chain two{top_k{2}};
+    CHECK(two.sample_distinct(logits, {}, 5, a, out) == 2);
+    CHECK(std::set<token_id>{out[0].id, out[1].id} == std::set<token_id>{1, 5});
+    CHECK_THROWS_MATCHES(two.sample_distinct(logits, {}, 0, a, out), invalid_parameter,
+                         Message("sample_distinct: k must be in [1, 6], got 0"));
+    CHECK_THROWS_MATCHES(two.sample_distinct(logits, {}, 7, a, out), invalid_parameter,
+                         Message("sample_distinct: k must be in [1, 6], got 7"));
+    // Greedy keeps one token: it alone, with log-probability 0.
+    chain greedy_chain{temperature{0.0}};
+    CHECK(greedy_chain.sample_distinct(logits, {}, 3, a, out) == 1);
+    CHECK(out[0].id == 1);
+    CHECK(out[0].logprob == 0.0);
+}
+
+TEST_CASE("sample_n: sample i is stream i of the seed, and best_of keeps the best by raw cumulative log-probability",
+          "[sequence][sample_n]")
+{
+    // A Markov model over 5 tokens (0 = eos): the row of the last token.
+    const auto table = test_helpers::random_matrix<double>(5, 5, 13, 1.0);
+    const auto model = [&](token_span t) {
+        return xt::xtensor<double, 1>(xt::view(table, std::size_t(t[t.size() - 1]), xt::all()));
+    };
+    sampling_params p;
+    p.temperature = 1.3;
+    p.top_k = 4;
+    p.seed = 11;
+    const sampler s(p);
+    generate_options o;
+    o.max_tokens = 4;
+    o.eos = {0};
+    const std::vector<token_id> prompt = {2};
+    const auto alone = [&](std::uint64_t seed, std::uint64_t i, const generate_options& options) {
+        sampler copy(p);
+        philox4x32 rng(seed, i);
+        return generate(model, prompt, copy, options, rng);
+    };
+    const auto three = sample_n(model, prompt, s, o, 3);
+    REQUIRE(three.size() == 3);
+    for (std::uint64_t i = 0; i < 3; ++i)
+    {
+        const generation g = alone(11, i, o);
+        CHECK(three[i].tokens == g.tokens);
+        CHECK(three[i].logprobs == g.logprobs);
+        CHECK(three[i].model_logprobs.empty());
+    }
+    CHECK(sample_n(model, prompt, s, o, 1, 0, 12)[0].tokens == alone(12, 0, o).tokens);
+    // best_of 8, n 3: the three best of the eight streams by the sum of raw log-probabilities.
+    generate_options raw = o;
+    raw.model_logprobs = true;
+    std::vector<generation> all;
+    std::set<std::vector<token_id>> distinct;
+    std::vector<std::pair<double, std::size_t>> scores;
+    for (std::uint64_t i = 0; i < 8; ++i)
+    {
+        all.push_back(alone(11, i, raw));
+        distinct.insert(all.back().tokens);
+        double sum = 0.0;
+        for (const double l : all.back().model_logprobs)
+        {
+            sum += l;
+        }
+        scores.push_back({-sum, std::size_t(i)});  // best first, ties to the lower index
+    }
+    REQUIRE(distinct.size() >= 4);
+    std::sort(scores.begin(), scores.end());
+    const auto best = sample_n(model, prompt, s, o, 3, 8);
+    REQUIRE(best.size() == 3);
+    for (std::size_t j = 0; j < 3; ++j)
+    {
+        CHECK(best[j].tokens == all[scores[j].second].tokens);
+        CHECK(best[j].model_logprobs.empty());  // not asked for
+    }
+    CHECK(sample_n(model, prompt, s, raw, 3, 8)[2].model_logprobs == all[scores[2].second].model_logprobs);
+    CHECK_THROWS_MATCHES(sample_n(model, prompt, s, o, 0), invalid_parameter, Message("sample_n: n must be >= 1, got 0"));
+    CHECK_THROWS_MATCHES(sample_n(model, prompt, s, o, 3, 2), invalid_parameter,
+                         Message("sample_n: best_of 2 is less than n 3"));
+}
+
 TEST_CASE("sequence: a bad row or token leaves it as before, errors name the step", "[sequence][errors]")
 {
     sampling_params p;

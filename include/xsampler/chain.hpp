@@ -197,6 +197,17 @@ namespace xsampler
             return t;
         }
 
+        /// Up to k distinct tokens of what sample would draw from, without
+        /// replacement (select.hpp's sample_distinct: V uniforms from rng,
+        /// after those of the random filters). Nothing is drawn, so no stage
+        /// observes a token (mirostat's mu stays).
+        template <class E, class URBG, std::enable_if_t<detail::is_urbg<URBG>::value, int> = 0>
+        std::size_t sample_distinct(const xt::xexpression<E>& logits, const token_history& history, std::size_t k,
+                                    URBG& rng, std::vector<sampled_token>& out)
+        {
+            return xsampler::sample_distinct(filter(logits, history, rng), k, rng, out);
+        }
+
         /// Forgets what the stages learnt (mirostat's mu back to 2 tau).
         void reset()
         {

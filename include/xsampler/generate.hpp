@@ -50,11 +50,28 @@
 //   draws (one uniform01 per token, and one per random filter). After the first step, no allocation per token
 //   (outputs are reserved for up to 4096 tokens; top_logprobs allocates its
 //   own lists), as long as the model's row does not allocate.
+//
+// sample_n(model, prompt, sampler, options, n[, best_of[, seed]])
+//   n samples of one prompt (OpenAI's and vLLM's n): sample i is
+//   generate(model, prompt, copy of sampler, options, philox4x32(seed, i)),
+//   so each is reproducible from (seed, i) alone and independent of the
+//   others; seed defaults to the sampler's params().seed (0 for a chain), so
+//   sample 0 is what the sampler's own engine draws, and sample i what a
+//   sequence with that seed and stream i draws. Each sample starts from a
+//   copy of `sampler` as given (its learnt state, a constraint forked).
+//   best_of (0: n; else >= n) runs best_of samples and keeps the n with the
+//   highest cumulative log-probability under the model's raw softmax (the
+//   sum of model_logprobs, computed whether asked or not; ties: the lower
+//   index), best first (vLLM V0 and OpenAI's best_of); with best_of == n the
+//   samples come in index order. n == 0 or best_of < n: invalid_parameter.
 #ifndef XSAMPLER_GENERATE_HPP
 #define XSAMPLER_GENERATE_HPP
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,6 +199,59 @@ namespace xsampler
         out.stop_at = seq.stop_at();
         out.text = seq.text();
         return out;
+    }
+
+    /// n samples of one prompt, from streams philox4x32(seed, i); best_of
+    /// ranks by raw cumulative log-probability (see the top of this header).
+    template <class Model, class Sampler>
+    std::vector<generation> sample_n(Model&& model, const std::vector<token_id>& prompt, const Sampler& sampler,
+                                     const generate_options& options, std::size_t n, std::size_t best_of = 0,
+                                     std::optional<std::uint64_t> seed = std::nullopt)
+    {
+        if (n == 0)
+        {
+            throw invalid_parameter("sample_n: n must be >= 1, got 0");
+        }
+        best_of = best_of == 0 ? n : best_of;
+        if (best_of < n)
+        {
+            throw invalid_parameter("sample_n: best_of " + std::to_string(best_of) + " is less than n " +
+                                    std::to_string(n));
+        }
+        const std::uint64_t key = seed ? *seed : detail::seed_of(sampler, 0);
+        generate_options o = options;
+        o.model_logprobs = o.model_logprobs || best_of > n;
+        std::vector<generation> samples;
+        samples.reserve(best_of);
+        for (std::size_t i = 0; i < best_of; ++i)
+        {
+            Sampler copy = sampler;
+            philox4x32 rng(key, i);
+            samples.push_back(generate(model, prompt, copy, o, rng));
+        }
+        if (best_of == n)
+        {
+            return samples;
+        }
+        std::vector<double> score(best_of);
+        for (std::size_t i = 0; i < best_of; ++i)
+        {
+            score[i] = std::accumulate(samples[i].model_logprobs.begin(), samples[i].model_logprobs.end(), 0.0);
+        }
+        std::vector<std::size_t> rank(best_of);
+        std::iota(rank.begin(), rank.end(), std::size_t(0));
+        std::stable_sort(rank.begin(), rank.end(), [&](std::size_t a, std::size_t b) { return score[a] > score[b]; });
+        std::vector<generation> best;
+        best.reserve(n);
+        for (std::size_t j = 0; j < n; ++j)
+        {
+            best.push_back(std::move(samples[rank[j]]));
+            if (!options.model_logprobs)
+            {
+                best.back().model_logprobs.clear();
+            }
+        }
+        return best;
     }
 }
 

@@ -70,6 +70,13 @@ namespace xsampler
 {
     namespace detail
     {
+        // Whether `tokens` ends with the ids [first, last).
+        inline bool ends_with(token_span tokens, const token_id* first, const token_id* last) noexcept
+        {
+            const std::size_t k = std::size_t(last - first);
+            return k <= tokens.size() && std::equal(first, last, tokens.end() - k);
+        }
+
         // x_id += bias in double, rounded once to T and kept finite; -inf bans;
         // a masked token stays masked.
         template <class T>
@@ -179,8 +186,7 @@ namespace xsampler
                 for (; g < m_order.size() && m_entries[m_order[g]].first.back() == last; ++g)
                 {
                     const auto& w = m_entries[m_order[g]].first;
-                    const std::size_t k = w.size() - 1;  // the prefix that must end the history
-                    if (k <= t.size() && std::equal(w.begin(), w.end() - 1, t.data() + (t.size() - k)))
+                    if (detail::ends_with(t, w.data(), w.data() + w.size() - 1))  // the rest of the sequence
                     {
                         sum += m_entries[m_order[g]].second;
                         matched = true;
@@ -266,8 +272,7 @@ namespace xsampler
             const token_span t = history.tokens();
             for (const auto& w : m_words)
             {
-                const std::size_t k = w.size() - 1;  // the prefix that must end the history
-                if (k <= t.size() && std::equal(w.begin(), w.end() - 1, t.data() + (t.size() - k)))
+                if (detail::ends_with(t, w.data(), w.data() + w.size() - 1))  // the rest of the word
                 {
                     c.mask(w.back());
                 }

@@ -19,6 +19,22 @@
 //   is never drawn. Returns the id and its log-probability under the
 //   distribution drawn from: log(w / Z), the log of what distribution_of
 //   reports for it.
+// sample_distinct(candidates, k, rng, out)
+//   Up to k distinct tokens of the kept set, in the order k draws without
+//   replacement would give them (Plackett-Luce: the first with probability
+//   w_i / Z, the next w_j / (Z - w_i), ...), by the Gumbel-top-k trick: each
+//   kept token of positive weight gets E_i = -log(1 - U_i), an Exp(1) draw,
+//   and the k smallest E_i / w_i (ties: the lower id) are taken in that
+//   order (an exponential race: the smallest is token i with probability
+//   w_i / Z, and by memorylessness the rest is a fresh race). U_i is the
+//   uniform01 of id i among V = vocab() drawn in id order (with philox4x32,
+//   output position + i; only the kept tokens' are computed), so every call
+//   consumes exactly V uniforms whatever the parameters. Fewer kept tokens
+//   of positive weight than k: all of them. out[j] = {id, log(w / Z)}, as
+//   draw reports; returns the count. k = 0 or k > V: invalid_parameter.
+//   k = 1 is an exact sample, but not the token draw() takes from the same
+//   engine (another use of the uniforms). `out` is the only storage: once it
+//   has grown to the kept count nothing is allocated.
 // distribution_of(candidates)
 //   The kept tokens and their probabilities w_i / Z, sorted by probability
 //   descending, then id ascending.
@@ -81,6 +97,58 @@ namespace xsampler
         });
         chosen.logprob = std::log(double(c.weight(chosen_logit)) / z);
         return chosen;
+    }
+
+    namespace detail
+    {
+        // Skips n uniform01 draws.
+        inline void skip_uniforms(philox4x32& rng, std::uint64_t n) noexcept { rng.advance(n); }
+        template <class URBG>
+        void skip_uniforms(URBG& rng, std::uint64_t n)
+        {
+            for (; n > 0; --n)
+            {
+                uniform01(rng);
+            }
+        }
+    }
+
+    /// Up to k distinct tokens of `c`, without replacement (see the contract above).
+    template <class T, class URBG>
+    std::size_t sample_distinct(candidates<T>& c, std::size_t k, URBG& rng, std::vector<sampled_token>& out)
+    {
+        const std::size_t vocab = c.vocab();
+        if (k == 0 || k > vocab)
+        {
+            throw invalid_parameter("sample_distinct: k must be in [1, " + std::to_string(vocab) + "], got " +
+                                    std::to_string(k));
+        }
+        const double z = c.total_weight();
+        out.clear();
+        std::size_t next = 0;  // the id whose uniform comes next
+        c.for_each_by_id([&](token_id id, T logit) {
+            const double w = c.weight(id, logit);
+            if (!(w > 0.0))
+            {
+                return;
+            }
+            detail::skip_uniforms(rng, std::size_t(id) - next);
+            const double e = -std::log1p(-uniform01(rng));
+            next = std::size_t(id) + 1;
+            out.push_back({id, e / w});  // the race time, for now
+        });
+        detail::skip_uniforms(rng, vocab - next);
+        const std::size_t n = std::min(k, out.size());
+        std::partial_sort(out.begin(), out.begin() + std::ptrdiff_t(n), out.end(),
+                          [](const sampled_token& a, const sampled_token& b) {
+                              return a.logprob < b.logprob || (a.logprob == b.logprob && a.id < b.id);
+                          });
+        out.resize(n);
+        for (auto& t : out)
+        {
+            t.logprob = std::log(double(c.weight(t.id, c.logit(t.id))) / z);
+        }
+        return n;
     }
 
     /// The kept tokens of `c` with their probabilities, most probable first.

@@ -168,11 +168,6 @@ namespace xsampler
     {
         struct slot_marks;  // batch.hpp: sample_batch's check that no sequence is listed twice
 
-        inline bool ends_with(token_span tokens, const std::vector<token_id>& tail)
-        {
-            return tail.size() <= tokens.size() && std::equal(tail.begin(), tail.end(), tokens.end() - tail.size());
-        }
-
         inline std::ptrdiff_t index_of(const std::vector<token_id>& ids, token_id id)
         {
             const auto at = std::find(ids.begin(), ids.end(), id);
@@ -468,7 +463,8 @@ namespace xsampler
                 }
                 for (std::size_t s = 0; s < o.stop_sequences.size() && why == finish_reason::none; ++s)
                 {
-                    if (detail::ends_with(generated(), o.stop_sequences[s]))
+                    if (detail::ends_with(generated(), o.stop_sequences[s].data(),
+                                          o.stop_sequences[s].data() + o.stop_sequences[s].size()))
                     {
                         why = finish_reason::stop_sequence;
                         k = std::ptrdiff_t(s);
