@@ -731,8 +731,8 @@ TEST_CASE("sample_batch over slots: a failing slot lets the others step, and bad
     for (std::size_t q = 0; q < 3; ++q)
     {
         sequence_options o = reqs.options_of(q);
-        o.min_tokens = 5;  // no stop within the steps below
-        o.max_tokens = 10;
+        o.min_tokens = 10;  // no stop within the steps below
+        o.max_tokens = 20;
         seqs.emplace_back(reqs.sampler_of(q), prompt, o);
     }
     xt::xtensor<float, 2> logits = xt::empty<float>(std::array<std::size_t, 2>{3, requests::vocab});
@@ -745,21 +745,48 @@ TEST_CASE("sample_batch over slots: a failing slot lets the others step, and bad
     std::vector<step_result> out;
     const std::vector<slot> slots = {{2, &seqs[2]}, {1, &seqs[1]}, {0, &seqs[0]}};
     std::vector<std::exception_ptr> errors;
+    xt::xtensor<float, 2> good = logits;
+    good(1, 4) = 0.5f;
+    sample_batch(good, slots, pool, out, &errors);  // out and errors hold a good step's
+    REQUIRE(out[1].id >= 0);
     sample_batch(logits, slots, pool, out, &errors);
     REQUIRE(errors.size() == 3);
     CHECK(!errors[0]);
     CHECK(!errors[2]);
-    CHECK_THROWS_MATCHES(std::rethrow_exception(errors[1]), invalid_logits, Message("step 0: logits: NaN at index 4"));
+    CHECK_THROWS_MATCHES(std::rethrow_exception(errors[1]), invalid_logits, Message("step 1: logits: NaN at index 4"));
     CHECK(out[1].id == -1);
-    CHECK(out[0].id == seqs[2].generated()[0]);
-    CHECK(seqs[1].generated().empty());  // as before the call
-    CHECK(seqs[0].generated().size() == 1);
-    // without `errors`: the others step, then the lowest failing slot's error names its row
-    CHECK_THROWS_MATCHES(sample_batch(logits, slots, pool, out), invalid_logits,
-                         Message("row 1: step 0: logits: NaN at index 4"));
+    CHECK(out[0].id == seqs[2].generated()[1]);
+    CHECK(seqs[1].generated().size() == 1);  // as before the call
     CHECK(seqs[0].generated().size() == 2);
-    CHECK(seqs[2].generated().size() == 2);
-    CHECK(seqs[1].generated().empty());
+    sample_batch(good, slots, pool, out, &errors);  // the errors of the last call are cleared
+    CHECK(!errors[1]);
+    CHECK(seqs[1].generated().size() == 2);
+    // without `errors`: the others step, then the lowest failing slot's error names it and its row
+    CHECK_THROWS_MATCHES(sample_batch(logits, slots, pool, out), invalid_logits,
+                         Message("slot 1 (row 1): step 2: logits: NaN at index 4"));
+    CHECK(seqs[0].generated().size() == 4);
+    CHECK(seqs[2].generated().size() == 4);
+    CHECK(seqs[1].generated().size() == 2);
+    // Two failing slots in different parts, on a pool: the lower slot's error, whatever the timing.
+    {
+        std::vector<sequence> more;
+        for (std::size_t q = 0; q < 3; ++q)
+        {
+            sequence_options o = reqs.options_of(q);
+            o.min_tokens = o.max_tokens = 200;
+            more.emplace_back(reqs.sampler_of(q), prompt, o);
+        }
+        xt::xtensor<float, 2> two_bad = good;
+        two_bad(0, 1) = two_bad(2, 3) = std::numeric_limits<float>::quiet_NaN();
+        const std::vector<slot> spread = {{2, &more[0]}, {1, &more[1]}, {0, &more[2]}};
+        thread_pool threads(2);
+        for (int call = 0; call < 50; ++call)
+        {
+            CHECK_THROWS_MATCHES(sample_batch(two_bad, spread, pool, out, nullptr, threads), invalid_logits,
+                                 Message("slot 0 (row 2): step 0: logits: NaN at index 3"));
+        }
+        CHECK(more[1].generated().size() == 50);
+    }
 
     // Checked before any row: nothing steps.
     const auto bad = [&](std::vector<slot> s) { sample_batch(logits, s, pool, out, &errors); };
@@ -776,10 +803,10 @@ TEST_CASE("sample_batch over slots: a failing slot lets the others step, and bad
                          Message("sample_batch: the workspace pool is empty (give one per thread)"));
     CHECK_THROWS_MATCHES(sample_batch(xt::xtensor<float, 1>(requests::row(0, 0)), slots, pool, out), invalid_logits,
                          Message("sample_batch: logits must be 2-D [batch, vocab], got 1-D"));
-    CHECK(seqs[0].generated().size() == 2);
+    CHECK(seqs[0].generated().size() == 4);
     // The marks of the rejected calls are cleared: the same sequences step again.
     sample_batch(logits, std::vector<slot>{{0, &seqs[0]}}, pool, out);
-    CHECK(seqs[0].generated().size() == 3);
+    CHECK(seqs[0].generated().size() == 5);
     sample_batch(logits, std::vector<slot>{}, pool, out);
     CHECK(out.empty());
 }

@@ -390,9 +390,13 @@ TEMPLATE_TEST_CASE("sequence_bias: transformers' case, sums per token, and a bru
     // bans; a masked token stays masked; an empty history matches one-id ones only.
     const sequence_bias sums{{{{3}, 2.0}, {{1, 3}, 0.5}, {{0, 2}, -inf}, {{4}, 1.0}}};
     const auto r = row<T>({0.25, 1.0, 3.0, -1.0, -inf});
-    check_edits(sums, r, std::vector<token_id>{1}, row<T>({0.25, 1.0, 3.0, 1.5, -inf}));
-    check_edits(sums, r, std::vector<token_id>{0}, row<T>({0.25, 1.0, -inf, 1.0, -inf}));
+    check_edits(sums, r, std::vector<token_id>{4, 1}, row<T>({0.25, 1.0, 3.0, 1.5, -inf}));
+    check_edits(sums, r, std::vector<token_id>{3, 0}, row<T>({0.25, 1.0, -inf, 1.0, -inf}));
     check_edits(sums, r, {}, row<T>({0.25, 1.0, 3.0, 1.0, -inf}));
+    // As transformers: a sequence longer than the history never counts, even
+    // when the history is exactly the rest of it ({1, 3} after [1] alone).
+    check_edits(sums, r, std::vector<token_id>{1}, row<T>({0.25, 1.0, 3.0, 1.0, -inf}));
+    check_edits(sums, r, std::vector<token_id>{2, 1}, row<T>({0.25, 1.0, 3.0, 1.5, -inf}));
     CHECK(sequence_bias().neutral());
     CHECK_THROWS_MATCHES(sequence_bias({{{1}, 1.0}, {{}, 1.0}}), invalid_parameter,
                          Message("sequence_bias: sequence 1 is empty"));
@@ -425,8 +429,8 @@ TEMPLATE_TEST_CASE("sequence_bias: transformers' case, sums per token, and a bru
                 t = pick(e.first.size() == 1 ? 6 : 3);
             }
             e.second = double(pick(9)) - 4.0;
-            const std::size_t k = e.first.size() - 1;
-            if (k <= h.size() && std::vector<token_id>(h.end() - std::ptrdiff_t(k), h.end()) ==
+            const std::size_t k = e.first.size() - 1;  // transformers: skipped while longer than the history
+            if ((k == 0 || k + 1 <= h.size()) && std::vector<token_id>(h.end() - std::ptrdiff_t(k), h.end()) ==
                                      std::vector<token_id>(e.first.begin(), e.first.end() - 1))
             {
                 want[std::size_t(e.first.back())] += e.second;

@@ -566,6 +566,10 @@ TEST_CASE("sequence: processed top log-probabilities are the drawn distribution'
             CHECK(in_ws.top[i].logprob == five[i].logprob);
         }
     }
+    workspace fresh;
+    sequence in_fresh(sampler(p), {}, o);
+    in_fresh.step(test_helpers::random_row<float>(30, 1), fresh);
+    CHECK(fresh.get<float>().vocab() == 30);  // the step ran in the workspace given
     // Greedy: the only kept token, log-probability 0 (vLLM's processed logprobs).
     p.temperature = 0;
     sequence greedy(sampler(p), {}, o);
@@ -629,6 +633,8 @@ TEST_CASE("prompt_logprobs: each prompt token under the row before it, as log_so
                          Message("prompt_logprobs: row 2: logits: NaN at index 6"));
     CHECK_THROWS_MATCHES(prompt_logprobs(rows, token_span(prompt.data(), 3)), invalid_parameter,
                          Message("prompt_logprobs: 5 rows for a prompt of 3 tokens (give 2 or 3)"));
+    CHECK_THROWS_MATCHES(prompt_logprobs(rows, token_span()), invalid_parameter,
+                         Message("prompt_logprobs: 5 rows for a prompt of 0 tokens (give 0)"));
     const std::vector<token_id> wide = {1, 30};
     CHECK_THROWS_MATCHES(prompt_logprobs(xt::xtensor<float, 2>(xt::view(rows, xt::range(0, 1), xt::all())), wide),
                          invalid_parameter, Message("prompt_logprobs: prompt token 1 (id 30) is outside the vocabulary of 30"));
@@ -764,6 +770,10 @@ TEMPLATE_TEST_CASE("sample_distinct: ordered triples after top_p against enumera
                          Message("sample_distinct: k must be in [1, 6], got 0"));
     CHECK_THROWS_MATCHES(two.sample_distinct(logits, {}, 7, a, out), invalid_parameter,
                          Message("sample_distinct: k must be in [1, 6], got 7"));
+    const philox4x32 unmoved = a;
+    chain xtc_chain{xtc{1.0, 0.1}};  // a random filter: k is checked before it draws
+    CHECK_THROWS(xtc_chain.sample_distinct(logits, {}, 7, a, out));
+    CHECK(a == unmoved);
     // Greedy keeps one token: it alone, with log-probability 0.
     chain greedy_chain{temperature{0.0}};
     CHECK(greedy_chain.sample_distinct(logits, {}, 3, a, out) == 1);

@@ -32,7 +32,8 @@
 //   as before the call and out[i] is an empty step_result (id -1). With
 //   `errors`, (*errors)[i] holds slot i's exception (null if it stepped)
 //   and nothing is thrown; without, the lowest failing slot's error is
-//   rethrown as above ("row 17: step 4: logits: NaN at index 3"). The
+//   rethrown, the slot and its row in front ("slot 2 (row 17): step 4:
+//   logits: NaN at index 3"). The
 //   sequences of one call must not share a sampler (basic_sequence<S&>).
 //
 // Executors
@@ -116,10 +117,9 @@ namespace xsampler
             std::exception_ptr error;
         };
 
-        // Rethrows `error`, an exception thrown while sampling `row`: the
-        // library's exception types with "row N: " in front of the message,
-        // anything else unchanged.
-        [[noreturn]] inline void rethrow_for_row(std::size_t row, const std::exception_ptr& error)
+        // Rethrows `error`: the library's exception types with `where` in
+        // front of the message, anything else unchanged.
+        [[noreturn]] inline void rethrow_at(const std::string& where, const std::exception_ptr& error)
         {
             try
             {
@@ -127,20 +127,27 @@ namespace xsampler
             }
             catch (const invalid_logits& e)
             {
-                throw invalid_logits("row " + std::to_string(row) + ": " + e.what());
+                throw invalid_logits(where + e.what());
             }
             catch (const invalid_parameter& e)
             {
-                throw invalid_parameter("row " + std::to_string(row) + ": " + e.what());
+                throw invalid_parameter(where + e.what());
             }
             catch (const invalid_data& e)
             {
-                throw invalid_data("row " + std::to_string(row) + ": " + e.what());
+                throw invalid_data(where + e.what());
             }
             catch (const invalid_use& e)
             {
-                throw invalid_use("row " + std::to_string(row) + ": " + e.what());
+                throw invalid_use(where + e.what());
             }
+        }
+
+        // Rethrows `error`, an exception thrown while sampling `row`, with
+        // "row N: " in front.
+        [[noreturn]] inline void rethrow_for_row(std::size_t row, const std::exception_ptr& error)
+        {
+            rethrow_at("row " + std::to_string(row) + ": ", error);
         }
     }
 
@@ -587,7 +594,8 @@ namespace xsampler
         exec(parts, task);
         if (first.error)
         {
-            detail::rethrow_for_row(slots[first.row].row, first.error);
+            detail::rethrow_at("slot " + std::to_string(first.row) + " (row " + std::to_string(slots[first.row].row) + "): ",
+                               first.error);
         }
     }
 

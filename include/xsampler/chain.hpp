@@ -205,6 +205,7 @@ namespace xsampler
         std::size_t sample_distinct(const xt::xexpression<E>& logits, const token_history& history, std::size_t k,
                                     URBG& rng, std::vector<sampled_token>& out)
         {
+            detail::check_distinct_k(k, logits.derived_cast().size());  // before a random filter draws
             return xsampler::sample_distinct(filter(logits, history, rng), k, rng, out);
         }
 

@@ -62,8 +62,9 @@
 //   best_of (0: n; else >= n) runs best_of samples and keeps the n with the
 //   highest cumulative log-probability under the model's raw softmax (the
 //   sum of model_logprobs, computed whether asked or not; ties: the lower
-//   index), best first (vLLM V0 and OpenAI's best_of); with best_of == n the
-//   samples come in index order. n == 0 or best_of < n: invalid_parameter.
+//   index), best first (OpenAI's best_of; vLLM V0 summed the processed
+//   log-probabilities instead); with best_of == n the samples come in index
+//   order. n == 0 or best_of < n: invalid_parameter.
 #ifndef XSAMPLER_GENERATE_HPP
 #define XSAMPLER_GENERATE_HPP
 

@@ -17,8 +17,9 @@
 // sequence_bias{{{id, ...}, bias}, ...}
 //   transformers' sequence_bias (SequenceBiasLogitsProcessor): a sequence's
 //   last id gets `bias` when the history (the prompt included) ends with the
-//   rest of it; a one-id sequence always (as logit_bias); a sequence longer
-//   than the history plus one never. The biases of the sequences that match
+//   rest of it; a one-id sequence always (as logit_bias); a longer sequence
+//   never while it is longer than the history (transformers skips it, so
+//   {5, 2} does not bias 2 after the history [5] alone). The biases of the sequences that match
 //   and end in the same id add: summed in double in the order given, added
 //   once, rounded once to the row's type and kept finite; -inf bans. An
 //   empty sequence, a negative id, a NaN or +inf bias: invalid_parameter at
@@ -186,7 +187,8 @@ namespace xsampler
                 for (; g < m_order.size() && m_entries[m_order[g]].first.back() == last; ++g)
                 {
                     const auto& w = m_entries[m_order[g]].first;
-                    if (detail::ends_with(t, w.data(), w.data() + w.size() - 1))  // the rest of the sequence
+                    if ((w.size() == 1 || w.size() <= t.size()) &&
+                        detail::ends_with(t, w.data(), w.data() + w.size() - 1))  // the rest of the sequence
                     {
                         sum += m_entries[m_order[g]].second;
                         matched = true;

@@ -101,6 +101,15 @@ namespace xsampler
 
     namespace detail
     {
+        inline void check_distinct_k(std::size_t k, std::size_t vocab)
+        {
+            if (k == 0 || k > vocab)
+            {
+                throw invalid_parameter("sample_distinct: k must be in [1, " + std::to_string(vocab) + "], got " +
+                                        std::to_string(k));
+            }
+        }
+
         // Skips n uniform01 draws.
         inline void skip_uniforms(philox4x32& rng, std::uint64_t n) noexcept { rng.advance(n); }
         template <class URBG>
@@ -118,11 +127,7 @@ namespace xsampler
     std::size_t sample_distinct(candidates<T>& c, std::size_t k, URBG& rng, std::vector<sampled_token>& out)
     {
         const std::size_t vocab = c.vocab();
-        if (k == 0 || k > vocab)
-        {
-            throw invalid_parameter("sample_distinct: k must be in [1, " + std::to_string(vocab) + "], got " +
-                                    std::to_string(k));
-        }
+        detail::check_distinct_k(k, vocab);
         const double z = c.total_weight();
         out.clear();
         std::size_t next = 0;  // the id whose uniform comes next

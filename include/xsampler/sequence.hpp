@@ -55,7 +55,9 @@
 // step draws what the sampler's sample() draws.
 //
 // fork(stream): a copy drawing from philox4x32(seed, stream), for n samples
-// of one prompt; cumulative_logprob() ranks them (best_of).
+// of one prompt; cumulative_logprob() ranks them (best_of: set
+// options.raw_logprob to rank by the model's log-probabilities, as sample_n
+// does).
 //
 // Errors: options out of range, at construction (invalid_parameter,
 // "sequence: ..."); a bad row: invalid_logits("step 3: logits: ..."), and

@@ -166,7 +166,8 @@ namespace xsampler
         if (!(given + 1 == n || given == n))
         {
             throw invalid_parameter(who + std::to_string(given) + " rows for a prompt of " + std::to_string(n) +
-                                    " tokens (give " + std::to_string(n == 0 ? 0 : n - 1) + " or " + std::to_string(n) + ")");
+                                    " tokens (give " + (n == 0 ? std::string("0") : std::to_string(n - 1) + " or " + std::to_string(n)) +
+                                    ")");
         }
         for (std::size_t i = 0; i < n; ++i)
         {
