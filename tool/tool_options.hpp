@@ -192,6 +192,24 @@ namespace tool
         return std::strtod(text.c_str(), nullptr);  // the tool never sets a locale: '.' is the point
     }
 
+    /// A repeatable flag: its values, each read by parse(text), become `list`.
+    template <class T, class Parse>
+    CLI::Option* add_repeated(CLI::App& cmd, const std::string& flag, std::vector<T>& list, Parse parse,
+                              const std::string& help)
+    {
+        return cmd.add_option_function<std::vector<std::string>>(
+            flag,
+            [&list, parse](const std::vector<std::string>& texts) {
+                std::vector<T> values;
+                for (const auto& text : texts)
+                {
+                    values.push_back(parse(text));
+                }
+                list = std::move(values);
+            },
+            help);
+    }
+
     template <class Int>
     CLI::Option* add_integer(CLI::App& cmd, const std::string& flag, Int& target, Int lo, Int hi, const std::string& help)
     {
@@ -299,27 +317,11 @@ namespace tool
                [&p](const std::string& text) { p.dry_sequence_breakers = parse_token_ids(text, "--dry-sequence-breaker"); },
                "DRY: token ids that end a repeated sequence, \"ID ID ...\"")
             ->type_name("IDS");
-        cmd.add_option_function<std::vector<std::string>>(
-               "--logit-bias",
-               [&p](const std::vector<std::string>& texts) {
-                   p.logit_bias.clear();
-                   for (const auto& text : texts)
-                   {
-                       p.logit_bias.push_back(parse_logit_bias(text));
-                   }
-               },
-               "add BIAS to token ID's logit: ID=BIAS, ID+BIAS or ID-BIAS; -inf bans (repeatable)")
+        add_repeated(cmd, "--logit-bias", p.logit_bias, parse_logit_bias,
+                     "add BIAS to token ID's logit: ID=BIAS, ID+BIAS or ID-BIAS; -inf bans (repeatable)")
             ->type_name("ID=BIAS");
-        cmd.add_option_function<std::vector<std::string>>(
-               "--sequence-bias",
-               [&p](const std::vector<std::string>& texts) {
-                   p.sequence_bias.clear();
-                   for (const auto& text : texts)
-                   {
-                       p.sequence_bias.push_back(parse_sequence_bias(text));
-                   }
-               },
-               "add BIAS to the last id of \"ID ...\" when the history ends with the others (repeatable)")
+        add_repeated(cmd, "--sequence-bias", p.sequence_bias, parse_sequence_bias,
+                     "add BIAS to the last id of \"ID ...\" when the history ends with the others (repeatable)")
             ->type_name("\"IDS=BIAS\"");
         add_integer(cmd, "--no-repeat-ngram", p.no_repeat_ngram_size, std::size_t(0), limits::tokens,
                     "ban tokens that would repeat an N-gram of the history; 0 disables (default 0)");
@@ -533,17 +535,9 @@ namespace tool
 
     inline void add_stop_seq(CLI::App& cmd, tool_options& o)
     {
-        cmd.add_option_function<std::vector<std::string>>(
-            "--stop-seq",
-            [&o](const std::vector<std::string>& texts) {
-                std::vector<std::vector<xsampler::token_id>> seqs;
-                for (const auto& text : texts)
-                {
-                    seqs.push_back(parse_token_ids(text, "--stop-seq"));
-                }
-                o.generate.stop_sequences = std::move(seqs);
-            },
-            "a stop sequence of token ids, \"ID ID ...\" (repeatable)");
+        add_repeated(cmd, "--stop-seq", o.generate.stop_sequences,
+                     [](const std::string& text) { return parse_token_ids(text, "--stop-seq"); },
+                     "a stop sequence of token ids, \"ID ID ...\" (repeatable)");
     }
 
     /// The model's flags: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT [--rank R],

@@ -143,6 +143,24 @@ namespace xsampler
             }
         }
 
+        // sample_batch's checks before any row: logits [batch, vocab], a pool.
+        template <class E>
+        void check_batch_logits(const E& e)
+        {
+            if (e.dimension() != 2)
+            {
+                throw invalid_logits("sample_batch: logits must be 2-D [batch, vocab], got " +
+                                     std::to_string(e.dimension()) + "-D");
+            }
+        }
+        inline void check_pool(span<workspace> pool)
+        {
+            if (pool.empty())
+            {
+                throw invalid_parameter("sample_batch: the workspace pool is empty (give one per thread)");
+            }
+        }
+
         // Rethrows `error`, an exception thrown while sampling `row`, with
         // "row N: " in front.
         [[noreturn]] inline void rethrow_for_row(std::size_t row, const std::exception_ptr& error)
@@ -480,11 +498,7 @@ namespace xsampler
                       Executor&& exec = Executor{})
     {
         const E& e = logits.derived_cast();
-        if (e.dimension() != 2)
-        {
-            throw invalid_logits("sample_batch: logits must be 2-D [batch, vocab], got " +
-                                 std::to_string(e.dimension()) + "-D");
-        }
+        detail::check_batch_logits(e);
         const std::size_t batch = e.shape()[0];
         if (rows.size() != batch)
         {
@@ -496,10 +510,7 @@ namespace xsampler
             throw invalid_parameter("sample_batch: " + std::to_string(histories.size()) + " histories for " +
                                     std::to_string(batch) + " rows");
         }
-        if (pool.empty())
-        {
-            throw invalid_parameter("sample_batch: the workspace pool is empty (give one per thread)");
-        }
+        detail::check_pool(pool);
         out.resize(batch);
         if (batch == 0)
         {
@@ -544,15 +555,8 @@ namespace xsampler
                       Executor&& exec = Executor{})
     {
         const E& e = logits.derived_cast();
-        if (e.dimension() != 2)
-        {
-            throw invalid_logits("sample_batch: logits must be 2-D [batch, vocab], got " +
-                                 std::to_string(e.dimension()) + "-D");
-        }
-        if (pool.empty())
-        {
-            throw invalid_parameter("sample_batch: the workspace pool is empty (give one per thread)");
-        }
+        detail::check_batch_logits(e);
+        detail::check_pool(pool);
         detail::slot_marks::check(slots, e.shape()[0]);
         const std::size_t n = slots.size();
         out.resize(n);

@@ -78,6 +78,15 @@ namespace xsampler
             return k <= tokens.size() && std::equal(first, last, tokens.end() - k);
         }
 
+        // A bias is finite or -inf (a ban); `what` names it in the error.
+        inline void check_bias(double bias, const std::string& what)
+        {
+            if (std::isnan(bias) || bias == std::numeric_limits<double>::infinity())
+            {
+                throw invalid_parameter(what + " must be finite or -inf, got " + format_value(bias));
+            }
+        }
+
         // x_id += bias in double, rounded once to T and kept finite; -inf bans;
         // a masked token stays masked.
         template <class T>
@@ -105,11 +114,7 @@ namespace xsampler
                 {
                     throw invalid_parameter("logit_bias: token id " + std::to_string(b.first) + " is negative");
                 }
-                if (std::isnan(b.second) || b.second == std::numeric_limits<double>::infinity())
-                {
-                    throw invalid_parameter("logit_bias: the bias of token " + std::to_string(b.first) +
-                                            " must be finite or -inf, got " + detail::format_value(b.second));
-                }
+                detail::check_bias(b.second, "logit_bias: the bias of token " + std::to_string(b.first));
             }
         }
         const std::vector<std::pair<token_id, double>>& entries() const noexcept { return m_bias; }
@@ -154,11 +159,7 @@ namespace xsampler
                     throw invalid_parameter("sequence_bias: sequence " + std::to_string(i) + " is empty");
                 }
                 detail::check_not_negative(e.first, "sequence_bias: token id");
-                if (std::isnan(e.second) || e.second == std::numeric_limits<double>::infinity())
-                {
-                    throw invalid_parameter("sequence_bias: the bias of sequence " + std::to_string(i) +
-                                            " must be finite or -inf, got " + detail::format_value(e.second));
-                }
+                detail::check_bias(e.second, "sequence_bias: the bias of sequence " + std::to_string(i));
                 m_order.push_back(i);
             }
             // Grouped by last id, the given order kept within a group (the sum's order).

@@ -273,16 +273,7 @@ namespace xsampler
         template <class E>
         const step_result& step(const xt::xexpression<E>& row)
         {
-            const philox4x32 saved = m_engine;
-            try
-            {
-                return step(row, m_engine);
-            }
-            catch (...)
-            {
-                m_engine = saved;
-                throw;
-            }
+            return own_step(row, nullptr);
         }
 
         /// One token, drawn from the own engine, in the caller's workspace ws
@@ -290,16 +281,7 @@ namespace xsampler
         template <class E>
         const step_result& step(const xt::xexpression<E>& row, workspace& ws)
         {
-            const philox4x32 saved = m_engine;
-            try
-            {
-                return run_step(row, m_engine, &ws);
-            }
-            catch (...)
-            {
-                m_engine = saved;
-                throw;
-            }
+            return own_step(row, &ws);
         }
 
         /// One token, drawn from rng.
@@ -372,6 +354,22 @@ namespace xsampler
 
     private:
         friend struct detail::slot_marks;
+
+        // A step from the own engine, restored if the step throws.
+        template <class E>
+        const step_result& own_step(const xt::xexpression<E>& row, workspace* ws)
+        {
+            const philox4x32 saved = m_engine;
+            try
+            {
+                return run_step(row, m_engine, ws);
+            }
+            catch (...)
+            {
+                m_engine = saved;
+                throw;
+            }
+        }
 
         // A step in ws (the sampler's own workspace when null).
         template <class E, class URBG>
