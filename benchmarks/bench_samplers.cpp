@@ -416,6 +416,20 @@ namespace
         }
         run_with_history(state, p);
     }
+    // 100 three-id sequences, half of them matching the history's last two
+    // ids (so their third is biased), the others not.
+    void BM_sampler_sequence_bias(benchmark::State& state)
+    {
+        auto p = llama_params_after("sequence_bias");
+        const auto& h = long_history();
+        for (int i = 0; i < 100; ++i)
+        {
+            const auto third = xsampler::token_id(i * 997 % state.range(0));
+            p.sequence_bias.push_back({{i % 2 == 0 ? h[h.size() - 2] : xsampler::token_id(i), h.back(), third},
+                                       i % 2 == 0 ? 1.5 : -2.0});
+        }
+        run_with_history(state, p);
+    }
     void BM_sampler_no_repeat_ngram(benchmark::State& state)
     {
         auto p = llama_params_after("no_repeat_ngram");
@@ -750,6 +764,7 @@ BENCHMARK(BM_sampler_penalties)->Arg(128256);
 BENCHMARK(BM_sampler_penalties_output)->Arg(128256);
 BENCHMARK(BM_sampler_dry)->Arg(128256);
 BENCHMARK(BM_sampler_logit_bias)->Arg(128256);
+BENCHMARK(BM_sampler_sequence_bias)->Arg(128256);
 BENCHMARK(BM_sampler_no_repeat_ngram)->Arg(128256);
 BENCHMARK(BM_sampler_allow_1000)->Arg(128256);
 // 32 tokens an iteration.

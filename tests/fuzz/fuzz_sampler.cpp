@@ -184,7 +184,7 @@ namespace
                                        "typical",     "",           "penalties",       "logit_bias",  "dry",
                                        "bad_words",   "token_mask", "no_repeat_ngram", "top_n_sigma", "epsilon",
                                        "eta",         "xtc",        "tfs",             "p_less",      "top_h",
-                                       "top_k_top_p"};
+                                       "top_k_top_p", "sequence_bias"};
     constexpr std::size_t stage_name_count = sizeof(stage_names) / sizeof(stage_names[0]);
 
     /// The processors' parameters, read after the rows (so that inputs written
@@ -244,6 +244,19 @@ namespace
             for (auto& t : p.dry_sequence_breakers)
             {
                 t = id();
+            }
+        }
+        if (which & 64)
+        {
+            p.sequence_bias.resize(in.byte() % 4);
+            for (auto& e : p.sequence_bias)
+            {
+                e.first.resize(in.byte() % 4);  // 0: an empty sequence, an error
+                for (auto& t : e.first)
+                {
+                    t = id();
+                }
+                e.second = in.value<double>();
             }
         }
     }
@@ -307,7 +320,7 @@ namespace
     bool processors_set(const sampling_params& p)
     {
         return p.repeat_penalty != 1.0 || p.presence_penalty != 0.0 || p.frequency_penalty != 0.0 ||
-               !p.logit_bias.empty() || p.no_repeat_ngram_size != 0 || !p.bad_words.empty() ||
+               !p.logit_bias.empty() || !p.sequence_bias.empty() || p.no_repeat_ngram_size != 0 || !p.bad_words.empty() ||
                !p.allowed_token_ids.empty() || !p.banned_token_ids.empty() || p.dry_multiplier != 0.0;
     }
 
