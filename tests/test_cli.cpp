@@ -15,11 +15,13 @@
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <xsampler/request.hpp>
 #include <xtensor/xnpy.hpp>
 #include <xtensor/xview.hpp>
 
 #include "../tool/tokenizer.hpp"
 
+#include "../tool/ngram_model.hpp"
 #include "../tool/svg_plot.hpp"
 #include "../tool/table_model.hpp"
 #include "helpers.hpp"
@@ -1355,6 +1357,260 @@ TEST_CASE("xsampler's --epsilon, --eta, --p-less, --top-h, --top-k-top-p-joint a
     check_error("dist --logits " + good + " --top-h 2", "top_h: h must be in [0, 1] (0 disables it), got 2");
     check_error("dist --logits " + good + " --top-k 2 --top-k-top-p-joint --samplers 'top_k;top_p'",
                 "top_k_top_p is set but not in the sampler order");
+}
+
+// --- generate --request: a completion request, answered as OpenAI's /v1/completions ---
+
+namespace
+{
+    /// The tool's n-gram model and request context, built in the test as the tool builds them.
+    struct gpt2_request_model
+    {
+        tool::ngram_model model;
+        request_context context;
+    };
+
+    gpt2_request_model gpt2_request(const std::string& corpus)
+    {
+        gpt2_request_model g{tool::ngram_model::from_file(corpus, XSAMPLER_GPT2_DIR, 3), {}};
+        vocabulary v = g.model.tokenizer().vocab();
+        v.set_eos({50256});
+        g.context.index = std::make_shared<const vocabulary_index>(std::make_shared<const vocabulary>(std::move(v)));
+        g.context.max_tokens = 1'000'000;
+        return g;
+    }
+
+    const char* api_reason(finish_reason r)
+    {
+        return r == finish_reason::length ? "length" : "stop";
+    }
+}
+
+TEST_CASE("xsampler generate --request: OpenAI's completion object, choice by choice the library's", "[cli][decode][request]")
+{
+    const auto corpus = write_bytes("request_corpus.txt", "The cat sat on the mat. The dog sat on the log.\n"
+                                                          "A cat and a dog sat on a mat.\n");
+    auto g = gpt2_request(corpus);
+    const auto& m = g.model;
+    g.context.encode = [&m](const std::string& text) { return m.tokenizer().encode(text); };
+    const std::string gen = "generate --corpus " + corpus + " --tokenizer gpt2 --request ";
+    const std::string request = R"({"model": "ngram", "prompt": "The cat", "max_tokens": 4, "temperature": 0.9,
+                                    "seed": 5, "n": 3, "logprobs": 2, "stop": [" on"]})";
+    const auto out = run(gen + write_bytes("request.json", request));
+    INFO("stderr: " << out.err);
+    REQUIRE(out.status == 0);
+    REQUIRE(lines(out.out).size() == 1);
+    const auto j = nlohmann::json::parse(out.out);
+    CHECK(j.at("object") == "text_completion");
+    CHECK(j.at("model") == "ngram");
+    const auto r = parse_request(request, g.context);
+    const sequence first(sampler(r.params), r.prompt, r.options);
+    REQUIRE(j.at("choices").size() == 3);
+    std::size_t generated = 0;
+    std::set<std::string> reasons;
+    for (std::size_t i = 0; i < 3; ++i)
+    {
+        // choice i is stream i of the request's seed, as the library runs it
+        auto seq = first.fork(i);
+        std::vector<std::string> tokens;
+        std::vector<double> logprobs;
+        std::vector<std::size_t> offsets;
+        std::size_t offset = 0;
+        while (!seq.finished())
+        {
+            const auto& s = seq.step(m(seq.history().tokens()));
+            tokens.push_back(m.tokenizer().vocab().bytes(s.id));
+            logprobs.push_back(s.raw_logprob);  // vLLM's default: the model's
+            offsets.push_back(offset);
+            offset += tokens.back().size();
+            CHECK(s.top.size() == 2);
+        }
+        const auto& c = j.at("choices")[i];
+        INFO("choice " << i);
+        CHECK(c.at("index") == i);
+        CHECK(c.at("text") == seq.text());
+        CHECK(c.at("finish_reason") == api_reason(seq.reason()));
+        reasons.insert(c.at("finish_reason").get<std::string>());
+        CHECK(c.at("logprobs").at("tokens").get<std::vector<std::string>>() == tokens);
+        CHECK(c.at("logprobs").at("token_logprobs").get<std::vector<double>>() == logprobs);
+        CHECK(c.at("logprobs").at("text_offset").get<std::vector<std::size_t>>() == offsets);
+        REQUIRE(c.at("logprobs").at("top_logprobs").size() == tokens.size());
+        for (const auto& top : c.at("logprobs").at("top_logprobs"))
+        {
+            CHECK((top.size() == 2 || top.size() == 1));  // two names, unless equal
+        }
+        generated += tokens.size();
+    }
+    CHECK(reasons.size() == 2);  // " on" stops some, max_tokens others
+    CHECK(j.at("usage").at("prompt_tokens") == r.prompt.size());
+    CHECK(j.at("usage").at("completion_tokens") == generated);
+    CHECK(j.at("usage").at("total_tokens") == r.prompt.size() + generated);
+
+    SECTION("--stream: a chunk a token, in index order; the deltas make each choice's text")
+    {
+        const auto streamed = run(gen + path("request.json") + " --stream");
+        REQUIRE(streamed.status == 0);
+        std::vector<std::string> texts(3);
+        std::vector<std::size_t> chunks(3);
+        std::vector<std::string> finished(3);
+        for (const auto& line : lines(streamed.out))
+        {
+            const auto chunk = nlohmann::json::parse(line);
+            REQUIRE(chunk.at("choices").size() == 1);
+            const auto& c = chunk.at("choices")[0];
+            const std::size_t i = c.at("index");
+            CHECK(finished[i].empty());  // nothing after a choice's last chunk
+            texts[i] += c.at("text").get<std::string>();
+            ++chunks[i];
+            CHECK(c.at("logprobs").at("tokens").size() == 1);
+            if (!c.at("finish_reason").is_null())
+            {
+                finished[i] = c.at("finish_reason");
+            }
+        }
+        for (std::size_t i = 0; i < 3; ++i)
+        {
+            const auto& c = j.at("choices")[i];
+            CHECK(texts[i] == c.at("text"));
+            CHECK(chunks[i] == c.at("logprobs").at("tokens").size());
+            CHECK(finished[i] == c.at("finish_reason"));
+        }
+        // "stream": true in the request is the same, and include_usage ends with the usage
+        const auto usage = run(gen + write_bytes("stream.json", R"({"prompt": "The cat", "max_tokens": 4,
+            "temperature": 0.9, "seed": 5, "n": 3, "logprobs": 2, "stop": [" on"], "stream": true,
+            "stream_options": {"include_usage": true}})"));
+        REQUIRE(usage.status == 0);
+        const auto all = lines(usage.out);
+        REQUIRE(all.size() == lines(streamed.out).size() + 1);
+        CHECK(std::equal(all.begin(), all.end() - 1, lines(streamed.out).begin(), [](const auto& a, const auto& b) {
+            auto x = nlohmann::json::parse(a), y = nlohmann::json::parse(b);
+            x.erase("model"), y.erase("model");  // the first request names its model
+            return x == y;
+        }));
+        const auto last = nlohmann::json::parse(all.back());
+        CHECK(last.at("choices").empty());
+        CHECK(last.at("usage") == j.at("usage"));
+    }
+    SECTION("prompt_logprobs: each prompt token after the first under the model, as the library's")
+    {
+        const auto p = run(gen + write_bytes("prompt_lp.json", R"({"prompt": "The cat sat", "max_tokens": 1,
+                                                                   "prompt_logprobs": 1})"));
+        REQUIRE(p.status == 0);
+        const auto lp = nlohmann::json::parse(p.out).at("choices")[0].at("prompt_logprobs");
+        const auto ids = m.tokenizer().encode("The cat sat");
+        REQUIRE(lp.size() == ids.size());
+        CHECK(lp[0].is_null());
+        for (std::size_t i = 1; i < ids.size(); ++i)
+        {
+            xt::xtensor<double, 2> rows = xt::empty<double>({std::size_t(1), m.vocab()});
+            xt::view(rows, 0, xt::all()) = m(token_span(ids).subspan(0, i));
+            const std::vector<token_id> two = {ids[i - 1], ids[i]};
+            const auto expected = prompt_logprobs(rows, two, 1)[1];
+            const std::string name = m.tokenizer().vocab().bytes(ids[i]);
+            CHECK(lp[i].at(name) == expected.logprob);
+            CHECK(lp[i].size() <= 2);  // the token and the best alternative (one if the same)
+        }
+        // --stream is "stream": true: stream_options may come with it, prompt_logprobs may not
+        const auto u = run(gen + write_bytes("usage.json", R"({"prompt": "The", "max_tokens": 2,
+                                                              "stream_options": {"include_usage": true}})") + " --stream");
+        REQUIRE(u.status == 0);
+        CHECK(nlohmann::json::parse(lines(u.out).back()).at("usage").at("completion_tokens") == 2);
+        check_error(gen + path("prompt_lp.json") + " --stream", "request: prompt_logprobs: cannot be streamed");
+    }
+    SECTION("best_of: the n of the highest cumulative log-probability of the model")
+    {
+        const std::string best = R"({"prompt": "The", "max_tokens": 6, "best_of": 4, "seed": 2})";
+        const auto b = run(gen + write_bytes("best.json", best));
+        REQUIRE(b.status == 0);
+        const auto answer = nlohmann::json::parse(b.out);
+        REQUIRE(answer.at("choices").size() == 1);
+        auto parsed = parse_request(best, g.context);
+        parsed.options.raw_logprob = true;
+        const sequence root(sampler(parsed.params), parsed.prompt, parsed.options);
+        std::string best_text;
+        double best_score = -inf;
+        for (std::size_t i = 0; i < 4; ++i)
+        {
+            auto seq = root.fork(i);
+            while (!seq.finished())
+            {
+                seq.step(m(seq.history().tokens()));
+            }
+            if (seq.cumulative_logprob() > best_score)
+            {
+                best_score = seq.cumulative_logprob();
+                best_text = seq.text();
+            }
+        }
+        CHECK(answer.at("choices")[0].at("text") == best_text);
+        CHECK(answer.at("choices")[0].at("logprobs").is_null());
+    }
+    SECTION("a constraint, and llama.cpp's dialect")
+    {
+        const auto c = run(gen + write_bytes("choice.json", R"({"prompt": "The", "guided_choice": [" cat", " dog sat"],
+                                                               "seed": 1})"));
+        REQUIRE(c.status == 0);
+        const auto choice = nlohmann::json::parse(c.out).at("choices")[0];
+        CHECK((choice.at("text") == " cat" || choice.at("text") == " dog sat"));
+        CHECK(choice.at("finish_reason") == "stop");
+        const auto l = run(gen + write_bytes("llama.json", R"({"prompt": "The", "n_predict": 4, "seed": 1})") +
+                           " --request-dialect llama");
+        REQUIRE(l.status == 0);
+        CHECK(nlohmann::json::parse(l.out).at("usage").at("completion_tokens") <= 4);
+    }
+}
+
+TEST_CASE("xsampler generate --request: other models, and bad requests", "[cli][decode][request]")
+{
+    // A Markov table: ids only, each token named token_id:N, the text its ids
+    xt::xtensor<float, 2> t = {{0, 5, 0}, {0, 0, 5}, {5, 0, 0}};
+    const auto table = write_npy("request_markov.npy", t);
+    const auto r = run("generate --transitions " + table + " --eos 0 --request " +
+                       write_bytes("ids.json", R"({"prompt": [1], "max_tokens": 5, "temperature": 0, "logprobs": 0})"));
+    INFO("stderr: " << r.err);
+    REQUIRE(r.status == 0);
+    const auto c = nlohmann::json::parse(r.out).at("choices")[0];
+    CHECK(c.at("text") == "2");  // the eos that ends it shows nothing (GPT-2's has no bytes)
+    CHECK(c.at("finish_reason") == "stop");
+    CHECK(c.at("logprobs").at("tokens") == nlohmann::json{"token_id:2", "token_id:0"});
+    const auto streamed = run("generate --transitions " + table + " --eos 0 --stream --request " +
+                              write_bytes("ids2.json", R"({"prompt": [1], "max_tokens": 5, "n": 2, "seed": 3})"));
+    const auto whole = run("generate --transitions " + table + " --eos 0 --request " + path("ids2.json"));
+    REQUIRE(streamed.status == 0);
+    REQUIRE(whole.status == 0);
+    std::vector<std::string> texts(2);
+    for (const auto& line : lines(streamed.out))
+    {
+        const auto chunk = nlohmann::json::parse(line).at("choices")[0];
+        texts[chunk.at("index").get<std::size_t>()] += chunk.at("text").get<std::string>();
+    }
+    for (std::size_t i = 0; i < 2; ++i)
+    {
+        CHECK(texts[i] == nlohmann::json::parse(whole.out).at("choices")[i].at("text"));
+    }
+
+    const auto corpus = write_bytes("request_corpus2.txt", "The cat sat on the mat.\n");
+    const std::string gen = "generate --corpus " + corpus + " --tokenizer gpt2 --request ";
+    const auto file = [](const std::string& name, const std::string& text) { return write_bytes(name, text); };
+    check_error(gen + file("bad1.json", R"({"prompt": "x", "top_kk": 1})"), "request: unknown field 'top_kk'");
+    check_error(gen + file("bad2.json", R"({"prompt": "x", "n_predict": 3})"),
+                "request: 'n_predict' is llama.cpp's; this request is read as OpenAI's / vLLM's (use 'max_tokens')");
+    check_error(gen + file("bad3.json", R"({"prompt": "x"})") + " --top-k 3", "--top-k: the request gives it");
+    check_error(gen + file("bad4.json", R"({"prompt": "x", "best_of": 2})") + " --stream",
+                "request: best_of: cannot be streamed (best_of 2 > n 1)");
+    check_error(gen + file("bad5.json", R"({"prompt": "x", "guided_regex": "a"})") + " --eos 13",
+                "request: guided_regex: a constrained text ends with the index's eos ids");
+    check_error(gen + file("bad6.json", "{"), "request: the request is not JSON");
+    check_error(gen + file("bad8.json", R"({"prompt": "x", "n": 1, "n": 2})"), "request: 'n' is given twice");
+    check_error("generate --request " + file("bad9.json", R"({"prompt": "x"})"), "give a model");
+    const auto words = write_bytes("request_words.txt", "the cat sat. the dog sat.");
+    check_error("generate --corpus " + words + " --eos 0 --request " + file("bad10.json", R"({"prompt": "the zebra"})"),
+                "request: prompt: the word 'zebra' is not in the corpus");
+    check_error(gen + path("no_request.json"), "cannot open");
+    check_error("generate --corpus " + corpus + " --tokenizer gpt2 --seed 1 --max-tokens 3 --stream",
+                "--stream goes with --request");
+    check_error("generate --transitions " + table + " --eos 0 --request " + file("bad7.json", R"({"prompt": "x"})"),
+                "request: prompt: text needs the context's encode");
 }
 
 #endif

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -71,78 +72,108 @@ namespace tool
         std::vector<token_id> prompt;
     };
 
-    // The model and the prompt. Every token id from the command line (--bos, --eos, --stop-seq) is
-    // checked against its vocabulary, and --top-logprobs against its size.
-    inline loaded load_model(const tool_options& o)
+    /// A token id from the command line (--bos, --eos, --stop-seq, --history) inside the vocabulary.
+    inline void check_id(std::int64_t id, const std::string& flag, std::size_t vocab)
     {
-        const auto check_ids = [&o](std::size_t vocab) {
-            const auto check_id = [vocab](std::int64_t id, const std::string& flag) {
-                if (id < 0 || std::uint64_t(id) >= vocab)
-                {
-                    throw std::invalid_argument(flag + ": token id " + std::to_string(id) + " is out of range [0, " +
-                                                std::to_string(vocab) + ")");
-                }
-            };
-            for (const auto e : o.generate.eos)  // the same ids as o.beam.eos
+        if (id < 0 || std::uint64_t(id) >= vocab)
+        {
+            throw std::invalid_argument(flag + ": token id " + std::to_string(id) + " is out of range [0, " +
+                                        std::to_string(vocab) + ")");
+        }
+    }
+
+    /// --eos, --stop-seq and --top-logprobs against the model's vocabulary.
+    inline void check_ids(const tool_options& o, std::size_t vocab)
+    {
+        for (const auto e : o.generate.eos)  // the same ids as o.beam.eos
+        {
+            check_id(e, "--eos", vocab);
+        }
+        for (const auto& seq : o.generate.stop_sequences)
+        {
+            for (const auto id : seq)
             {
-                check_id(e, "--eos");
+                check_id(id, "--stop-seq", vocab);
             }
-            for (const auto& seq : o.generate.stop_sequences)
-            {
-                for (const auto id : seq)
-                {
-                    check_id(id, "--stop-seq");
-                }
-            }
-            if (o.generate.top_logprobs > vocab)
-            {
-                throw std::invalid_argument("--top-logprobs: must be <= the vocabulary (" + std::to_string(vocab) +
-                                            "), got " + std::to_string(o.generate.top_logprobs));
-            }
-            return check_id;
-        };
+        }
+        if (o.generate.top_logprobs > vocab)
+        {
+            throw std::invalid_argument("--top-logprobs: must be <= the vocabulary (" + std::to_string(vocab) +
+                                        "), got " + std::to_string(o.generate.top_logprobs));
+        }
+    }
+
+    inline void check_model_given(const tool_options& o)
+    {
         if (o.transitions.empty() && o.corpus.empty())
         {
             throw std::invalid_argument("give a model: --transitions T.npy --bos ID, or --corpus FILE --prompt TEXT");
         }
+    }
+
+    /// The model the flags name: a Markov table, the n-gram model over GPT-2 ids, or the bigram word model.
+    inline any_model model_of(const tool_options& o)
+    {
+        check_model_given(o);
+        if (!o.transitions.empty())
+        {
+            return markov_model(o.transitions);
+        }
+        if (!o.tokenizer.empty())
+        {
+            return ngram_model::from_file(o.corpus, gpt2_dir(o), o.order);
+        }
+        return bigram_model::from_file(o.corpus, o.rank);
+    }
+
+    inline std::size_t vocab_of(const any_model& m)
+    {
+        return std::visit([](const auto& model) { return model.vocab(); }, m);
+    }
+
+    // The model and the prompt. Every token id from the command line (--bos, --eos, --stop-seq) is
+    // checked against its vocabulary, and --top-logprobs against its size.
+    inline loaded load_model(const tool_options& o)
+    {
+        check_model_given(o);
         // --history: the prompt as ids, in place of --bos or --prompt.
         if (!o.history.empty() && (o.bos != no_bos || !o.prompt.empty()))
         {
             throw std::invalid_argument("--history is the prompt: give it or --bos / --prompt, not both");
         }
-        const auto prompt_ids = [&](const auto& check_id) {
+        any_model model = model_of(o);
+        const std::size_t vocab = vocab_of(model);
+        check_ids(o, vocab);
+        if (!o.history.empty())
+        {
             for (const auto id : o.history)
             {
-                check_id(id, "--history");
+                check_id(id, "--history", vocab);
             }
-            return o.history;
-        };
-        if (!o.transitions.empty())
+            return {std::move(model), o.history};
+        }
+        if (std::holds_alternative<table_model>(model))
         {
-            auto m = markov_model(o.transitions);
-            const auto check_id = check_ids(m.vocab());
-            if (!o.history.empty())
-            {
-                return {std::move(m), prompt_ids(check_id)};
-            }
             if (o.bos == no_bos)
             {
                 throw std::invalid_argument("--transitions needs a prompt: --bos ID (or --history \"ID ...\")");
             }
-            check_id(o.bos, "--bos");
-            return {std::move(m), {token_id(o.bos)}};
+            check_id(o.bos, "--bos", vocab);
+            return {std::move(model), {token_id(o.bos)}};
         }
-        if (!o.tokenizer.empty())
-        {
-            auto m = ngram_model::from_file(o.corpus, gpt2_dir(o), o.order);
-            const auto check_id = check_ids(m.vocab());
-            auto prompt = o.history.empty() ? m.encode(o.prompt) : prompt_ids(check_id);
-            return {std::move(m), std::move(prompt)};
-        }
-        auto m = bigram_model::from_file(o.corpus, o.rank);
-        const auto check_id = check_ids(m.vocab());
-        auto prompt = o.history.empty() ? m.encode(o.prompt) : prompt_ids(check_id);
-        return {std::move(m), std::move(prompt)};
+        auto prompt = std::visit(
+            [&](const auto& m) -> std::vector<token_id> {
+                if constexpr (std::is_same_v<std::decay_t<decltype(m)>, table_model>)
+                {
+                    return {};
+                }
+                else
+                {
+                    return m.encode(o.prompt);
+                }
+            },
+            model);
+        return {std::move(model), std::move(prompt)};
     }
 
     inline std::string text_of(const any_model& m, const std::vector<token_id>& ids)
@@ -193,6 +224,22 @@ namespace tool
         return std::nullopt;
     }
 
+    /// A constraint ends its text with an eos id, which must be an end-of-text token of the
+    /// vocabulary (an ordinary token may be the text's own).
+    inline void check_constraint_eos(const std::vector<token_id>& eos, const any_model& model)
+    {
+        const auto& v = std::get<ngram_model>(model).tokenizer().vocab();
+        for (const auto id : eos)
+        {
+            if (id < 0 || std::size_t(id) >= v.size() || !v.special(id))
+            {
+                throw std::invalid_argument("--eos " + std::to_string(id) +
+                                            " with a constraint: the constraint ends the text with an end-of-text "
+                                            "token of the vocabulary, and this one is an ordinary token");
+            }
+        }
+    }
+
     /// generate's constraint over the n-gram model's vocabulary, with its budget under
     /// --budget-aware; none when no flag asks for one. It ends on the loop's eos ids: those
     /// must be end-of-text tokens of the vocabulary, and --budget-aware must be able to end.
@@ -224,16 +271,8 @@ namespace tool
                                         std::to_string(g.max_tokens) + "; --min-tokens " + std::to_string(g.min_tokens) +
                                         " allows no eos before it");
         }
+        check_constraint_eos(g.eos, model);
         xsampler::vocabulary v = m->tokenizer().vocab();
-        for (const auto id : g.eos)
-        {
-            if (id < 0 || std::size_t(id) >= v.size() || !v.special(id))
-            {
-                throw std::invalid_argument("--eos " + std::to_string(id) +
-                                            " with a constraint: the constraint ends the text with an end-of-text "
-                                            "token of the vocabulary, and this one is an ordinary token");
-            }
-        }
         v.set_eos(g.eos);  // the constraint allows the ids the loop stops on, and no other
         auto index = std::make_shared<const xsampler::vocabulary_index>(
             std::make_shared<const xsampler::vocabulary>(std::move(v)));

@@ -33,6 +33,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <xsampler/request.hpp>
 #include <xsampler/xsampler.hpp>
 
 namespace tool
@@ -93,6 +94,10 @@ namespace tool
         std::optional<std::string> text;       // --text T
         std::optional<std::string> text_file;  // --text-file F
         bool json = false;
+        // generate --request FILE.json (request_command.hpp)
+        std::optional<std::string> request;
+        bool stream = false;                    // --stream
+        std::string request_dialect = "openai";  // --request-dialect
     };
 
     namespace detail
@@ -604,16 +609,7 @@ namespace tool
         xsampler::sampling_params p = o.params;
         if (!o.samplers.empty())
         {
-            const auto listed = xsampler::parse_stage_order(o.samplers);
-            p.order.clear();
-            for (const char* name : {"logit_bias", "sequence_bias", "no_repeat_ngram", "bad_words", "token_mask"})
-            {
-                if (std::find(listed.begin(), listed.end(), name) == listed.end())
-                {
-                    p.order.push_back(name);
-                }
-            }
-            p.order.insert(p.order.end(), listed.begin(), listed.end());
+            p.order = xsampler::detail::with_processors(xsampler::parse_stage_order(o.samplers));
         }
         for (auto it = first.rbegin(); it != first.rend(); ++it)
         {

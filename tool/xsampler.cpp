@@ -48,6 +48,7 @@
 #include <xsampler/xsampler.hpp>
 
 #include "decode_commands.hpp"
+#include "request_command.hpp"
 #include "npy_matrix.hpp"
 #include "svg_plot.hpp"
 #include "tool_options.hpp"
@@ -236,8 +237,10 @@ int main(int argc, char** argv)
     auto* generate = app.add_subcommand("generate", "decode a sequence from a model, with its stop reason");
     tool::add_model_flags(*generate, o);
     tool::add_stage_flags(*generate, o);
-    tool::add_seed(*generate, o, "seed of the philox4x32 engine");
-    tool::add_max_tokens(*generate, o.generate.max_tokens, 0, "stop after N tokens (stop reason max_tokens)")->required();
+    // --seed and --max-tokens: required without --request (checked in the callback)
+    tool::add_seed(*generate, o, "seed of the philox4x32 engine (with --request: of a request without a seed, default 0)")
+        ->required(false);
+    tool::add_max_tokens(*generate, o.generate.max_tokens, 0, "stop after N tokens (stop reason max_tokens)");
     tool::add_integer(*generate, "--min-tokens", o.generate.min_tokens, std::size_t(0), tool::limits::tokens,
                           "no eos or stop sequence before N tokens (default 0), at most 10^6");
     tool::add_stop_seq(*generate, o);
@@ -247,8 +250,26 @@ int main(int argc, char** argv)
     tool::add_integer(*generate, "--top-logprobs", o.generate.top_logprobs, std::size_t(0),
                           std::size_t(tool::limits::token_id),
                           "report the N most probable tokens at each step, N <= the vocabulary");
-    generate->callback([&o] {
+    tool::add_request_flags(*generate, o);
+    generate->callback([&o, generate] {
+        tool::check_request_flags(*generate);
+        if (o.request)
+        {
+            tool::check_model_given(o);  // before --eos: what is missing first
+        }
         tool::default_eos(o);
+        if (o.request)
+        {
+            tool::run_request(o);
+            return;
+        }
+        for (const char* flag : {"--seed", "--max-tokens"})
+        {
+            if (generate->count(flag) == 0)
+            {
+                throw std::invalid_argument(std::string(flag) + " is required");
+            }
+        }
         tool::make_sampler(o);  // the parameters are checked before the model is read
         tool::run_generate(o);
     });

@@ -136,7 +136,9 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -214,12 +216,16 @@ namespace xsampler
 
     namespace detail
     {
-        /// The first integer of a JSON text past 64 bits (nlohmann reads it as a double, which is
-        /// another number): what the text says, for an error.
-        class wide_integers : public nlohmann::json_sax<nlohmann::ordered_json>
+        /// What nlohmann reads silently as something else, found in a JSON text: the first
+        /// integer past 64 bits (read as a double, another number), and with unique_keys the
+        /// first key given twice in one object (the last kept).
+        class inexact_json : public nlohmann::json_sax<nlohmann::ordered_json>
         {
         public:
-            std::string found;
+            explicit inexact_json(bool unique_keys) : m_unique_keys(unique_keys) {}
+
+            std::string wide;      ///< the integer's text, or ""
+            std::string repeated;  ///< the key, or ""
 
             bool null() override { return true; }
             bool boolean(bool) override { return true; }
@@ -227,21 +233,78 @@ namespace xsampler
             bool number_unsigned(number_unsigned_t) override { return true; }
             bool number_float(number_float_t, const string_t& text) override
             {
-                if (found.empty() && text.find_first_of(".eE") == string_t::npos)
+                if (wide.empty() && text.find_first_of(".eE") == string_t::npos)
                 {
-                    found = text;
+                    wide = text;
                 }
                 return true;
             }
             bool string(string_t&) override { return true; }
             bool binary(binary_t&) override { return true; }
-            bool start_object(std::size_t) override { return true; }
-            bool key(string_t&) override { return true; }
-            bool end_object() override { return true; }
+            bool start_object(std::size_t) override
+            {
+                if (m_unique_keys)
+                {
+                    m_open.emplace_back();
+                }
+                return true;
+            }
+            bool key(string_t& k) override
+            {
+                if (m_unique_keys && !m_open.back().insert(k).second)
+                {
+                    repeated = k;
+                    return false;
+                }
+                return true;
+            }
+            bool end_object() override
+            {
+                if (m_unique_keys)
+                {
+                    m_open.pop_back();
+                }
+                return true;
+            }
             bool start_array(std::size_t) override { return true; }
             bool end_array() override { return true; }
             bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+        private:
+            bool m_unique_keys;
+            std::vector<std::unordered_set<std::string>> m_open;  // the keys of each open object
         };
+
+        /// A JSON text read exactly: one that is not JSON, an integer past 64 bits (nlohmann
+        /// would read it as a double, another number), and with unique_keys a key given twice
+        /// in one object, are errors "<who>: ...".
+        inline nlohmann::ordered_json parse_exact_json(std::string_view text, const std::string& who,
+                                                      const std::string& what, bool unique_keys = false)
+        {
+            nlohmann::ordered_json j;
+            try
+            {
+                j = nlohmann::ordered_json::parse(text);
+            }
+            catch (const nlohmann::ordered_json::exception& e)
+            {
+                throw invalid_parameter(who + ": " + what + " is not JSON: " + e.what());
+            }
+            inexact_json found(unique_keys);
+            nlohmann::ordered_json::sax_parse(text, &found);
+            if (!found.wide.empty())
+            {
+                throw invalid_parameter(who + ": the integer " + found.wide.substr(0, 40) +
+                                        " is past 64 bits (it would be read as a double, another number)");
+            }
+            if (!found.repeated.empty())
+            {
+                const std::string& k = found.repeated;
+                throw invalid_parameter(who + ": '" + (k.size() > 40 ? k.substr(0, 37) + "..." : k) +
+                                        "' is given twice in one object");
+            }
+            return j;
+        }
     }
 
     /// The schema's text: an integer past 64 bits is an error (nlohmann would
@@ -249,22 +312,7 @@ namespace xsampler
     /// generated as that double, which the schema refuses).
     inline grammar json_schema_grammar(const std::string& schema_text, const json_options& options = {})
     {
-        nlohmann::ordered_json schema;
-        try
-        {
-            schema = nlohmann::ordered_json::parse(schema_text);
-        }
-        catch (const nlohmann::ordered_json::exception& e)
-        {
-            throw invalid_parameter(std::string("json_schema: the schema is not JSON: ") + e.what());
-        }
-        detail::wide_integers wide;
-        nlohmann::ordered_json::sax_parse(schema_text, &wide);
-        if (!wide.found.empty())
-        {
-            throw invalid_parameter("json_schema: the integer " + wide.found.substr(0, 40) +
-                                    " is past 64 bits (it would be read as a double, another number)");
-        }
+        const auto schema = detail::parse_exact_json(schema_text, "json_schema", "the schema");
         return json_schema_grammar(schema, options);
     }
 

@@ -1,9 +1,10 @@
 // xsampler/xsampler.hpp — the umbrella header. (xsampler, BSD-3-Clause)
-// The umbrella header: every public header but one. Left out:
-// json_schema.hpp, which needs nlohmann-json (include it where JSON Schema is
-// wanted). The detail/ headers come in through the public ones. Not part of
-// the library at all: the tool's tokenizer (tool/tokenizer.hpp; an engine
-// builds a `vocabulary` from its own tokenizer's bytes).
+// The umbrella header: every public header but two. Left out: json_schema.hpp
+// and request.hpp, which need nlohmann-json (include them where JSON Schema or
+// completion requests are wanted). The detail/ headers come in through the
+// public ones. Not part of the library at all: the tool's tokenizer
+// (tool/tokenizer.hpp; an engine builds a `vocabulary` from its own
+// tokenizer's bytes).
 #ifndef XSAMPLER_XSAMPLER_HPP
 #define XSAMPLER_XSAMPLER_HPP
 

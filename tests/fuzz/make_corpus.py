@@ -403,9 +403,37 @@ def constraint_seeds():
     write("fuzz_constraint", "regex_words", constraint_case(r"(ab|abc| )+\.", regex=True, seed=9))
 
 
+# --- fuzz_request ---
+def request_case(text, llama=False, bare=False):
+    """The mode byte (bit 0 llama.cpp's dialect, bit 1 a bare context), then the request's text."""
+    return u8(int(llama) | int(bare) << 1) + text.encode("utf-8")
+
+
+def request_seeds():
+    write("fuzz_request", "openai", request_case(
+        '{"prompt":"cat","max_tokens":5,"temperature":0.7,"top_p":0.9,"top_k":5,"n":2,"best_of":3,"seed":4,'
+        '"stop":["t."],"stop_token_ids":[7],"logprobs":2,"presence_penalty":0.5,"logit_bias":{"65":3},'
+        '"bad_words":["yes"],"sequence_bias":[[[1,2],-1]]}'))
+    write("fuzz_request", "chat_logprobs", request_case(
+        '{"prompt":[1,2],"logprobs":true,"top_logprobs":3,"logprobs_mode":"processed_logprobs","min_tokens":2,'
+        '"stream":true,"stream_options":{"include_usage":true}}'))
+    write("fuzz_request", "schema", request_case(
+        '{"prompt":"{","response_format":{"type":"json_schema","json_schema":{"name":"n","schema":'
+        '{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]}}}}'))
+    write("fuzz_request", "choice", request_case('{"prompt":[3],"guided_choice":["cat","yes"],"min_tokens":1}'))
+    write("fuzz_request", "regex", request_case('{"prompt":[3],"structured_outputs":{"regex":"(ab|c)+"}}'))
+    write("fuzz_request", "llama", request_case(
+        '{"prompt":[1,"cat"],"n_predict":4,"samplers":"kypmxt","dry_multiplier":0.8,"xtc_probability":0.5,'
+        '"logit_bias":[[3,false],["yes",1]],"n_probs":2,"grammar":"root ::= \"a\" | \"bb\""}', llama=True))
+    write("fuzz_request", "llama_mirostat", request_case(
+        '{"prompt":[5],"mirostat":2,"mirostat_tau":3,"stop":["x"],"ignore_eos":true,"cache_prompt":true}', llama=True))
+    write("fuzz_request", "bare", request_case('{"prompt":[1,2],"max_tokens":3,"stop_token_ids":[4]}', bare=True))
+
+
 if __name__ == "__main__":
     sampler_seeds()
     decode_seeds()
     npy_seeds()
     regex_seeds()
     constraint_seeds()
+    request_seeds()
