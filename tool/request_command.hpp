@@ -176,7 +176,10 @@ namespace tool
         const nlohmann::ordered_json lp = nlohmann::ordered_json(json_number(raw ? s.raw_logprob : s.logprob));
         const nlohmann::ordered_json top = top_object(model, s.top);
         const std::size_t offset = c.offset;
-        c.offset += std::holds_alternative<ngram_model>(model) ? std::get<ngram_model>(model).tokenizer().vocab().bytes(s.id).size() : 0;
+        if (const auto* m = std::get_if<ngram_model>(&model))  // the bytes, not the name as shown
+        {
+            c.offset += m->tokenizer().vocab().bytes(s.id).size();
+        }
         if (keep)
         {
             c.tokens.push_back(name);
@@ -185,13 +188,6 @@ namespace tool
             c.text_offset.push_back(offset);
         }
         return {{"tokens", {name}}, {"token_logprobs", {lp}}, {"top_logprobs", {top}}, {"text_offset", {offset}}};
-    }
-
-    /// The text of one token for the models without a vocabulary's bytes: its word or its id
-    /// (an eos that ends the choice shows nothing, as GPT-2's and vLLM's).
-    inline std::string token_text(const any_model& model, xsampler::token_id id)
-    {
-        return text_of(model, {id});
     }
 
     /// The choice's text: the sequence's (decoded over GPT-2's bytes), or the tokens' words or
@@ -219,7 +215,7 @@ namespace tool
         {
             return "";
         }
-        return (seq.generated().size() > 1 ? " " : "") + token_text(model, s.id);
+        return (seq.generated().size() > 1 ? " " : "") + text_of(model, {s.id});
     }
 
     /// vLLM's prompt_logprobs: each prompt token after the first with its log-probability under
