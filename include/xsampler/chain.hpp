@@ -19,7 +19,8 @@
 // min_tokens), valid until the next call — the draw and diagnostics then
 // read it (a random filter needs the rng: without one it is an error);
 // draw(c, rng) draws from them and lets the stages that learn from the draw
-// (mirostat) observe the token; reset() forgets what they learnt.
+// (mirostat) observe the token (observe(t) lets them see a token chosen
+// another way); reset() forgets what they learnt.
 // The history is the prompt plus the tokens generated so far, with where the
 // prompt ends (types.hpp); a chain owns its stages' state and its workspace
 // and is reused across the steps of one sequence. Not thread-safe: one per
@@ -193,8 +194,17 @@ namespace xsampler
         sampled_token draw(candidates<T>& c, URBG& rng)
         {
             const sampled_token t = xsampler::draw(c, rng);
-            self().for_each_stage([&](auto& stage) { detail::observe_stage(stage, t); });
+            observe(t);
             return t;
+        }
+
+        /// Lets the stages that learn from the draw (mirostat) observe a token
+        /// chosen another way, as a draw of it (speculative.hpp's verified
+        /// tokens): t.logprob is its log-probability under what this chain
+        /// filtered.
+        void observe(const sampled_token& t)
+        {
+            self().for_each_stage([&](auto& stage) { detail::observe_stage(stage, t); });
         }
 
         /// Up to k distinct tokens of what sample would draw from, without

@@ -35,5 +35,6 @@
 #include "constraint.hpp"
 #include "beam_search.hpp"
 #include "vote.hpp"
+#include "speculative.hpp"
 
 #endif

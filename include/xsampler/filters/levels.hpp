@@ -361,11 +361,27 @@ namespace xsampler
             return n;
         }
 
+        // The level of p_i >= min(a, b·e^-H), H the entropy (nats) of the
+        // kept set's distribution, from the logs of a and b with their
+        // error e: d_i >= min(ln a + ln Z, ln b + A / Z), A = sum of W_j d_j
+        // (H = ln Z - A / Z); Z and A from `sums`, summed again at the tier
+        // asked (eta; speculative.hpp's typical acceptance).
+        template <class T>
+        auto entropy_level(candidates<T>& c, exact_totals<T>& sums, detail::dd log_a, detail::dd log_b, double e)
+        {
+            return [&c, &sums, log_a, log_b, e](int tier) {
+                // A first: its pass computes Z too.
+                const level b = sums.mean_log_weight_plus(c, tier, log_b, e);
+                const level a = sums.log_z_plus(c, tier, log_a, e);
+                const bool a_first = detail::sub(a.value, b.value).hi < 0.0;
+                return level{a_first ? a.value : b.value, std::max(a.error, b.error)};
+            };
+        }
+
         /// Keep the tokens with p_i >= min(h, sqrt(h)·e^-H), H the entropy
         /// (nats) of the kept set's distribution, 0 < h < 1 (eta), and at least
         /// min_keep. As keep_probability_at_least, with H bounded and
-        /// re-summed the same way: keep iff d_i >= min(ln h + ln Z, ln h / 2 +
-        /// A / Z), A = sum of W_j d_j (H = ln Z - A / Z).
+        /// re-summed the same way (entropy_level, b = sqrt(h)).
         template <class T>
         void keep_eta(candidates<T>& c, double h, std::size_t min_keep)
         {
@@ -374,18 +390,9 @@ namespace xsampler
                 throw invalid_parameter("keep_eta: h must be in (0, 1), got " + detail::format_value(h));
             }
             const detail::dd log_h = detail::log_dd(h);
-            const double e = detail::log_error(log_h.hi);
             exact_totals<T> sums;
-            keep_at_level(
-                c,
-                [&](int tier) {
-                    // A first: its pass computes Z too.
-                    const level b = sums.mean_log_weight_plus(c, tier, detail::dd{log_h.hi / 2, log_h.lo / 2}, e);
-                    const level a = sums.log_z_plus(c, tier, log_h, e);
-                    const bool a_first = detail::sub(a.value, b.value).hi < 0.0;
-                    return level{a_first ? a.value : b.value, std::max(a.error, b.error)};
-                },
-                min_keep, false);
+            keep_at_level(c, entropy_level(c, sums, log_h, detail::dd{log_h.hi / 2, log_h.lo / 2}, detail::log_error(log_h.hi)),
+                          min_keep, false);
         }
 
 
