@@ -725,11 +725,141 @@ namespace
         finish(state, row.size());
     }
 
+    // Speculative verification (speculative.hpp): k = 4 draft tokens against
+    // the run-time llama.cpp default chain (/V/0) or temperature 0.8 alone
+    // (/V/1: every token kept), rows [5, V] (the row above at every
+    // position), a 16-token prompt. The draft's q equals the target's
+    // final distribution, so every token is accepted: five filters, four
+    // tests and the bonus's draw, the most work a call does. The floor of
+    // the call is 5x BM_floor. BM_reference_verify_draft is the way an
+    // engine builds it from final_distribution (a sorted copy per position).
+    struct verify_case
+    {
+        xt::xtensor<float, 2> rows;
+        xt::xtensor<double, 2> q;
+        std::vector<xsampler::token_id> history;
+    };
+    // The dense case: temperature 0.8 alone keeps every token (the
+    // reference sorts all of them, five times).
+    xsampler::sampler verify_target(bool dense)
+    {
+        xsampler::sampling_params p;
+        p.temperature = 0.8;
+        return dense ? xsampler::sampler(p) : llama_default_sampler();
+    }
+    const verify_case& verify_rows(std::size_t vocab, bool dense)
+    {
+        static std::map<std::pair<std::size_t, bool>, verify_case> made;
+        auto at = made.find({vocab, dense});
+        if (at == made.end())
+        {
+            verify_case v;
+            const auto& row = logits(vocab, false);
+            v.rows = xt::empty<float>({std::size_t(5), vocab});
+            for (std::size_t i = 0; i < 5; ++i)
+            {
+                std::copy(row.begin(), row.end(), &v.rows(i, 0));
+            }
+            auto s = verify_target(dense);
+            const xsampler::distribution d = s.final_distribution(adapt(row));
+            v.q = xt::zeros<double>({std::size_t(4), vocab});
+            for (std::size_t i = 0; i < 4; ++i)
+            {
+                for (std::size_t j = 0; j < d.ids.size(); ++j)
+                {
+                    v.q(i, std::size_t(d.ids[j])) = d.probs[j];
+                }
+            }
+            v.history.assign(16, 1);
+            v.history.insert(v.history.end(), 4, d.ids[0]);
+            at = made.emplace(std::make_pair(vocab, dense), std::move(v)).first;
+        }
+        return at->second;
+    }
+    void BM_verify_draft(benchmark::State& state)
+    {
+        const bool dense = state.range(1) != 0;
+        const auto& v = verify_rows(std::size_t(state.range(0)), dense);
+        auto s = verify_target(dense);
+        xsampler::philox4x32 rng(1);
+        std::vector<xsampler::sampled_token> out;
+        std::size_t accepted = 0;
+        for (auto _ : state)
+        {
+            accepted += xsampler::verify_draft(s, v.rows, xsampler::token_history(v.history, 16), v.q, {}, out, rng);
+            benchmark::DoNotOptimize(out.data());
+        }
+        state.counters["accepted"] = double(accepted) / double(state.iterations());
+        finish(state, v.rows.size());
+    }
+    void BM_reference_verify_draft(benchmark::State& state)
+    {
+        const bool dense = state.range(1) != 0;
+        const auto& v = verify_rows(std::size_t(state.range(0)), dense);
+        auto s = verify_target(dense);
+        xsampler::philox4x32 rng(1);
+        std::vector<xsampler::token_id> out;
+        std::size_t accepted = 0;
+        for (auto _ : state)
+        {
+            out.clear();
+            for (std::size_t i = 0; i <= 4; ++i)
+            {
+                const xsampler::distribution d = s.final_distribution(
+                    xt::view(v.rows, i, xt::all()),
+                    xsampler::token_history(xsampler::token_span(v.history).subspan(0, 16 + i), 16));
+                if (i == 4)  // the bonus
+                {
+                    const double target = xsampler::uniform01(rng);
+                    out.push_back(naive_draw(
+                        d.ids.size(), target, [&](std::size_t j) { return d.probs[j]; },
+                        [&](std::size_t j) { return d.ids[j]; }));
+                    break;
+                }
+                const xsampler::token_id x = v.history[16 + i];
+                const auto at = std::find(d.ids.begin(), d.ids.end(), x);
+                const double p = at == d.ids.end() ? 0.0 : d.probs[std::size_t(at - d.ids.begin())];
+                if (xsampler::uniform01(rng) < p / v.q(i, std::size_t(x)))
+                {
+                    out.push_back(x);
+                    ++accepted;
+                    continue;
+                }
+                std::vector<double> r(d.ids.size());
+                double total = 0.0;
+                for (std::size_t j = 0; j < d.ids.size(); ++j)
+                {
+                    r[j] = std::max(0.0, d.probs[j] - v.q(i, std::size_t(d.ids[j])));
+                    total += r[j];
+                }
+                const double target = xsampler::uniform01(rng) * total;
+                out.push_back(naive_draw(
+                    r.size(), target, [&](std::size_t j) { return r[j]; }, [&](std::size_t j) { return d.ids[j]; }));
+                break;
+            }
+            benchmark::DoNotOptimize(out.data());
+        }
+        state.counters["accepted"] = double(accepted) / double(state.iterations());
+        finish(state, v.rows.size());
+    }
+
     void vocab_args(benchmark::internal::Benchmark* b)
     {
         for (const auto v : vocabs)
         {
             b->Arg(v);
+        }
+        b->Unit(benchmark::kMicrosecond);
+    }
+    // Each vocabulary with the llama.cpp default chain (0) and a dense one (1).
+    void verify_args(benchmark::internal::Benchmark* b)
+    {
+        for (const std::int64_t dense : {0, 1})
+        {
+            for (const auto v : vocabs)
+            {
+                b->Args({v, dense});
+            }
         }
         b->Unit(benchmark::kMicrosecond);
     }
@@ -773,6 +903,8 @@ BENCHMARK(BM_generate_chain_diagnostics)->Apply(vocab_args);
 BENCHMARK(BM_sampler_loop)->Apply(vocab_args);
 BENCHMARK(BM_sequence_step)->Apply(vocab_args);
 BENCHMARK(BM_sequence_step_stops)->Apply(vocab_args);
+BENCHMARK(BM_verify_draft)->Apply(verify_args);
+BENCHMARK(BM_reference_verify_draft)->Apply(verify_args);
 BENCHMARK(BM_reference_sort_top_p)->Apply(vocab_args);
 
 BENCHMARK(BM_typical)->Apply(vocab_args);

@@ -810,3 +810,177 @@ TEST_CASE("sample_batch over slots: a failing slot lets the others step, and bad
     sample_batch(logits, std::vector<slot>{}, pool, out);
     CHECK(out.empty());
 }
+
+namespace
+{
+    // Request q's draft once g tokens are generated: (q + g) % 4 ids of its own stream.
+    std::vector<token_id> draft_of(std::size_t q, std::size_t g)
+    {
+        philox4x32 r(900 + q, g);
+        std::vector<token_id> d((q + g) % 4);
+        for (auto& t : d)
+        {
+            t = token_id(random_bits(32, r) % requests::vocab);
+        }
+        return d;
+    }
+    verify_options rule_of(std::size_t q)
+    {
+        verify_options o;
+        o.rule = q % 3 == 0 ? verify_rule::standard : q % 3 == 1 ? verify_rule::greedy : verify_rule::typical;
+        return o;
+    }
+    constexpr std::size_t most_drafted = 3;
+
+    outcome drafts_alone(const requests& reqs, std::size_t q, bool with_q)
+    {
+        sequence s = reqs.start(q);
+        const verify_options o = rule_of(q);
+        outcome out;
+        while (!s.finished())
+        {
+            const std::size_t g = s.generated().size();
+            const std::vector<token_id> draft = draft_of(q, g);
+            xt::xtensor<float, 2> rows = xt::empty<float>({draft.size() + 1, requests::vocab});
+            for (std::size_t j = 0; j <= draft.size(); ++j)
+            {
+                xt::view(rows, j, xt::all()) = requests::row(q, g + j);
+            }
+            xt::xtensor<double, 2> probs = xt::empty<double>({draft.size(), requests::vocab});
+            probs.fill(1.0 / double(requests::vocab));
+            for (const auto& r : with_q ? s.step_draft(rows, draft, probs, o) : s.step_draft(rows, draft, o))
+            {
+                out.add(r);
+            }
+        }
+        return out;
+    }
+
+    // 8 requests over 4 rows of [4, K + 1, V], in random rows and slot order; unread rows are NaN.
+    template <class Executor>
+    std::vector<outcome> drafts_in_slots(const requests& reqs, std::size_t threads, Executor&& exec, std::uint64_t seed,
+                                         bool with_q)
+    {
+        const std::size_t rows = 4, total = 8;
+        std::vector<outcome> got(total);
+        std::vector<std::unique_ptr<sequence>> seqs(total);
+        std::vector<std::vector<token_id>> drafts(total);
+        std::vector<verify_options> rules(total);
+        std::vector<std::size_t> active;
+        std::size_t next = 0;
+        std::vector<workspace> pool(threads);
+        std::vector<span<const step_result>> out;
+        std::mt19937_64 shuffle(seed);
+        xt::xtensor<float, 3> logits = xt::empty<float>({rows, most_drafted + 1, requests::vocab});
+        xt::xtensor<double, 3> probs = xt::empty<double>({rows, most_drafted, requests::vocab});
+        probs.fill(1.0 / double(requests::vocab));
+        while (next < total || !active.empty())
+        {
+            while (active.size() < rows && next < total)
+            {
+                seqs[next] = std::make_unique<sequence>(reqs.start(next));
+                rules[next] = rule_of(next);
+                active.push_back(next++);
+            }
+            std::shuffle(active.begin(), active.end(), shuffle);
+            std::vector<std::size_t> row_of = {0, 1, 2, 3};
+            std::shuffle(row_of.begin(), row_of.end(), shuffle);
+            logits.fill(std::numeric_limits<float>::quiet_NaN());
+            std::vector<draft_slot> slots;
+            for (std::size_t a = 0; a < active.size(); ++a)
+            {
+                const std::size_t q = active[a];
+                const std::size_t g = seqs[q]->generated().size();
+                drafts[q] = draft_of(q, g);
+                for (std::size_t j = 0; j <= drafts[q].size(); ++j)
+                {
+                    xt::view(logits, row_of[a], j, xt::all()) = requests::row(q, g + j);
+                }
+                slots.push_back({row_of[a], seqs[q].get(), drafts[q], &rules[q]});
+            }
+            if (with_q)
+            {
+                step_draft_batch(logits, probs, slots, pool, out, nullptr, exec);
+            }
+            else
+            {
+                step_draft_batch(logits, slots, pool, out, nullptr, exec);
+            }
+            REQUIRE(out.size() == active.size());
+            for (std::size_t a = 0; a < active.size(); ++a)
+            {
+                for (const auto& r : out[a])
+                {
+                    got[active[a]].add(r);
+                }
+            }
+            active.erase(std::remove_if(active.begin(), active.end(), [&](std::size_t q) { return seqs[q]->finished(); }),
+                         active.end());
+        }
+        return got;
+    }
+}
+
+TEST_CASE("step_draft_batch: requests verify their drafts in slots and emit what each emits alone", "[batch][slots][speculative]")
+{
+    const requests reqs;
+    for (const bool with_q : {false, true})
+    {
+        INFO("draft_probs " << with_q);
+        std::vector<outcome> want;
+        for (std::size_t q = 0; q < 8; ++q)
+        {
+            want.push_back(drafts_alone(reqs, q, with_q));
+        }
+        for (std::uint64_t seed = 0; seed < 2; ++seed)
+        {
+            INFO("shuffle " << seed);
+            CHECK(drafts_in_slots(reqs, 1, serial_executor{}, seed, with_q) == want);
+            CHECK(drafts_in_slots(reqs, 3, serial_executor{}, seed, with_q) == want);
+            CHECK(drafts_in_slots(reqs, 2, thread_executor{}, seed, with_q) == want);
+            thread_pool pool(3);
+            CHECK(drafts_in_slots(reqs, 3, pool, seed, with_q) == want);
+        }
+    }
+    // Errors: checked before any slot, and a failing slot names itself.
+    std::vector<sequence> seqs;
+    const std::vector<token_id> prompt = {1, 2};
+    for (std::size_t q = 0; q < 2; ++q)
+    {
+        sequence_options o = reqs.options_of(q);
+        o.min_tokens = o.max_tokens = 50;
+        seqs.emplace_back(reqs.sampler_of(q), prompt, o);
+    }
+    xt::xtensor<float, 3> logits = xt::zeros<float>({std::size_t(2), std::size_t(3), requests::vocab});
+    const std::vector<token_id> two = {1, 2}, three = {1, 2, 3};
+    std::vector<workspace> pool(2);
+    std::vector<span<const step_result>> out;
+    const auto flat = xt::xtensor<float, 2>(xt::zeros<float>({std::size_t(2), requests::vocab}));
+    CHECK_THROWS_MATCHES(step_draft_batch(flat, std::vector<draft_slot>{}, pool, out), invalid_logits,
+                         Message("step_draft_batch: target rows must be 3-D [batch, k + 1, vocab], got 2-D"));
+    CHECK_THROWS_MATCHES(step_draft_batch(logits, std::vector<draft_slot>{{0, &seqs[0], three, nullptr}}, pool, out),
+                         invalid_parameter, Message("step_draft_batch: slot 0's draft has 3 tokens, more than the 2 the rows hold"));
+    CHECK_THROWS_MATCHES(step_draft_batch(logits, std::vector<draft_slot>{{0, &seqs[0], two, nullptr}, {1, &seqs[0], two, nullptr}},
+                                          pool, out),
+                         invalid_parameter, Message("step_draft_batch: slot 1 repeats the sequence of slot 0"));
+    const xt::xtensor<double, 3> wrong_q = xt::zeros<double>({std::size_t(2), std::size_t(3), requests::vocab});
+    CHECK_THROWS_MATCHES(step_draft_batch(logits, wrong_q, std::vector<draft_slot>{{0, &seqs[0], two, nullptr}}, pool, out),
+                         invalid_parameter,
+                         Message("step_draft_batch: draft_probs must be [batch, k, vocab] beside rows [batch, k + 1, vocab], got [2, 3, 40]"));
+    CHECK(seqs[0].generated().empty());
+    logits(1, 1, 5) = std::numeric_limits<float>::quiet_NaN();
+    verify_options greedy_rule;
+    greedy_rule.rule = verify_rule::greedy;
+    const std::vector<token_id> zero = {1};  // a flat row's argmax (eos 0 masked by min_tokens), accepted: row 1 is read
+    std::vector<std::exception_ptr> errors;
+    step_draft_batch(logits, std::vector<draft_slot>{{0, &seqs[0], zero, &greedy_rule}, {1, &seqs[1], zero, &greedy_rule}}, pool,
+                     out, &errors);
+    CHECK(!errors[0]);
+    REQUIRE(errors[1]);
+    CHECK_THROWS_MATCHES(std::rethrow_exception(errors[1]), invalid_logits, Message("step 1: logits: NaN at index 5"));
+    CHECK(out[0].size() == 2);
+    CHECK(out[1].size() == 0);
+    CHECK(seqs[1].generated().empty());
+    CHECK_THROWS_MATCHES(step_draft_batch(logits, std::vector<draft_slot>{{1, &seqs[1], zero, &greedy_rule}}, pool, out),
+                         invalid_logits, Message("slot 0 (row 1): step 1: logits: NaN at index 5"));
+}

@@ -666,6 +666,73 @@ TEMPLATE_TEST_CASE("a sequence makes no allocation per token, with stop strings,
     CHECK(allocations_for(200) == allocations_for(2));
 }
 
+TEST_CASE("verify_draft, verify_tree and step_draft allocate nothing once grown", "[speculative][allocation]")
+{
+    constexpr std::size_t vocab = 1000, k = 4;
+    const auto random = test_helpers::random_matrix<float>(k + 1, vocab, 11);
+    xt::xtensor<float, 2> agree = xt::zeros<float>({k + 1, vocab});  // the draft tokens the argmax
+    xt::xtensor<double, 2> q = xt::empty<double>({k, vocab});
+    q.fill(1.0 / double(vocab));
+    std::vector<token_id> history(16, 7);
+    const std::vector<token_id> draft = {1, 2, 3, 4};
+    history.insert(history.end(), draft.begin(), draft.end());
+    for (std::size_t i = 0; i < k; ++i)
+    {
+        agree(i, std::size_t(draft[i])) = 5.0f;
+    }
+    sampling_params p;
+    p.temperature = 0.8;
+    p.top_k = 40;
+    p.top_p = 0.95;
+    p.repeat_penalty = 1.1;
+    sampler s(p);
+    philox4x32 rng(1);
+    std::vector<sampled_token> out;
+    out.reserve(k + 1);
+    const token_history h(history, 16);
+    const draft_tree tree{{1, 2, 3, 4}, {-1, 0, -1, 2}};
+    tree_result result;
+    result.tokens.reserve(k + 1);
+    result.nodes.reserve(k);
+    const std::vector<token_id> prefix(history.begin(), history.begin() + 16);
+    for (const verify_rule rule : {verify_rule::standard, verify_rule::greedy, verify_rule::typical})
+    {
+        verify_options o;
+        o.rule = rule;
+        const auto calls = [&] {
+            for (int i = 0; i < 10; ++i)
+            {
+                verify_draft(s, random, h, q, o, out, rng);
+                verify_draft(s, agree, h, o, out, rng);
+                verify_tree(s, random, token_history(prefix, 16), tree, q, o, result, rng);
+            }
+        };
+        calls();  // grows the workspace and the tree's buffers
+        const std::size_t before = allocations.load();
+        calls();
+        CHECK(allocations.load() - before == 0);
+    }
+    // A sequence: every draft token accepted (greedy), top log-probs and raw log-probs asked.
+    sequence_options so;
+    so.max_tokens = 500;
+    so.raw_logprob = true;
+    so.top_logprobs = 3;
+    sampling_params cold = p;
+    cold.temperature = 0.0;
+    cold.repeat_penalty = 1.0;  // its copy of the history grows by doubling as the sequence does
+    sequence seq(sampler(cold), prefix, so);
+    verify_options greedy_rule;
+    greedy_rule.rule = verify_rule::greedy;
+    REQUIRE(seq.step_draft(agree, draft, greedy_rule).size() == k + 1);  // grows the steps
+    const std::size_t before = allocations.load();
+    for (int i = 0; i < 20; ++i)
+    {
+        REQUIRE(seq.step_draft(agree, draft, greedy_rule).size() == k + 1);
+        seq.step_draft(random, draft, q, verify_options{});
+    }
+    CHECK(allocations.load() - before == 0);
+}
+
 TEST_CASE("a thread_pool call allocates nothing, and sample_batch over it nothing once grown", "[batch][allocation]")
 {
     thread_pool threads(3);

@@ -647,6 +647,63 @@ TEST_CASE("xsampler generate --tokenizer gpt2: an n-gram model over GPT-2 ids", 
                 "no text");
 }
 
+TEST_CASE("xsampler speculate: a lower-order draft verified by the n-gram target", "[cli][decode][tokenizer][speculative]")
+{
+    const vocabulary gpt2 = load_gpt2_vocabulary(XSAMPLER_GPT2_DIR);
+    const auto corpus = write_bytes("spec_corpus.txt", "The cat sat on the mat.\nThe dog sat on the log.\n\n"
+                                                       "A cat and a dog, friends. The cat and the dog sat.\n");
+    const std::string model = " --corpus " + corpus + " --tokenizer gpt2 --prompt 'The' ";
+    // Greedy: speculation gives generate's tokens, whatever the draft and the rule.
+    const auto greedy = nlohmann::json::parse(run("generate" + model + "--temp 0 --seed 1 --max-tokens 30 --json").out);
+    for (const std::string rule : {"greedy", "standard"})
+    {
+        for (const std::string draft : {"1", "2"})
+        {
+            const std::string args = "speculate" + model + "--temp 0 --seed 1 --max-tokens 30 --draft-order " + draft +
+                                     " --draft-tokens 3 --rule " + rule + " --json";
+            const auto r = run(args);
+            INFO(args << "\nstderr: " << r.err);
+            REQUIRE(r.status == 0);
+            const auto j = nlohmann::json::parse(r.out);
+            CHECK(j.at("tokens") == greedy.at("tokens"));
+            CHECK(j.at("stop_reason") == greedy.at("stop_reason"));
+            CHECK(j.at("accepted").get<std::size_t>() <= j.at("proposed").get<std::size_t>());
+        }
+    }
+    // The target as its own draft accepts every draft token.
+    for (int seed = 1; seed <= 4; ++seed)
+    {
+        const std::string args = "speculate" + model + "--temp 0.8 --top-k 20 --seed " + std::to_string(seed) +
+                                 " --max-tokens 25 --draft-order 3 --json";
+        const auto r = run(args);
+        INFO(args << "\nstderr: " << r.err);
+        REQUIRE(r.status == 0);
+        CHECK(run(args).out == r.out);  // reproducible for a seed
+        const auto j = nlohmann::json::parse(r.out);
+        CHECK(j.at("accepted") == j.at("proposed"));
+        CHECK(j.at("acceptance_rate") == 1.0);
+        auto tokens = j.at("tokens").get<std::vector<token_id>>();
+        const std::size_t shown = tokens.size() - (j.at("stop_reason") == "eos" ? 1 : 0);  // the eos has no text
+        std::vector<token_id> text_tokens(tokens.begin(), tokens.begin() + std::ptrdiff_t(shown));
+        CHECK(j.at("text") == gpt2.decode(text_tokens));
+        // Five tokens a pass (four drafted, the bonus) but where an eos or the budget ends it.
+        CHECK(j.at("target_passes").get<std::size_t>() >= (tokens.size() + 4) / 5);
+    }
+    // A weaker draft: fewer accepted; the text output ends with the counts.
+    const auto weak = run("speculate" + model + "--temp 0.8 --seed 2 --max-tokens 25 --draft-order 1");
+    REQUIRE(weak.status == 0);
+    const auto shown = lines(weak.out);
+    REQUIRE(shown.size() >= 2);
+    CHECK(shown.front().rfind("The", 0) == 0);
+    CHECK(shown.back().find(" draft tokens, ") != std::string::npos);
+    CHECK(shown.back().find(" target passes, ") != std::string::npos);
+    check_error("speculate" + model + "--seed 1 --max-tokens 5 --rule best", "--rule: must be standard, greedy or typical, got 'best'");
+    check_error("speculate --corpus " + corpus + " --prompt the --eos 0 --seed 1 --max-tokens 5",
+                "speculate needs the n-gram model");
+    check_error("speculate" + model + "--seed 1 --max-tokens 5 --draft-tokens 0", "--draft-tokens: must be >= 1");
+    check_error("speculate" + model + "--seed 1 --max-tokens 5 --draft-order 17", "--draft-order");
+}
+
 TEST_CASE("xsampler generate: --json-schema, --grammar, --regex, --budget-aware and --stop", "[cli][decode][constraint]")
 {
     const vocabulary gpt2 = load_gpt2_vocabulary(XSAMPLER_GPT2_DIR);

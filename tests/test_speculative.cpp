@@ -502,9 +502,9 @@ TEST_CASE("verify_draft: errors name the problem and leave the target usable", "
     CHECK(verify_draft(target, rows, two_generated, q, {}, out, rng) <= 2);
     const xt::xtensor<double, 1> flat = xt::zeros<double>({std::size_t(4)});
     CHECK_THROWS_WITH(verify_draft(target, flat, two_generated, {}, out, rng),
-                      "verify_draft: target rows must be [k + 1, vocab] with k >= 0, got 1-D");
+                      "verify_draft: target rows must be [k + 1, vocab], got 1-D");
     CHECK_THROWS_WITH(verify_draft(target, xt::xtensor<double, 2>::from_shape({0, 4}), two_generated, {}, out, rng),
-                      "verify_draft: target rows must be [k + 1, vocab] with k >= 0, got 2-D with no row");
+                      "verify_draft: target rows must be [k + 1, vocab], got 2-D with no row");
     CHECK_THROWS_WITH(verify_draft(target, rows, token_history(h, 2), {}, out, rng),
                       "verify_draft: 2 draft tokens (3 target rows) but the history has 1 generated tokens");
     const std::vector<token_id> far = {0, 1, 9};
@@ -512,18 +512,18 @@ TEST_CASE("verify_draft: errors name the problem and leave the target usable", "
                       "verify_draft: draft token 9 is outside the vocabulary of 4");
     CHECK_THROWS_WITH(verify_draft(target, rows, two_generated, xt::xtensor<double, 2>(xt::zeros<double>({3, 4})), {}, out, rng),
                       "verify_draft: draft_probs must be [2, 4] for 3 target rows, got [3, 4]");
+    // A drafted token's entry is checked first; the others as a residual reads
+    // them (row 0 masks the drafted token 1: it is rejected, the residual reads entry 0).
     xt::xtensor<double, 2> bad = q;
+    bad(1, 2) = std::nan("");
+    CHECK_THROWS_WITH(verify_draft(target, rows, two_generated, bad, {}, out, rng),
+                      "verify_draft: draft_probs row 1: entry 2 is nan, not a probability");
+    bad = q;
     bad(0, 0) = -0.5;
-    CHECK_THROWS_WITH(verify_draft(target, rows, two_generated, bad, {}, out, rng),
-                      "verify_draft: draft_probs row 0: entry 0 is -0.5, not a probability");
-    bad = q;
-    bad(1, 3) = std::nan("");
-    CHECK_THROWS_WITH(verify_draft(target, rows, two_generated, bad, {}, out, rng),
-                      "verify_draft: draft_probs row 1: entry 3 is nan, not a probability");
-    bad = q;
-    bad(1, 3) = 0.5;
-    CHECK_THROWS_WITH(verify_draft(target, rows, two_generated, bad, {}, out, rng),
-                      "verify_draft: draft_probs row 1 sums to 1.5, not 1");
+    xt::xtensor<double, 2> masked = rows;
+    masked(0, 1) = -test_helpers::inf;
+    CHECK_THROWS_WITH(verify_draft(target, masked, two_generated, bad, {}, out, rng),
+                      "verify_draft: position 0: draft_probs row 0: entry 0 is -0.5, not a probability");
     bad = q;
     bad(0, 1) = 0.0;
     bad(0, 0) = 1.0;
@@ -778,4 +778,531 @@ TEST_CASE("verify_draft: vLLM's typical-acceptance cases", "[speculative][parity
     typical.typical_alpha = 1e-9;
     CHECK(verify_draft(target, nearly, token_history(h, 0), typical, out, rng) == k);
     CHECK(out.size() == k + 1);
+}
+
+namespace
+{
+    /// A tree of two branches from the root, each two deep: the root's
+    /// children drawn from q at the prefix (sampled: one after the other,
+    /// i.i.d.; one_hot: the draft's two most probable, distinct), each with
+    /// one child drawn from q after it (sampled) or its argmax (one_hot).
+    /// n tokens of the target by tree verification, many times; the
+    /// histogram of the texts. `split` verifies the two branches as two
+    /// separate chains, the second against p again after the first's
+    /// rejection: the wrong way, for the power check.
+    std::vector<double> tree_texts(const std::vector<token_id>& prompt, std::size_t n, std::size_t runs, drafter how,
+                                   bool split = false)
+    {
+        sampler target(target_params());
+        chain draft_chain{temperature{1.2}};
+        philox4x32 rng(77, 1), draft_rng(77, 2);
+        std::vector<double> counts(std::size_t(std::pow(double(V), double(n))), 0.0);
+        tree_result result;
+        std::vector<sampled_token> out;
+        for (std::size_t run = 0; run < runs; ++run)
+        {
+            std::vector<token_id> h = prompt;
+            while (h.size() < prompt.size() + n)
+            {
+                draft_tree tree{{}, {-1, 0, -1, 2}};
+                xt::xtensor<double, 2> q = xt::zeros<double>({std::size_t(4), V});
+                xt::xtensor<double, 2> rows = xt::empty<double>({std::size_t(5), V});
+                xt::view(rows, 0, xt::all()) = target_row(h);
+                const std::vector<double> q0 = dense(draft_chain, draft_row(h), token_history(h, prompt.size()));
+                std::vector<token_id> firsts;
+                if (how == drafter::one_hot)
+                {
+                    std::vector<token_id> order(V);
+                    std::iota(order.begin(), order.end(), 0);
+                    std::stable_sort(order.begin(), order.end(), [&](token_id a, token_id b) { return q0[std::size_t(a)] > q0[std::size_t(b)]; });
+                    firsts = {order[0], order[1]};
+                }
+                else
+                {
+                    firsts = {draw_from(q0, draft_rng), draw_from(q0, draft_rng)};
+                }
+                for (std::size_t b = 0; b < 2; ++b)
+                {
+                    std::vector<token_id> path = h;
+                    path.push_back(firsts[b]);
+                    std::copy(q0.begin(), q0.end(), &q(2 * b, 0));
+                    xt::view(rows, 1 + 2 * b, xt::all()) = target_row(path);
+                    const auto d = draft_row(path);
+                    const std::vector<double> q1 = dense(draft_chain, d, token_history(path, prompt.size()));
+                    std::copy(q1.begin(), q1.end(), &q(2 * b + 1, 0));
+                    const token_id second = how == drafter::one_hot ? greedy(d) : draw_from(q1, draft_rng);
+                    path.push_back(second);
+                    xt::view(rows, 2 + 2 * b, xt::all()) = target_row(path);
+                    tree.tokens.push_back(firsts[b]);
+                    tree.tokens.push_back(second);
+                }
+                const token_history history(h, prompt.size());
+                if (split)
+                {
+                    // Branch 0 as a chain; if its first token is rejected, branch 1 against p afresh.
+                    for (std::size_t b = 0; b < 2; ++b)
+                    {
+                        std::vector<token_id> with_draft = h;
+                        with_draft.push_back(tree.tokens[2 * b]);
+                        with_draft.push_back(tree.tokens[2 * b + 1]);
+                        const xt::xtensor<double, 2> chain_rows = xt::concatenate(
+                            xt::xtuple(xt::view(rows, xt::range(0, 1), xt::all()), xt::view(rows, xt::range(1 + 2 * b, 3 + 2 * b), xt::all())));
+                        const xt::xtensor<double, 2> chain_q = xt::view(q, xt::range(2 * b, 2 * b + 2), xt::all());
+                        const std::size_t a = verify_draft(target, chain_rows, token_history(with_draft, prompt.size()),
+                                                           chain_q, {}, out, rng);
+                        if (a > 0 || b == 1)
+                        {
+                            break;
+                        }
+                    }
+                    for (const auto& t : out)
+                    {
+                        h.push_back(t.id);
+                    }
+                    continue;
+                }
+                if (how == drafter::one_hot)
+                {
+                    verify_tree(target, rows, history, tree, {}, result, rng);
+                }
+                else
+                {
+                    verify_tree(target, rows, history, tree, q, {}, result, rng);
+                }
+                REQUIRE(result.tokens.size() == result.accepted() + 1);
+                for (std::size_t j = 0; j < result.accepted(); ++j)
+                {
+                    REQUIRE(result.tokens[j].id == tree.tokens[result.nodes[j]]);
+                }
+                for (const auto& t : result.tokens)
+                {
+                    h.push_back(t.id);
+                }
+            }
+            std::size_t cell = 0, scale = 1;
+            for (std::size_t j = 0; j < n; ++j, scale *= V)
+            {
+                cell += std::size_t(h[prompt.size() + j]) * scale;
+            }
+            counts[cell] += 1.0;
+        }
+        return counts;
+    }
+}
+
+TEST_CASE("verify_tree: the standard rule over two branches emits the target's distribution (chi-square, with power)",
+          "[speculative][tree][stats]")
+{
+    const std::vector<token_id> prompt = {3, 0};
+    const std::size_t n = 3, runs = 30000;
+    sampler target(target_params());
+    const std::vector<double> probs = enumerate_texts(target, prompt, n);
+    std::size_t cells = 0;
+    const auto sampled = tree_texts(prompt, n, runs, drafter::sampled);
+    CHECK(statistic(sampled, probs, runs, cells) < test_stats::chi_square_bound(cells - 1));
+    const auto one_hot = tree_texts(prompt, n, runs, drafter::one_hot);
+    CHECK(statistic(one_hot, probs, runs, cells) < test_stats::chi_square_bound(cells - 1));
+    // Power: each branch verified against p on its own (the second not against
+    // the residual the first left) is far off.
+    const auto split = tree_texts(prompt, n, runs, drafter::sampled, true);
+    CHECK(statistic(split, probs, runs, cells) > 10 * test_stats::chi_square_bound(cells - 1));
+}
+
+TEST_CASE("verify_tree: a chain-shaped tree is verify_draft, bit for bit, under every rule", "[speculative][tree]")
+{
+    const std::vector<token_id> prompt = {5, 1};
+    chain draft_chain{temperature{1.2}};
+    philox4x32 drafts(9, 9);
+    for (const verify_rule rule : {verify_rule::standard, verify_rule::greedy, verify_rule::typical})
+    {
+        verify_options o;
+        o.rule = rule;
+        sampler a(target_params()), b(target_params());
+        philox4x32 rng_a(4, 4), rng_b(4, 4);
+        std::vector<sampled_token> out;
+        tree_result result;
+        for (int trial = 0; trial < 300; ++trial)
+        {
+            const std::size_t k = std::size_t(trial % 5);
+            std::vector<token_id> with_draft = prompt;
+            xt::xtensor<double, 2> q = xt::zeros<double>({k, V});
+            xt::xtensor<double, 2> rows = xt::empty<double>({k + 1, V});
+            draft_tree tree;
+            for (std::size_t j = 0; j <= k; ++j)
+            {
+                xt::view(rows, j, xt::all()) = target_row(with_draft);
+                if (j < k)
+                {
+                    const std::vector<double> qj = dense(draft_chain, draft_row(with_draft), token_history(with_draft, 2));
+                    std::copy(qj.begin(), qj.end(), &q(j, 0));
+                    with_draft.push_back(draw_from(qj, drafts));
+                    tree.tokens.push_back(with_draft.back());
+                    tree.parents.push_back(std::ptrdiff_t(j) - 1);
+                }
+            }
+            const bool with_q = trial % 2 == 0;
+            const std::size_t accepted = with_q ? verify_draft(a, rows, token_history(with_draft, 2), q, o, out, rng_a)
+                                                : verify_draft(a, rows, token_history(with_draft, 2), o, out, rng_a);
+            if (with_q)
+            {
+                verify_tree(b, rows, token_history(prompt, 2), tree, q, o, result, rng_b);
+            }
+            else
+            {
+                verify_tree(b, rows, token_history(prompt, 2), tree, o, result, rng_b);
+            }
+            REQUIRE(result.accepted() == accepted);
+            REQUIRE(result.tokens.size() == out.size());
+            for (std::size_t j = 0; j < out.size(); ++j)
+            {
+                REQUIRE(result.tokens[j].id == out[j].id);
+                REQUIRE(result.tokens[j].logprob == out[j].logprob);
+                if (j < accepted)
+                {
+                    REQUIRE(result.nodes[j] == j);
+                }
+            }
+            REQUIRE(rng_a.position() == rng_b.position());
+        }
+    }
+}
+
+TEST_CASE("verify_tree: greedy and typical choose among branches, and its errors", "[speculative][tree]")
+{
+    // Rows as probabilities over 4 tokens: the root's after the prefix, then one per node.
+    // Nodes: 0 = token 1 (root), 1 = token 2 (after 0), 2 = token 3 (root), 3 = token 0 (after 2).
+    chain target{};
+    draft_tree tree{{1, 2, 3, 0}, {-1, 0, -1, 2}};
+    const auto rows = logits_from({{.1, .45, .05, .4}, {.2, .2, .5, .1}, {.7, .1, .1, .1}, {.6, .2, .1, .1},
+                                   {.25, .25, .25, .25}});
+    const std::vector<token_id> prefix = {0};
+    tree_result result;
+    philox4x32 rng(0);
+    verify_options o;
+    // Greedy: the root's argmax is 1 (node 0), then after it 2 (node 1), then the argmax 0 of row 2.
+    o.rule = verify_rule::greedy;
+    verify_tree(target, rows, token_history(prefix, 1), tree, o, result, rng);
+    CHECK(result.nodes == std::vector<std::size_t>{0, 1});
+    CHECK(ids_of(result.tokens) == std::vector<token_id>{1, 2, 0});
+    // Typical (threshold 0.09, alpha 0.3): both branches pass twice (0.45, 0.5;
+    // 0.4, 0.6); equal lengths: the larger sum of ln p is branch 2 (0.4 * 0.6 =
+    // 0.24 > 0.45 * 0.5 = 0.225); its end is a leaf: the bonus drawn from row 4.
+    o.rule = verify_rule::typical;
+    verify_tree(target, rows, token_history(prefix, 1), tree, o, result, rng);
+    CHECK(result.nodes == std::vector<std::size_t>{2, 3});
+    REQUIRE(result.tokens.size() == 3);
+    CHECK(result.tokens[0].id == 3);
+    CHECK(result.tokens[1].id == 0);
+    CHECK(result.tokens[0].logprob == Approx(std::log(0.4)).epsilon(1e-12));
+    // A longer branch wins over a better-scored shorter one: node 3 (token 3, p .01 in row 3) fails.
+    draft_tree longer{{1, 2, 3, 3}, {-1, 0, -1, 2}};
+    const auto rows2 = logits_from({{.1, .45, .05, .4}, {.2, .2, .5, .1}, {.7, .1, .1, .1}, {.6, .35, .04, .01},
+                                    {.25, .25, .25, .25}});
+    verify_tree(target, rows2, token_history(prefix, 1), longer, o, result, rng);
+    CHECK(result.nodes == std::vector<std::size_t>{0, 1});  // branch 2's second token (p .01) fails
+    CHECK(ids_of(result.tokens) == std::vector<token_id>{1, 2, result.tokens[2].id});
+    // An eos accepted ends the path: no bonus.
+    o.eos = {2};
+    verify_tree(target, rows2, token_history(prefix, 1), longer, o, result, rng);
+    CHECK(ids_of(result.tokens) == std::vector<token_id>{1, 2});
+    o.rule = verify_rule::greedy;
+    verify_tree(target, rows2, token_history(prefix, 1), longer, o, result, rng);
+    CHECK(ids_of(result.tokens) == std::vector<token_id>{1, 2});
+    // Errors.
+    CHECK_THROWS_WITH(verify_tree(target, rows, token_history(prefix, 1), draft_tree{{1, 2}, {-1}}, o, result, rng),
+                      "verify_tree: the tree has 2 tokens but 1 parents");
+    CHECK_THROWS_WITH(verify_tree(target, rows, token_history(prefix, 1), draft_tree{{1, 2, 3, 0}, {-1, 2, -1, 2}}, o, result, rng),
+                      "verify_tree: node 1's parent 2 is not an earlier node (or -1, the root)");
+    CHECK_THROWS_WITH(verify_tree(target, rows, token_history(prefix, 1), draft_tree{{1, 2}, {-1, 0}}, o, result, rng),
+                      "verify_tree: 2 draft nodes need 3 target rows, got 5");
+    CHECK_THROWS_WITH(verify_tree(target, rows, token_history(prefix, 1), draft_tree{{1, 2, 3, 9}, {-1, 0, -1, 2}}, o, result, rng),
+                      "verify_tree: draft token 9 is outside the vocabulary of 4");
+    xt::xtensor<double, 2> nan_rows = rows;
+    nan_rows(0, 1) = std::nan("");
+    CHECK_THROWS_WITH(verify_tree(target, nan_rows, token_history(prefix, 1), tree, verify_options{}, result, rng),
+                      "verify_tree: row 0: logits: NaN at index 1");
+    o.rule = verify_rule::typical;
+    CHECK_THROWS_WITH(verify_tree(target, nan_rows, token_history(prefix, 1), tree, o, result, rng),
+                      "verify_tree: row 0: logits: NaN at index 1");
+    // Usable after the errors.
+    verify_tree(target, rows, token_history(prefix, 1), tree, verify_options{}, result, rng);
+    CHECK(result.tokens.size() == result.accepted() + 1);
+}
+
+namespace
+{
+    /// One token of the toy vocabulary a step's record: id, log-probs, top, text.
+    struct step_record
+    {
+        token_id id;
+        double logprob, raw_logprob;
+        std::vector<sampled_token> top;
+        std::string text;
+        finish_reason finish;
+    };
+
+    step_record record(const step_result& r)
+    {
+        return {r.id, r.logprob, r.raw_logprob, std::vector<sampled_token>(r.top.begin(), r.top.end()), std::string(r.text),
+                r.finish};
+    }
+}
+
+TEST_CASE("sequence::step_draft: steps, text and stops as step() gives them (greedy target)", "[speculative][sequence]")
+{
+    const vocabulary vocab(std::vector<std::string>{"a", "b", "c", " ", "x", ""}, std::vector<token_id>{5});
+    sampling_params cold = target_params();
+    cold.temperature = 0.0;
+    sequence_options o;
+    o.max_tokens = 12;
+    o.eos = {5};
+    o.vocab = &vocab;
+    o.stop_strings = {"cb", "xx"};
+    o.raw_logprob = true;
+    o.top_logprobs = 2;
+    const std::vector<token_id> prompt = {1, 2};
+    std::map<finish_reason, int> reasons;
+    for (int trial = 0; trial < 60; ++trial)
+    {
+        INFO("trial " << trial);
+        o.max_tokens = 4 + std::size_t(trial % 9);
+        // One token at a time.
+        sequence one(sampler(cold), prompt, o);
+        std::vector<step_record> expected;
+        while (!one.finished())
+        {
+            const std::vector<token_id> h(one.history().tokens().begin(), one.history().tokens().end());
+            expected.push_back(record(one.step(target_row(h))));
+        }
+        // By drafts of 0..4 tokens, half of them right.
+        sequence many(sampler(cold), prompt, o);
+        philox4x32 drafts(std::uint64_t(trial), 5);
+        std::vector<step_record> got;
+        std::string deltas;
+        verify_options rule;
+        rule.rule = trial % 2 == 0 ? verify_rule::greedy : verify_rule::standard;
+        while (!many.finished())
+        {
+            std::vector<token_id> with_draft(many.history().tokens().begin(), many.history().tokens().end());
+            const std::size_t k = std::size_t(trial + int(got.size())) % 5;
+            xt::xtensor<double, 2> rows = xt::empty<double>({k + 1, V});
+            std::vector<token_id> draft;
+            for (std::size_t j = 0; j <= k; ++j)
+            {
+                xt::view(rows, j, xt::all()) = target_row(with_draft);
+                if (j < k)
+                {
+                    const std::size_t at = with_draft.size() - prompt.size();
+                    const bool right = uniform01(drafts) < 0.6 && at < expected.size();
+                    draft.push_back(right ? expected[at].id : token_id(random_bits(32, drafts) % V));
+                    with_draft.push_back(draft.back());
+                }
+            }
+            for (const step_result& r : many.step_draft(rows, draft, rule))
+            {
+                got.push_back(record(r));
+                deltas += r.text;
+            }
+        }
+        REQUIRE(got.size() == expected.size());
+        for (std::size_t i = 0; i < got.size(); ++i)
+        {
+            CHECK(got[i].id == expected[i].id);
+            CHECK(got[i].logprob == expected[i].logprob);
+            CHECK(got[i].raw_logprob == expected[i].raw_logprob);
+            CHECK(got[i].finish == expected[i].finish);
+            REQUIRE(got[i].top.size() == expected[i].top.size());
+            for (std::size_t j = 0; j < got[i].top.size(); ++j)
+            {
+                CHECK(got[i].top[j].id == expected[i].top[j].id);
+                CHECK(got[i].top[j].logprob == expected[i].top[j].logprob);
+            }
+        }
+        CHECK(many.text() == one.text());
+        CHECK(deltas == many.text());
+        CHECK(many.reason() == one.reason());
+        ++reasons[one.reason()];
+        CHECK(std::vector<token_id>(many.generated().begin(), many.generated().end()) ==
+              std::vector<token_id>(one.generated().begin(), one.generated().end()));
+    }
+    CHECK(reasons[finish_reason::stop_string] > 0);  // a stop inside an accepted draft, among others
+    CHECK(reasons[finish_reason::length] > 0);
+}
+
+TEST_CASE("sequence::step_draft: the texts follow the target (chi-square), max_tokens, errors", "[speculative][sequence][stats]")
+{
+    const std::vector<token_id> prompt = {1, 4};
+    const std::size_t n = 3, runs = 20000;
+    sampler target(target_params());
+    const std::vector<double> probs = enumerate_texts(target, prompt, n);
+    sequence_options o;
+    o.max_tokens = n;
+    o.seed = 5;
+    sequence s(sampler(target_params()), prompt, o);
+    std::vector<double> counts(probs.size(), 0.0);
+    philox4x32 drafts(6, 6);
+    chain draft_chain{temperature{1.2}};
+    for (std::size_t run = 0; run < runs; ++run)
+    {
+        s.reset(prompt);
+        s.engine() = philox4x32(5, run);
+        while (!s.finished())
+        {
+            std::vector<token_id> with_draft(s.history().tokens().begin(), s.history().tokens().end());
+            const std::size_t k = 1 + run % 4;  // up to one more than fits: verified only as far as it fits
+            xt::xtensor<double, 2> rows = xt::empty<double>({k + 1, V});
+            xt::xtensor<double, 2> q = xt::zeros<double>({k, V});
+            std::vector<token_id> draft;
+            for (std::size_t j = 0; j <= k; ++j)
+            {
+                xt::view(rows, j, xt::all()) = target_row(with_draft);
+                if (j < k)
+                {
+                    const std::vector<double> qj = dense(draft_chain, draft_row(with_draft), token_history(with_draft, 2));
+                    std::copy(qj.begin(), qj.end(), &q(j, 0));
+                    draft.push_back(draw_from(qj, drafts));
+                    with_draft.push_back(draft.back());
+                }
+            }
+            const auto steps = s.step_draft(rows, draft, q);
+            REQUIRE(!steps.empty());
+            CHECK(steps[steps.size() - 1].finish == (s.finished() ? finish_reason::length : finish_reason::none));
+        }
+        REQUIRE(s.generated().size() == n);
+        std::size_t cell = 0, scale = 1;
+        for (std::size_t j = 0; j < n; ++j, scale *= V)
+        {
+            cell += std::size_t(s.generated()[j]) * scale;
+        }
+        counts[cell] += 1.0;
+    }
+    std::size_t cells = 0;
+    CHECK(statistic(counts, probs, runs, cells) < test_stats::chi_square_bound(cells - 1));
+    // Errors leave the sequence as it was.
+    o.max_tokens = 8;
+    sequence e(sampler(target_params()), prompt, o);
+    const std::vector<token_id> two = {1, 2};
+    xt::xtensor<double, 2> rows = xt::zeros<double>({std::size_t(2), V});
+    CHECK_THROWS_WITH(e.step_draft(rows, two), "sequence: step_draft: 2 draft tokens need 3 target rows, got 2");
+    const std::vector<token_id> far = {9};
+    CHECK_THROWS_WITH(e.step_draft(rows, far), "sequence: step_draft: draft token 9 is outside the vocabulary of 6");
+    xt::xtensor<double, 2> nan_rows = xt::zeros<double>({std::size_t(3), V});
+    nan_rows(1, 3) = std::nan("");
+    verify_options greedy_rule;
+    greedy_rule.rule = verify_rule::greedy;
+    const std::vector<token_id> zeros = {0, 0};  // a flat row's argmax: accepted, then row 1
+    const philox4x32 before = e.engine();
+    CHECK_THROWS_WITH(e.step_draft(nan_rows, zeros, greedy_rule), "step 1: logits: NaN at index 3");
+    CHECK(e.generated().empty());
+    CHECK(e.engine() == before);
+    const std::vector<token_id> one = {0};
+    CHECK(e.step_draft(rows, one).size() >= 1);
+    e.finish(finish_reason::cancelled);
+    CHECK_THROWS_WITH(e.step_draft(rows, one), "sequence: step_draft after the end (cancelled)");
+}
+
+TEST_CASE("speculative: a review's cases (aliasing drafts, typical trees under a grammar, xtc, stop cuts)",
+          "[speculative][tree][sequence]")
+{
+    // step_draft with a draft that is a view of the sequence's own history,
+    // after a reset to a longer prompt (the insert reallocates).
+    sequence_options o;
+    o.max_tokens = 8;
+    std::vector<token_id> prompt = {0, 1};
+    sampling_params cold = target_params();
+    cold.temperature = 0.0;
+    sequence s(sampler(cold), prompt, o);
+    std::vector<token_id> long_prompt(30, 2);
+    long_prompt[0] = 3;
+    long_prompt[1] = 4;
+    s.reset(long_prompt);
+    const xt::xtensor<double, 2> zeros = xt::zeros<double>({std::size_t(3), V});
+    verify_options greedy_rule;
+    greedy_rule.rule = verify_rule::greedy;
+    const auto steps = s.step_draft(zeros, s.history().tokens().subspan(0, 2), greedy_rule);
+    REQUIRE(steps.size() >= 1);
+    CHECK(s.generated()[0] == 0);  // a flat row's argmax is 0: the draft token 3 is rejected
+    // Typical on a tree reads only the rows the walk can reach: under a grammar,
+    // a failed node's row (whose token breaks the text) and an eos's child are
+    // never filtered.
+    const auto vocab = std::make_shared<const vocabulary>(std::vector<std::string>{"a", "b", "ab", "ba", "x", ""},
+                                                          std::vector<token_id>{5});
+    const auto index = std::make_shared<const vocabulary_index>(vocab);
+    auto constrained = chain{regex_constraint(index, "(ab)+"), temperature{1.0}};
+    verify_options typical;
+    typical.rule = verify_rule::typical;
+    typical.eos = {5};
+    tree_result result;
+    philox4x32 rng(3);
+    const std::vector<token_id> empty;
+    const xt::xtensor<double, 2> flat = xt::zeros<double>({std::size_t(4), std::size_t(6)});
+    verify_tree(constrained, flat, token_history(empty), draft_tree{{4, 0, 2}, {-1, 0, -1}}, typical, result, rng);
+    CHECK(result.tokens.size() == result.accepted() + 1);
+    const std::vector<token_id> ab = {2};
+    verify_tree(constrained, flat, token_history(ab), draft_tree{{2, 5, 0}, {-1, 0, 1}}, typical, result, rng);
+    CHECK(ids_of(result.tokens) == std::vector<token_id>{2, 5});  // "abab", then eos: nothing after
+    // A chain-shaped tree under typical with XTC: the same uniforms and tokens as verify_draft.
+    sampling_params xtc_params = target_params();
+    xtc_params.xtc_probability = 0.5;
+    xtc_params.xtc_threshold = 0.05;
+    philox4x32 drafts(8, 8);
+    for (const verify_rule rule : {verify_rule::typical, verify_rule::standard, verify_rule::greedy})
+    {
+        verify_options ro;
+        ro.rule = rule;
+        sampler a(xtc_params), b(xtc_params);
+        philox4x32 rng_a(5, 5), rng_b(5, 5);
+        std::vector<sampled_token> out;
+        for (int trial = 0; trial < 200; ++trial)
+        {
+            const std::size_t k = 1 + std::size_t(trial % 4);
+            std::vector<token_id> with_draft = {1, 2};
+            xt::xtensor<double, 2> rows = xt::empty<double>({k + 1, V});
+            draft_tree tree;
+            for (std::size_t j = 0; j <= k; ++j)
+            {
+                xt::view(rows, j, xt::all()) = target_row(with_draft);
+                if (j < k)
+                {
+                    with_draft.push_back(token_id(random_bits(32, drafts) % V));
+                    tree.tokens.push_back(with_draft.back());
+                    tree.parents.push_back(std::ptrdiff_t(j) - 1);
+                }
+            }
+            const std::vector<token_id> p2 = {1, 2};
+            const std::size_t accepted = verify_draft(a, rows, token_history(with_draft, 2), ro, out, rng_a);
+            verify_tree(b, rows, token_history(p2, 2), tree, ro, result, rng_b);
+            REQUIRE(result.accepted() == accepted);
+            REQUIRE(ids_of(result.tokens) == ids_of(out));
+            for (std::size_t j = 0; j < out.size(); ++j)
+            {
+                REQUIRE(result.tokens[j].logprob == out[j].logprob);
+            }
+            REQUIRE(rng_a.position() == rng_b.position());
+        }
+    }
+    // Text views when a stop string cuts the text: every view inside text().
+    const vocabulary letters(std::vector<std::string>{"a", "b", "c", "x", "y", "z"}, std::vector<token_id>{});
+    sequence_options so;
+    so.max_tokens = 10;
+    so.vocab = &letters;
+    so.stop_strings = {"abc"};
+    const std::vector<token_id> x = {3};
+    sequence cut(sampler(cold), x, so);
+    xt::xtensor<double, 2> rows = xt::zeros<double>({std::size_t(5), V});
+    const std::vector<token_id> draft = {3, 0, 1, 2};
+    for (std::size_t j = 0; j < 4; ++j)
+    {
+        rows(j, std::size_t(draft[j])) = 5.0;  // the target agrees with the draft
+    }
+    std::string deltas;
+    for (const auto& r : cut.step_draft(rows, draft, greedy_rule))
+    {
+        CHECK(r.text.data() >= cut.text().data());
+        CHECK(r.text.data() + r.text.size() <= cut.text().data() + cut.text().size());
+        deltas += r.text;
+    }
+    CHECK(cut.reason() == finish_reason::stop_string);
+    CHECK(cut.text() == "x");
+    CHECK(deltas == "x");
 }

@@ -98,6 +98,13 @@ namespace tool
         std::optional<std::string> request;
         bool stream = false;                    // --stream
         std::string request_dialect = "openai";  // --request-dialect
+        // speculate (speculate_command.hpp)
+        struct
+        {
+            std::size_t draft_order = 1;   // --draft-order
+            std::size_t draft_tokens = 4;  // --draft-tokens
+            std::string rule = "standard";  // --rule
+        } speculate;
     };
 
     namespace detail

@@ -8,6 +8,9 @@
 //   xsampler beam   MODEL --eos ID --beam-width B --max-tokens N [--n-best K]
 //                   [--length-penalty A] [--json]
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
+//   xsampler speculate MODEL --draft-order M --seed S --max-tokens N [--draft-tokens K]
+//                   [--rule standard|greedy|typical] [--stop TEXT] [stage flags] [--json]
+//                   (the n-gram model only: --order N the target, M the draft)
 //   xsampler match  (--grammar json | --grammar-file F.gbnf | --json-schema F | --regex RE)
 //                   (--text T | --text-file F): accepted (exit 0), incomplete or
 //                   rejected at byte N in rule R (exit 1)
@@ -15,7 +18,7 @@
 //   MODEL: --transitions T.npy --bos ID | --corpus FILE --prompt TEXT [--rank R]
 //          | --corpus FILE --tokenizer gpt2 [--tokenizer-dir DIR] [--order N] [--prompt TEXT]
 //          (an n-gram model over GPT-2 ids; --eos defaults to 50256; generate --stop TEXT
-//          is parsed, and refused until the library has text stop strings)
+//          ends at a text)
 //   ROW:   --logits FILE.npy [--row I] | MODEL (the next-token row after its prompt)
 //
 //   MODEL may take its prompt as ids instead: --history "ID ..." (generate, beam, vote).
@@ -49,6 +52,7 @@
 
 #include "decode_commands.hpp"
 #include "request_command.hpp"
+#include "speculate_command.hpp"
 #include "npy_matrix.hpp"
 #include "svg_plot.hpp"
 #include "tool_options.hpp"
@@ -294,6 +298,25 @@ int main(int argc, char** argv)
     beam->callback([&o] {
         tool::default_eos(o);
         tool::run_beam(o);
+    });
+
+    auto* speculate = app.add_subcommand(
+        "speculate", "speculative decoding: the n-gram model at a lower order drafts, the target verifies");
+    tool::add_model_flags(*speculate, o);
+    tool::add_stage_flags(*speculate, o);
+    tool::add_seed(*speculate, o, "seed: the target's philox4x32 stream 0, the draft's stream 1");
+    tool::add_max_tokens(*speculate, o.generate.max_tokens, 0, "stop after N tokens (stop reason max_tokens)")
+        ->required();
+    tool::add_integer(*speculate, "--draft-order", o.speculate.draft_order, std::size_t(1), tool::limits::order,
+                      "the draft model's order, at most 16 (default 1)");
+    tool::add_integer(*speculate, "--draft-tokens", o.speculate.draft_tokens, std::size_t(1), std::size_t(64),
+                      "draft tokens per target pass, at most 64 (default 4)");
+    speculate->add_option("--rule", o.speculate.rule, "verification: standard, greedy or typical (default standard)");
+    tool::add_stop_strings(*speculate, o);
+    speculate->callback([&o] {
+        tool::default_eos(o);
+        tool::make_sampler(o);  // the parameters are checked before the models are read
+        tool::run_speculate(o);
     });
 
     auto* vote = app.add_subcommand("vote", "self-consistency: N samples and their majority");

@@ -36,6 +36,15 @@
 //   logits: NaN at index 3"). The
 //   sequences of one call must not share a sampler (basic_sequence<S&>).
 //
+// step_draft_batch(rows, [draft_probs,] slots, pool, out [, errors [, exec]])
+//   Speculative decoding for the slots: slot i = {row, seq, draft, options}
+//   verifies its draft (k tokens) against rows [row, 0 .. k] of the target's
+//   [batch, K + 1, vocab] tensor (seq->step_draft, sequence.hpp, in the
+//   part's workspace), with draft_probs [batch, K, vocab] when given (rows
+//   [row, 0 .. k - 1]); out[i] = its steps. Drafts of any length up to K;
+//   the rest as the slots form above (checks, parts, errors: "slot 2 (row
+//   5): step 4: logits: ...").
+//
 // Executors
 //   Any callable exec(std::size_t n, F task) that calls task(p) exactly once
 //   for each p in [0, n), on any threads, possibly concurrently, and returns
@@ -173,10 +182,26 @@ namespace xsampler
     template <class S>
     struct basic_slot
     {
+        using sampler_type = S;
         std::size_t row = 0;
         basic_sequence<S>* seq = nullptr;
     };
     using slot = basic_slot<sampler>;
+
+    /// One slot of a speculative batch (step_draft_batch): the target's rows
+    /// [row, 0 .. k] verify `draft` (k tokens) for the request `seq`, by
+    /// `options` (null: the defaults); its draft probabilities, when given,
+    /// are rows [row, 0 .. k - 1] of the batch's.
+    template <class S>
+    struct basic_draft_slot
+    {
+        using sampler_type = S;
+        std::size_t row = 0;
+        basic_sequence<S>* seq = nullptr;
+        token_span draft;
+        const verify_options* options = nullptr;
+    };
+    using draft_slot = basic_draft_slot<sampler>;
 
     namespace detail
     {
@@ -184,8 +209,8 @@ namespace xsampler
         // sequence listed twice found through a mark set on each in turn.
         struct slot_marks
         {
-            template <class S>
-            static void check(span<const basic_slot<S>> slots, std::size_t batch)
+            template <class Slot>
+            static void check(span<const Slot> slots, std::size_t batch)
             {
                 std::size_t i = 0;
                 try
@@ -205,11 +230,16 @@ namespace xsampler
             }
 
         private:
-            template <class S>
-            static void check_one(span<const basic_slot<S>> slots, std::size_t i, std::size_t batch)
+            template <class Slot>
+            static void check_one(span<const Slot> slots, std::size_t i, std::size_t batch)
             {
-                const auto who = [i] { return "sample_batch: slot " + std::to_string(i); };  // built on error only
-                const basic_slot<S>& s = slots[i];
+                const auto who = [i] {  // built on error only
+                    return std::string(std::is_same<Slot, basic_slot<typename Slot::sampler_type>>::value
+                                           ? "sample_batch"
+                                           : "step_draft_batch") +
+                           ": slot " + std::to_string(i);
+                };
+                const Slot& s = slots[i];
                 if (s.seq == nullptr)
                 {
                     throw invalid_parameter(who() + " has no sequence");
@@ -234,8 +264,8 @@ namespace xsampler
                 }
             }
 
-            template <class S>
-            static void clear(span<const basic_slot<S>> slots, std::size_t n) noexcept
+            template <class Slot>
+            static void clear(span<const Slot> slots, std::size_t n) noexcept
             {
                 for (std::size_t i = 0; i < n; ++i)
                 {
@@ -243,6 +273,55 @@ namespace xsampler
                 }
             }
         };
+    }
+
+    namespace detail
+    {
+        // The slots form's loop: the slots split into min(pool, n) parts run
+        // by exec, step(slot, workspace, i) for each; a failing slot does not
+        // stop its part: its error goes to (*errors)[i], or the lowest failing
+        // slot's is rethrown, the slot and its row in front.
+        template <class Slot, class Executor, class Step>
+        void run_slots(span<const Slot> slots, span<workspace> pool, std::vector<std::exception_ptr>* errors,
+                       Executor& exec, Step&& step)
+        {
+            const std::size_t n = slots.size();
+            if (n == 0)
+            {
+                return;
+            }
+            const std::size_t parts = std::min(pool.size(), n);
+            row_error first{n, nullptr};  // the lowest failing slot (errors == nullptr)
+            std::mutex first_mutex;
+            const auto task = [&](std::size_t part) noexcept {
+                for (std::size_t i = part * n / parts; i < (part + 1) * n / parts; ++i)
+                {
+                    try
+                    {
+                        step(slots[i], pool[part], i);
+                    }
+                    catch (...)
+                    {
+                        if (errors != nullptr)
+                        {
+                            (*errors)[i] = std::current_exception();
+                            continue;
+                        }
+                        const std::lock_guard<std::mutex> lock(first_mutex);
+                        if (i < first.row)
+                        {
+                            first = {i, std::current_exception()};
+                        }
+                    }
+                }
+            };
+            exec(parts, task);
+            if (first.error)
+            {
+                rethrow_at("slot " + std::to_string(first.row) + " (row " + std::to_string(slots[first.row].row) + "): ",
+                           first.error);
+            }
+        }
     }
 
     /// Runs task(0) on the calling thread and task(1) ... task(n - 1) each on
@@ -568,39 +647,117 @@ namespace xsampler
         {
             return;
         }
-        const std::size_t parts = std::min(pool.size(), n);
-        detail::row_error first{n, nullptr};  // the lowest failing slot (errors == nullptr)
-        std::mutex first_mutex;
-        const auto task = [&](std::size_t part) noexcept {
-            for (std::size_t i = part * n / parts; i < (part + 1) * n / parts; ++i)
+        detail::run_slots(slots, pool, errors, exec, [&](const basic_slot<S>& s, workspace& ws, std::size_t i) {
+            out[i] = step_result();
+            out[i] = s.seq->step(xt::view(e, s.row, xt::all()), ws);
+        });
+    }
+
+    namespace detail
+    {
+        // step_draft_batch's work; q_of(slot) gives none (one-hot) or the
+        // slot's draft probabilities.
+        template <class E, class S, class Executor, class QOf>
+        void draft_batch(const E& e, span<const basic_draft_slot<S>> slots, span<workspace> pool,
+                         std::vector<span<const step_result>>& out, std::vector<std::exception_ptr>* errors,
+                         Executor& exec, QOf&& q_of)
+        {
+            if (e.dimension() != 3 || e.shape()[1] == 0)
             {
-                const basic_slot<S>& s = slots[i];
-                try
+                throw invalid_logits("step_draft_batch: target rows must be 3-D [batch, k + 1, vocab], got " +
+                                     std::to_string(e.dimension()) + "-D" + (e.dimension() == 3 ? " with no row" : ""));
+            }
+            check_pool(pool);
+            const std::size_t most = e.shape()[1] - 1;
+            for (std::size_t i = 0; i < slots.size(); ++i)
+            {
+                if (slots[i].draft.size() > most)
                 {
-                    out[i] = s.seq->step(xt::view(e, s.row, xt::all()), pool[part]);
-                }
-                catch (...)
-                {
-                    out[i] = step_result();
-                    if (errors != nullptr)
-                    {
-                        (*errors)[i] = std::current_exception();
-                        continue;
-                    }
-                    const std::lock_guard<std::mutex> lock(first_mutex);
-                    if (i < first.row)
-                    {
-                        first = {i, std::current_exception()};
-                    }
+                    throw invalid_parameter("step_draft_batch: slot " + std::to_string(i) + "'s draft has " +
+                                            std::to_string(slots[i].draft.size()) + " tokens, more than the " +
+                                            std::to_string(most) + " the rows hold");
                 }
             }
-        };
-        exec(parts, task);
-        if (first.error)
-        {
-            detail::rethrow_at("slot " + std::to_string(first.row) + " (row " + std::to_string(slots[first.row].row) + "): ",
-                               first.error);
+            slot_marks::check(slots, e.shape()[0]);
+            const std::size_t n = slots.size();
+            out.assign(n, span<const step_result>());
+            if (errors != nullptr)
+            {
+                errors->assign(n, nullptr);
+            }
+            run_slots(slots, pool, errors, exec, [&](const basic_draft_slot<S>& s, workspace& ws, std::size_t i) {
+                const std::size_t k = s.draft.size();
+                const verify_options none;
+                const verify_options& o = s.options != nullptr ? *s.options : none;
+                const auto rows = xt::view(e, s.row, xt::range(0, k + 1), xt::all());
+                out[i] = q_of(s, [&](const auto* q) {
+                    if (q == nullptr)
+                    {
+                        return s.seq->step_draft(rows, s.draft, o, &ws);
+                    }
+                    return s.seq->step_draft(rows, s.draft, xt::view(*q, s.row, xt::range(0, k), xt::all()), o, &ws);
+                });
+            });
         }
+    }
+
+    /// Speculative decoding for a batch of sequences (the engine's form):
+    /// slot i verifies its draft (k tokens) against rows [slot.row, 0 .. k]
+    /// of the target's [B, K + 1, V] tensor, as slot.seq->step_draft does,
+    /// in workspace pool[part]; out[i] holds its steps (views into its
+    /// sequence, valid until that sequence's next call). With draft_probs
+    /// ([B, K, V]) each slot's are rows [slot.row, 0 .. k - 1]. As
+    /// sample_batch's slots form otherwise (parts, executors, errors, each
+    /// sequence drawing from its own engine, so its tokens are those it
+    /// draws alone); checked first: rows 3-D, a pool, each draft at most K
+    /// tokens, each slot's sequence as sample_batch checks it.
+    template <class E, class S, class Executor = thread_executor>
+    void step_draft_batch(const xt::xexpression<E>& rows, span<const basic_draft_slot<S>> slots, span<workspace> pool,
+                          std::vector<span<const step_result>>& out, std::vector<std::exception_ptr>* errors = nullptr,
+                          Executor&& exec = Executor{})
+    {
+        detail::draft_batch(rows.derived_cast(), slots, pool, out, errors, exec,
+                            [](const basic_draft_slot<S>&, auto&& step) { return step(static_cast<const E*>(nullptr)); });
+    }
+    template <class E, class Q, class S, class Executor = thread_executor>
+    void step_draft_batch(const xt::xexpression<E>& rows, const xt::xexpression<Q>& draft_probs,
+                          span<const basic_draft_slot<S>> slots, span<workspace> pool,
+                          std::vector<span<const step_result>>& out, std::vector<std::exception_ptr>* errors = nullptr,
+                          Executor&& exec = Executor{})
+    {
+        const E& e = rows.derived_cast();
+        const Q& q = draft_probs.derived_cast();
+        if (q.dimension() != 3 || (e.dimension() == 3 && (q.shape()[0] != e.shape()[0] || q.shape()[1] + 1 != e.shape()[1] ||
+                                                           q.shape()[2] != e.shape()[2])))
+        {
+            std::string shape;
+            for (std::size_t d = 0; d < q.dimension(); ++d)
+            {
+                shape += (d == 0 ? "" : ", ") + std::to_string(q.shape()[d]);
+            }
+            throw invalid_parameter("step_draft_batch: draft_probs must be [batch, k, vocab] beside rows [batch, k + 1, "
+                                    "vocab], got [" + shape + "]");
+        }
+        detail::draft_batch(e, slots, pool, out, errors, exec,
+                            [&q](const basic_draft_slot<S>&, auto&& step) { return step(&q); });
+    }
+
+    /// The same over a std::vector of slots (a span does not deduce S).
+    template <class E, class S, class Executor = thread_executor>
+    void step_draft_batch(const xt::xexpression<E>& rows, const std::vector<basic_draft_slot<S>>& slots,
+                          span<workspace> pool, std::vector<span<const step_result>>& out,
+                          std::vector<std::exception_ptr>* errors = nullptr, Executor&& exec = Executor{})
+    {
+        step_draft_batch(rows, span<const basic_draft_slot<S>>(slots), pool, out, errors, std::forward<Executor>(exec));
+    }
+    template <class E, class Q, class S, class Executor = thread_executor>
+    void step_draft_batch(const xt::xexpression<E>& rows, const xt::xexpression<Q>& draft_probs,
+                          const std::vector<basic_draft_slot<S>>& slots, span<workspace> pool,
+                          std::vector<span<const step_result>>& out, std::vector<std::exception_ptr>* errors = nullptr,
+                          Executor&& exec = Executor{})
+    {
+        step_draft_batch(rows, draft_probs, span<const basic_draft_slot<S>>(slots), pool, out, errors,
+                         std::forward<Executor>(exec));
     }
 
     /// The same over a std::vector of slots (a span does not deduce S).

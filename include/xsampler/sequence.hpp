@@ -87,6 +87,7 @@
 #include "random.hpp"
 #include "sampler.hpp"
 #include "softmax.hpp"
+#include "speculative.hpp"
 #include "vocabulary.hpp"
 
 namespace xsampler
@@ -291,6 +292,37 @@ namespace xsampler
             return run_step(row, rng, nullptr);
         }
 
+        /// Speculative decoding (speculative.hpp): verifies the draft tokens
+        /// against the model's rows for history() followed by them (rows
+        /// [k + 1, V], row i after the first i draft tokens), as verify_draft
+        /// does with this sequence's sampler, stop mask and engine, and
+        /// appends the tokens it emits, each a step as step() makes it
+        /// (log-probs, text, stops). A stop among them ends the sequence
+        /// there and drops the tokens after it; an eos or stop token id ends
+        /// the verification. At most max_tokens tokens in all: a draft
+        /// longer than the room left is verified only as far as it fits.
+        /// Returns the steps (views valid until the next call). Errors:
+        /// verify_draft's ("sequence: step_draft: ..."), rows not k + 1, a
+        /// bad row ("step 7: logits: ..."); the sequence is then as before.
+        template <class E>
+        span<const step_result> step_draft(const xt::xexpression<E>& rows, token_span draft,
+                                           const verify_options& options = {}, workspace* ws = nullptr)
+        {
+            return draft_step(rows, draft, detail::draft_rows<double>(), 0, 0, options, ws);
+        }
+        /// The same for a draft drawn from draft_probs ([k, V]). With ws, the
+        /// rows are filtered in the caller's workspace (step_draft_batch).
+        template <class E, class Q>
+        span<const step_result> step_draft(const xt::xexpression<E>& rows, token_span draft,
+                                           const xt::xexpression<Q>& draft_probs, const verify_options& options = {},
+                                           workspace* ws = nullptr)
+        {
+            const Q& q = draft_probs.derived_cast();
+            std::vector<std::decay_t<typename Q::value_type>> copy;
+            const auto rows_q = detail::rows_of(q, copy, detail::who_name{"step_draft", &m_who});
+            return draft_step(rows, draft, rows_q, q.shape()[0], q.shape()[1], options, ws);
+        }
+
         /// Ends the sequence from outside: cancelled, or length (the context
         /// is full); the result carries the rest of the text.
         const step_result& finish(finish_reason why)
@@ -321,6 +353,7 @@ namespace xsampler
             copy.m_options.stream = stream;
             copy.m_engine = philox4x32(copy.seed(), stream);
             copy.m_result = step_result();  // the original's views are not the copy's
+            copy.m_steps.clear();
             return copy;
         }
 
@@ -385,38 +418,13 @@ namespace xsampler
             {
                 auto& c = ws != nullptr ? m_sampler.filter(*ws, row, history(), rng, m_mask)
                                         : m_sampler.filter(row, history(), rng, m_mask);
-                using T = typename std::decay_t<decltype(c)>::value_type;
-                const sampled_token t = m_sampler.draw(c, rng);
-                r.id = t.id;
-                r.logprob = t.logprob;
-                const auto& o = m_options;
-                const bool raw_top = o.top_logprobs > 0 && o.top_source == logprob_source::raw;
-                if (o.raw_logprob || o.entropy || raw_top)
-                {
-                    const detail::raw_softmax<T> raw(c);
-                    r.raw_logprob = o.raw_logprob ? raw.logprob(std::size_t(t.id)) : r.raw_logprob;
-                    r.entropy = o.entropy ? raw.entropy() : r.entropy;
-                    if (raw_top)
-                    {
-                        raw.top(std::min(o.top_logprobs, c.vocab()), m_scratch.get(T()), m_top);
-                        r.top = m_top;
-                    }
-                }
-                if (o.top_logprobs > 0 && !raw_top)
-                {
-                    processed_top(c);
-                    r.top = m_top;
-                }
+                diagnose(c, m_sampler.draw(c, rng), r, m_top);
             }
             catch (const invalid_logits& e)
             {
                 throw invalid_logits("step " + std::to_string(g) + ": " + e.what());
             }
-            if (m_options.vocab != nullptr && std::size_t(r.id) >= m_options.vocab->size())
-            {
-                throw invalid_parameter(m_who + ": token " + std::to_string(r.id) + " is outside the vocabulary of " +
-                                        std::to_string(m_options.vocab->size()));
-            }
+            check_in_vocabulary(r.id);
             m_history.push_back(r.id);
             m_cumulative += m_options.raw_logprob ? r.raw_logprob : r.logprob;
             r.finish = after(r.id);
@@ -425,21 +433,196 @@ namespace xsampler
             return m_result;
         }
 
+        // Token t drawn (or verified) from c, with the diagnostics the options
+        // ask for: the raw log-probability, the entropy, the top list (into top).
+        template <class T>
+        void diagnose(candidates<T>& c, const sampled_token& t, step_result& r, std::vector<sampled_token>& top)
+        {
+            r.id = t.id;
+            r.logprob = t.logprob;
+            const auto& o = m_options;
+            const bool raw_top = o.top_logprobs > 0 && o.top_source == logprob_source::raw;
+            if (o.raw_logprob || o.entropy || raw_top)
+            {
+                const detail::raw_softmax<T> raw(c);
+                r.raw_logprob = o.raw_logprob ? raw.logprob(std::size_t(t.id)) : r.raw_logprob;
+                r.entropy = o.entropy ? raw.entropy() : r.entropy;
+                if (raw_top)
+                {
+                    raw.top(std::min(o.top_logprobs, c.vocab()), m_scratch.get(T()), top);
+                    r.top = top;
+                }
+            }
+            if (o.top_logprobs > 0 && !raw_top)
+            {
+                processed_top(c, top);
+                r.top = top;
+            }
+        }
+
         // The top_logprobs best kept tokens of c, with their log-probabilities
         // as the draw computes its token's (the same bits for the same token).
         template <class T>
-        void processed_top(candidates<T>& c)
+        void processed_top(candidates<T>& c, std::vector<sampled_token>& top)
         {
             auto& best = m_scratch.get(T());
             c.top_items(m_options.top_logprobs, best);
             const double z = c.total_weight();
-            m_top.clear();
+            top.clear();
             for (const auto& s : best)
             {
                 if (s.logit != -std::numeric_limits<T>::infinity())  // a dense set's masked tokens fill a short list
                 {
-                    m_top.push_back({s.id, std::log(double(c.weight(s.logit)) / z)});
+                    top.push_back({s.id, std::log(double(c.weight(s.logit)) / z)});
                 }
+            }
+        }
+
+        // The draft's walk as the sequence sees it: its sampler with its
+        // stop mask, the history a view of m_history (the draft appended for
+        // the call), each emitted token diagnosed into a step.
+        struct draft_walk
+        {
+            basic_sequence* s;
+            workspace* ws;
+            token_span draft;
+            std::size_t first = 0;  // where the draft starts in m_history
+            std::size_t at = 0;
+            const detail::draft_rows<double>* q64 = nullptr;
+            const detail::draft_rows<float>* q32 = nullptr;
+
+            template <class E, class URBG>
+            auto& filter(const E& row, const token_history& h, URBG& rng)
+            {
+                return ws != nullptr ? s->m_sampler.filter(*ws, row, h, rng, s->m_mask)
+                                     : s->m_sampler.filter(row, h, rng, s->m_mask);
+            }
+            void observe(const sampled_token& t) { s->m_sampler.observe(t); }
+
+            token_history history() const
+            {
+                return token_history(token_span(s->m_history).subspan(0, first + at), s->m_prompt);
+            }
+            std::size_t row() const noexcept { return at; }
+            std::ptrdiff_t first_child() const noexcept { return at < draft.size() ? std::ptrdiff_t(at) : -1; }
+            std::ptrdiff_t next(std::ptrdiff_t) const noexcept { return -1; }
+            token_id token(std::ptrdiff_t j) const noexcept { return draft[std::size_t(j)]; }
+            detail::draft_row q(std::ptrdiff_t j) const noexcept
+            {
+                return q64 != nullptr ? q64->row(std::size_t(j), token(j)) : q32->row(std::size_t(j), token(j));
+            }
+            template <class C>
+            void accept(std::ptrdiff_t, const sampled_token& t, C& c)
+            {
+                end(t, c);
+                ++at;
+            }
+            template <class C>
+            void end(const sampled_token& t, C& c)
+            {
+                const std::size_t i = s->m_steps.size();
+                s->m_steps.emplace_back();
+                if (s->m_tops.size() <= i)
+                {
+                    s->m_tops.emplace_back();
+                    s->m_tops.back().reserve(s->m_options.top_logprobs);
+                }
+                s->diagnose(c, t, s->m_steps.back(), s->m_tops[i]);
+            }
+            token_id last() const noexcept { return s->m_steps.back().id; }
+            std::string where(std::size_t depth) const { return "step " + std::to_string(first - s->m_prompt + depth); }
+        };
+
+        // step_draft's work over draft probabilities as rows (none: one-hot).
+        template <class E, class V>
+        span<const step_result> draft_step(const xt::xexpression<E>& rows_expr, token_span draft,
+                                           const detail::draft_rows<V>& q, std::size_t q_rows, std::size_t q_cols,
+                                           const verify_options& options, workspace* ws)
+        {
+            const detail::who_name who{"step_draft", &m_who};
+            if (finished())
+            {
+                throw invalid_use(who.str() + " after the end (" + to_string(m_reason) + ")");
+            }
+            const E& rows = rows_expr.derived_cast();
+            detail::check_verify_input(rows, draft, q, q_rows, q_cols, options, who, "k");
+            if (rows.shape()[0] != draft.size() + 1)
+            {
+                throw invalid_parameter(who.str() + ": " + std::to_string(draft.size()) + " draft tokens need " +
+                                        std::to_string(draft.size() + 1) + " target rows, got " +
+                                        std::to_string(rows.shape()[0]));
+            }
+            const auto& o = m_options;
+            const std::size_t room = o.max_tokens - generated().size();  // >= 1: not finished
+            const std::size_t k = std::min(draft.size(), room - 1);
+            const std::size_t n0 = m_history.size();
+            const philox4x32 saved = m_engine;
+            m_draft.assign(draft.begin(), draft.begin() + std::ptrdiff_t(k));  // the draft may be a view of m_history
+            draft_walk walk{this, ws, token_span(), n0};
+            if constexpr (std::is_same<V, float>::value)
+            {
+                walk.q32 = &q;
+            }
+            else
+            {
+                walk.q64 = &q;
+            }
+            const auto ends = [&o](token_id id) {
+                return (o.eos_mode == eos_policy::stop && detail::index_of(o.eos, id) >= 0) ||
+                       detail::index_of(o.stop_token_ids, id) >= 0;
+            };
+            m_steps.clear();
+            m_history.insert(m_history.end(), m_draft.begin(), m_draft.end());
+            walk.draft = token_span(m_history).subspan(n0, k);
+            try
+            {
+                detail::draft_row rejected[1];
+                double sums[2];
+                detail::walk_draft(walk, rows, walk, options, ends, rejected, sums, m_engine);
+                m_history.resize(n0);
+                for (const auto& r : m_steps)
+                {
+                    check_in_vocabulary(r.id);
+                }
+            }
+            catch (...)
+            {
+                m_history.resize(n0);
+                m_engine = saved;
+                m_steps.clear();
+                throw;
+            }
+            // Each token as a step of its own; a stop drops the rest.
+            std::size_t kept = 0;
+            for (auto& r : m_steps)
+            {
+                m_history.push_back(r.id);
+                m_cumulative += o.raw_logprob ? r.raw_logprob : r.logprob;
+                r.finish = after(r.id);
+                const std::string_view delta = m_text.take();
+                r.text = std::string_view(nullptr, delta.size());
+                m_offsets.resize(std::max(m_offsets.size(), kept + 1));
+                m_offsets[kept] = std::size_t(delta.data() - m_text.text().data());  // never past a stop's cut
+                ++kept;
+                if (finished())
+                {
+                    break;
+                }
+            }
+            m_steps.resize(kept);
+            for (std::size_t i = 0; i < kept; ++i)  // the text's views once it is written
+            {
+                m_steps[i].text = std::string_view(m_text.text().data() + m_offsets[i], m_steps[i].text.size());
+            }
+            return span<const step_result>(m_steps.data(), m_steps.size());
+        }
+
+        void check_in_vocabulary(token_id id) const
+        {
+            if (m_options.vocab != nullptr && std::size_t(id) >= m_options.vocab->size())
+            {
+                throw invalid_parameter(m_who + ": token " + std::to_string(id) + " is outside the vocabulary of " +
+                                        std::to_string(m_options.vocab->size()));
             }
         }
 
@@ -525,6 +708,10 @@ namespace xsampler
         std::vector<token_id> m_history;
         std::size_t m_prompt = 0;
         std::vector<sampled_token> m_top;
+        std::vector<step_result> m_steps;                // step_draft's
+        std::vector<std::vector<sampled_token>> m_tops;  // and their top lists
+        std::vector<std::size_t> m_offsets;              // and where their texts start
+        std::vector<token_id> m_draft;                   // step_draft's copy of the draft
         detail::scored_lists m_scratch;
         step_result m_result;
         finish_reason m_reason = finish_reason::none;
