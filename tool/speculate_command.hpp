@@ -39,13 +39,18 @@ namespace tool
         throw std::invalid_argument("--rule: must be standard, greedy or typical, got '" + detail::echo(name) + "'");
     }
 
-    inline void run_speculate(const tool_options& o)
+    /// speculate's model: the n-gram one only (before --eos defaults from it).
+    inline void check_speculate_model(const tool_options& o)
     {
         if (o.tokenizer.empty())
         {
-            throw std::invalid_argument("speculate needs the n-gram model: --corpus FILE --tokenizer gpt2 --order N "
-                                        "--draft-order M");
+            throw std::invalid_argument("speculate needs the n-gram model: --corpus FILE --tokenizer gpt2 [--order N] "
+                                        "[--draft-order M]");
         }
+    }
+
+    inline void run_speculate(const tool_options& o)
+    {
         xsampler::verify_options rule;
         rule.rule = verify_rule_of(o.speculate.rule);
         loaded input = load_model(o);
@@ -75,8 +80,11 @@ namespace tool
             with_draft.assign(seq.history().tokens().begin(), seq.history().tokens().end());
             draft_tokens.clear();
             // The draft: up to k tokens, each drawn by the draft's sampler from
-            // its own final distribution (q); it stops after an eos.
-            for (std::size_t j = 0; j < k_most && (draft_tokens.empty() || !is_eos(draft_tokens.back())); ++j)
+            // its own final distribution (q); it stops after an eos, and at
+            // the room max_tokens leaves (one token of the pass is the target's).
+            const std::size_t room = o.generate.max_tokens - seq.generated().size();
+            const std::size_t k_now = std::min(k_most, room - 1);
+            for (std::size_t j = 0; j < k_now && (draft_tokens.empty() || !is_eos(draft_tokens.back())); ++j)
             {
                 const xsampler::token_history h(with_draft, prompt.size());
                 auto& c = draft_sampler.filter(draft(with_draft), h, draft_rng);

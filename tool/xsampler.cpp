@@ -8,7 +8,7 @@
 //   xsampler beam   MODEL --eos ID --beam-width B --max-tokens N [--n-best K]
 //                   [--length-penalty A] [--json]
 //   xsampler vote   MODEL --eos ID -n N --seed S [--max-tokens N] [stage flags] [--json]
-//   xsampler speculate MODEL --draft-order M --seed S --max-tokens N [--draft-tokens K]
+//   xsampler speculate MODEL --seed S --max-tokens N [--draft-order M (1)] [--draft-tokens K (4)]
 //                   [--rule standard|greedy|typical] [--stop TEXT] [stage flags] [--json]
 //                   (the n-gram model only: --order N the target, M the draft)
 //   xsampler match  (--grammar json | --grammar-file F.gbnf | --json-schema F | --regex RE)
@@ -314,6 +314,7 @@ int main(int argc, char** argv)
     speculate->add_option("--rule", o.speculate.rule, "verification: standard, greedy or typical (default standard)");
     tool::add_stop_strings(*speculate, o);
     speculate->callback([&o] {
+        tool::check_speculate_model(o);
         tool::default_eos(o);
         tool::make_sampler(o);  // the parameters are checked before the models are read
         tool::run_speculate(o);
