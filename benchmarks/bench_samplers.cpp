@@ -843,6 +843,102 @@ namespace
         finish(state, v.rows.size());
     }
 
+    // fp16 and bf16 rows (issue 22): the float benchmark's row rounded to H,
+    // read in place through xt::adapt, named as the float case with _f16 or
+    // _bf16 appended; beside it _f16_wide / _bf16_wide, the float row of the
+    // same values (rounding to 16 bits makes ties, which some stages take
+    // other paths for): the 16-bit row's target is at most that row's time.
+    template <class H>
+    const std::vector<H>& half_logits(std::size_t vocab, bool peaked)
+    {
+        static std::map<std::pair<std::size_t, bool>, std::vector<H>> cache;
+        auto& row = cache[{vocab, peaked}];
+        if (row.empty())
+        {
+            for (const float x : logits(vocab, peaked))
+            {
+                row.push_back(H(x));
+            }
+        }
+        return row;
+    }
+    template <class H>
+    const std::vector<float>& widened_logits(std::size_t vocab, bool peaked)
+    {
+        static std::map<std::pair<std::size_t, bool>, std::vector<float>> cache;
+        auto& row = cache[{vocab, peaked}];
+        if (row.empty())
+        {
+            const auto& h = half_logits<H>(vocab, peaked);
+            row.assign(h.begin(), h.end());
+        }
+        return row;
+    }
+    template <class R, class Chain>
+    void run_chain_on(benchmark::State& state, const std::vector<R>& row, Chain& chain)
+    {
+        const auto view = xt::adapt(row.data(), row.size(), xt::no_ownership(), std::vector<std::size_t>{row.size()});
+        xsampler::philox4x32 rng(1);
+        for (auto _ : state)
+        {
+            benchmark::DoNotOptimize(chain.sample(view, {}, rng));
+        }
+        finish(state, row.size());
+    }
+    template <class H, class Chain>
+    void run_chain_half(benchmark::State& state, Chain chain, bool peaked, bool wide)
+    {
+        if (wide)
+        {
+            run_chain_on(state, widened_logits<H>(std::size_t(state.range(0)), peaked), chain);
+            return;
+        }
+        run_chain_on(state, half_logits<H>(std::size_t(state.range(0)), peaked), chain);
+    }
+    template <class H>
+    void register_half(const std::string& suffix)
+    {
+        using namespace xsampler;
+        const auto add = [&](const std::string& name, auto chain, bool peaked) {
+            for (const bool wide : {false, true})
+            {
+                for (const auto v : vocabs)
+                {
+                    benchmark::RegisterBenchmark((name + "_" + suffix + (wide ? "_wide" : "")).c_str(),
+                                                 [chain, peaked, wide](benchmark::State& s) {
+                                                     run_chain_half<H>(s, chain, peaked, wide);
+                                                 })
+                        ->Arg(v)
+                        ->Unit(benchmark::kMicrosecond);
+                }
+            }
+        };
+        for (const auto v : vocabs)
+        {
+            benchmark::RegisterBenchmark(("BM_greedy_" + suffix).c_str(), [](benchmark::State& state) {
+                const auto& row = half_logits<H>(std::size_t(state.range(0)), false);
+                const auto view = xt::adapt(row.data(), row.size(), xt::no_ownership(), std::vector<std::size_t>{row.size()});
+                for (auto _ : state)
+                {
+                    benchmark::DoNotOptimize(greedy(view));
+                }
+                finish(state, row.size());
+            })->Arg(v)->Unit(benchmark::kMicrosecond);
+        }
+        add("BM_sample_temperature", chain{temperature{0.8}}, false);
+        add("BM_sample_top_k", chain{temperature{0.8}, top_k{40}}, false);
+        add("BM_sample_top_p", chain{temperature{0.8}, top_p{0.95}}, false);
+        add("BM_sample_top_p_peaked", chain{temperature{0.8}, top_p{0.95}}, true);
+        add("BM_sample_min_p", chain{temperature{0.8}, min_p{0.05}}, false);
+        add("BM_sample_chain", llama_default(), false);
+        add("BM_eta", chain{temperature{0.8}, eta{6e-4}}, false);
+        add("BM_sample_xtc", chain{temperature{0.8}, xtc{1.0, 0.01}}, false);
+        add("BM_typical", chain{temperature{0.8}, typical{0.9}}, false);
+        add("BM_top_n_sigma", chain{temperature{0.8}, top_n_sigma{1.0}}, false);
+        add("BM_dynatemp", chain{temperature{0.8, 0.5, 1.0}}, false);
+    }
+    const bool half_registered = (register_half<xsampler::f16>("f16"), register_half<xsampler::bf16>("bf16"), true);
+
     void vocab_args(benchmark::internal::Benchmark* b)
     {
         for (const auto v : vocabs)

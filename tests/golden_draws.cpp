@@ -4,7 +4,9 @@
 // that every build prints tests/golden_draws.txt exactly: the library's
 // promise that the same engine, seed and logits give the same tokens.
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <string>
 
 #include <xtensor/xview.hpp>
 
@@ -75,6 +77,72 @@ int main()
         chain c{top_k{1000}, temperature{2.0}};
         std::mt19937_64 rng(99);
         print("top_k-temp/double/mt19937_64", c, d, rng);
+    }
+    {
+        // 16-bit rows (F16C's loads under -march=native, integer lanes on the
+        // baseline): the draws of the float row of the same values.
+        xt::xtensor<f16, 1> h = xt::xtensor<f16, 1>::from_shape({f.size()});
+        xt::xtensor<bf16, 1> g = xt::xtensor<bf16, 1>::from_shape({f.size()});
+        xt::xtensor<float, 1> hw = f, gw = f;
+        for (std::size_t i = 0; i < f.size(); ++i)
+        {
+            h(i) = f16(f(i));
+            g(i) = bf16(f(i));
+            hw(i) = h(i);
+            gw(i) = g(i);
+        }
+        chain c{temperature{0.8}, top_k{40}, top_p{0.95}, min_p{0.05}};
+        chain t{top_p{0.9}};
+        for (const char* row : {"f16", "float-of-f16", "bf16", "float-of-bf16"})
+        {
+            const std::string r = row;
+            philox4x32 rng(42, 1);
+            philox4x32 rng2(43);
+            const std::string a = "llama-default/" + r + "/philox";
+            const std::string b = "top_p/" + r + "/philox";
+            if (r == "f16")
+            {
+                print(a.c_str(), c, h, rng);
+                print(b.c_str(), t, h, rng2);
+            }
+            else if (r == "bf16")
+            {
+                print(a.c_str(), c, g, rng);
+                print(b.c_str(), t, g, rng2);
+            }
+            else
+            {
+                print(a.c_str(), c, r == "float-of-f16" ? hw : gw, rng);
+                print(b.c_str(), t, r == "float-of-f16" ? hw : gw, rng2);
+            }
+        }
+        // Every 16-bit pattern through the vector loads: a digest of the bits.
+        using B = detail::batch<float>;
+        std::vector<f16> all_h(65536);
+        std::vector<bf16> all_g(65536);
+        for (std::uint32_t b = 0; b < 65536; ++b)
+        {
+            all_h[b] = f16::from_bits(std::uint16_t(b));
+            all_g[b] = bf16::from_bits(std::uint16_t(b));
+        }
+        std::uint64_t digest[2] = {1469598103934665603ull, 1469598103934665603ull};
+        alignas(64) float lane[B::size];
+        for (std::size_t b = 0; b < 65536; b += B::size)
+        {
+            for (int k = 0; k < 2; ++k)
+            {
+                (k == 0 ? detail::load_logits<float>(all_h.data() + b) : detail::load_logits<float>(all_g.data() + b))
+                    .store_aligned(lane);
+                for (std::size_t j = 0; j < B::size; ++j)
+                {
+                    std::uint32_t u;
+                    std::memcpy(&u, &lane[j], 4);
+                    digest[k] = (digest[k] ^ u) * 1099511628211ull;
+                }
+            }
+        }
+        std::printf("widened-digest/f16/bf16: %016llx %016llx\n", (unsigned long long)digest[0],
+                    (unsigned long long)digest[1]);
     }
     return 0;
 }

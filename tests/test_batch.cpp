@@ -963,6 +963,8 @@ TEST_CASE("step_draft_batch: requests verify their drafts in slots and emit what
     CHECK_THROWS_MATCHES(step_draft_batch(logits, std::vector<draft_slot>{{0, &seqs[0], two, nullptr}, {1, &seqs[0], two, nullptr}},
                                           pool, out),
                          invalid_parameter, Message("step_draft_batch: slot 1 repeats the sequence of slot 0"));
+    CHECK_THROWS_MATCHES(step_draft_batch(logits, std::vector<draft_slot>{{0, &seqs[0], two, nullptr}}, span<workspace>(), out),
+                         invalid_parameter, Message("step_draft_batch: the workspace pool is empty (give one per thread)"));
     const xt::xtensor<double, 3> wrong_q = xt::zeros<double>({std::size_t(2), std::size_t(3), requests::vocab});
     CHECK_THROWS_MATCHES(step_draft_batch(logits, wrong_q, std::vector<draft_slot>{{0, &seqs[0], two, nullptr}}, pool, out),
                          invalid_parameter,

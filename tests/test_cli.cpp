@@ -234,6 +234,40 @@ TEST_CASE("xsampler reads float64, 2-D files by --row, and Fortran order", "[cli
                xt::xtensor<float, 1>(xt::cast<float>(xt::view(batch, 1, xt::all()))), p);
 }
 
+TEST_CASE("xsampler reads float16 ('<f2') and bfloat16's bits ('<u2') as the float rows of their values", "[cli]")
+{
+    const auto source = test_helpers::random_row<float>(300, 33, 2.0, false, 0.1);
+    std::string f2, u2;
+    xt::xtensor<float, 1> from_f2 = source, from_u2 = source;
+    for (std::size_t i = 0; i < source.size(); ++i)
+    {
+        const f16 h(source(i));
+        const bf16 g(source(i));
+        from_f2(i) = h;
+        from_u2(i) = g;
+        f2 += std::string{char(h.bits & 0xff), char(h.bits >> 8)};
+        u2 += std::string{char(g.bits & 0xff), char(g.bits >> 8)};
+    }
+    const auto half = write_bytes("half.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (300,), }", f2));
+    const auto brain =
+        write_bytes("brain.npy", npy_bytes("{'descr': '<u2', 'fortran_order': False, 'shape': (2, 150), }", u2));
+    sampling_params p;
+    p.temperature = 0.8;
+    p.top_p = 0.9;
+    check_dist("--logits " + half + " --temp 0.8 --top-p 0.9", from_f2, p);
+    check_dist("--logits " + brain + " --bf16 --row 1 --temp 0.8 --top-p 0.9",
+               xt::xtensor<float, 1>(xt::view(from_u2, xt::range(150, 300))), p);
+    check_error("dist --logits " + brain, "dtype '<u2': if these are bfloat16 bits, give --bf16");
+    check_error("dist --logits " + half + " --bf16", "--bf16 reads bfloat16 bits, dtype '<u2'; the file's dtype is '<f2'");
+    const auto i2 =
+        write_bytes("i2.npy", npy_bytes("{'descr': '<i2', 'fortran_order': False, 'shape': (150,), }", u2.substr(0, 300)));
+    check_error("dist --logits " + i2,
+                "dtype '<i2' is not float32 ('<f4'), float64 ('<f8'), float16 ('<f2') or bfloat16's bits ('<u2' with --bf16)");
+    const auto short_half =
+        write_bytes("short_half.npy", npy_bytes("{'descr': '<f2', 'fortran_order': False, 'shape': (301,), }", f2));
+    check_error("dist --logits " + short_half, "truncated npy data");
+}
+
 TEST_CASE("xsampler sample prints the library's draws and --counts tallies them", "[cli]")
 {
     const auto logits = test_helpers::random_row<float>(500, 32);

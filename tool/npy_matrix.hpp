@@ -1,6 +1,10 @@
 // xsampler tool — reading a float32/float64 .npy file as a [rows, cols]
 // matrix, turning every way a file can be bad into a std::runtime_error with
-// a one-line message that names the file.
+// a one-line message that names the file. float16 ('<f2') and bfloat16 are
+// read too, widened to float32 as they are read (exactly: every 16-bit value
+// is a float). numpy has no bfloat16 dtype: a bfloat16 array is saved as its
+// bits, dtype '<u2' (x.view(np.uint16) of an ml_dtypes.bfloat16 array), read
+// as bfloat16 when the caller says so (the tool's --bf16), an error otherwise.
 //
 // The file is read in order and trusted for nothing: the 10-byte preamble
 // (magic, version, header length) first, then the header — a Python dict
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include <xtensor/xtensor.hpp>
+#include <xsampler/half.hpp>
 
 #include "input_file.hpp"
 
@@ -297,7 +302,8 @@ namespace tool
         }
     }
 
-    inline npy_matrix load_npy_matrix(const std::string& path)
+    /// bf16_bits: the file's data are bfloat16 bits, dtype '<u2' (only then is '<u2' read).
+    inline npy_matrix load_npy_matrix(const std::string& path, bool bf16_bits = false)
     {
         input_file in(path);
         const auto read_exactly = [&](std::string& s, std::size_t n, const char* what) {
@@ -366,9 +372,18 @@ namespace tool
         {
             in.fail(std::string("corrupt npy header: ") + e.what());
         }
-        if (h.descr != "<f4" && h.descr != "<f8")
+        if (bf16_bits && h.descr != "<u2")
         {
-            in.fail("dtype " + detail::shown(h.descr) + " is not float32 ('<f4') or float64 ('<f8')");
+            in.fail("--bf16 reads bfloat16 bits, dtype '<u2'; the file's dtype is " + detail::shown(h.descr));
+        }
+        if (h.descr == "<u2" && !bf16_bits)
+        {
+            in.fail("dtype '<u2': if these are bfloat16 bits, give --bf16");
+        }
+        if (h.descr != "<f4" && h.descr != "<f8" && h.descr != "<f2" && h.descr != "<u2")
+        {
+            in.fail("dtype " + detail::shown(h.descr) +
+                    " is not float32 ('<f4'), float64 ('<f8'), float16 ('<f2') or bfloat16's bits ('<u2' with --bf16)");
         }
         const std::size_t rank = h.shape.size();
         if (rank != 1 && rank != 2)
@@ -379,7 +394,7 @@ namespace tool
         // Data: its length from the header, checked against the file's before any allocation.
         const std::uint64_t rows = rank == 2 ? h.shape[0] : 1;
         const std::uint64_t cols = h.shape[rank - 1];
-        const std::uint64_t item = h.descr == "<f4" ? 4 : 8;
+        const std::uint64_t item = h.descr == "<f4" ? 4 : h.descr == "<f8" ? 8 : 2;
         const std::uint64_t limit = std::min<std::uint64_t>(SIZE_MAX, PTRDIFF_MAX) / item;
         const std::string shape_text =
             "(" + std::to_string(h.shape[0]) + (rank == 2 ? ", " + std::to_string(h.shape[1]) : ",") + ")";
@@ -398,6 +413,16 @@ namespace tool
         if (item == 4)
         {
             out.values = detail::read_matrix<float>(in, std::size_t(rows), std::size_t(cols), h.fortran_order);
+        }
+        else if (item == 2)
+        {
+            const auto bits = detail::read_matrix<std::uint16_t>(in, std::size_t(rows), std::size_t(cols), h.fortran_order);
+            const bool f16 = h.descr == "<f2";
+            xt::xtensor<float, 2> wide = xt::xtensor<float, 2>::from_shape(bits.shape());
+            std::transform(bits.begin(), bits.end(), wide.begin(), [f16](std::uint16_t b) {
+                return f16 ? float(xsampler::f16::from_bits(b)) : float(xsampler::bf16::from_bits(b));
+            });
+            out.values = std::move(wide);
         }
         else
         {

@@ -63,6 +63,7 @@ namespace tool
         std::int64_t prompt_tokens = -1;          // --prompt-tokens: -1 = the whole history is prompt
         // dist, sample
         std::string logits;
+        bool bf16 = false;  // --bf16: the --logits file holds bfloat16 bits ('<u2')
         std::size_t row = 0;
         std::int64_t n = 1;  // also vote's
         bool counts = false;
@@ -449,7 +450,9 @@ namespace tool
     /// after its prompt (the MODEL flags of the decoding commands; the checks in with_row).
     inline void add_row_flags(CLI::App& cmd, tool_options& o)
     {
-        auto* logits = cmd.add_option("--logits", o.logits, "float32/float64 .npy file, [vocab] or [batch, vocab]");
+        auto* logits = cmd.add_option("--logits", o.logits,
+                                      "float32/float64/float16 .npy file, [vocab] or [batch, vocab]");
+        cmd.add_flag("--bf16", o.bf16, "the --logits file holds bfloat16 bits (dtype '<u2')")->needs(logits);
         add_integer(cmd, "--row", o.row, std::size_t(0), SIZE_MAX, "row of a [batch, vocab] file (default 0)")
             ->needs(logits);
         add_stage_flags(cmd, o);

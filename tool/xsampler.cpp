@@ -119,7 +119,7 @@ namespace
                 throw std::invalid_argument("give a row: --logits FILE.npy [--row I], or a model: --corpus FILE "
                                             "--prompt TEXT | --transitions T.npy --bos ID");
             }
-            const auto logits = tool::load_npy_matrix(o.logits);
+            const auto logits = tool::load_npy_matrix(o.logits, o.bf16);
             if (o.row >= logits.rows())
             {
                 throw std::out_of_range("--row " + std::to_string(o.row) + " is out of range: '" + o.logits +

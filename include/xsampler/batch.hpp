@@ -162,11 +162,11 @@ namespace xsampler
                                      std::to_string(e.dimension()) + "-D");
             }
         }
-        inline void check_pool(span<workspace> pool)
+        inline void check_pool(span<workspace> pool, const char* who = "sample_batch")
         {
             if (pool.empty())
             {
-                throw invalid_parameter("sample_batch: the workspace pool is empty (give one per thread)");
+                throw invalid_parameter(std::string(who) + ": the workspace pool is empty (give one per thread)");
             }
         }
 
@@ -667,7 +667,7 @@ namespace xsampler
                 throw invalid_logits("step_draft_batch: target rows must be 3-D [batch, k + 1, vocab], got " +
                                      std::to_string(e.dimension()) + "-D" + (e.dimension() == 3 ? " with no row" : ""));
             }
-            check_pool(pool);
+            check_pool(pool, "step_draft_batch");
             const std::size_t most = e.shape()[1] - 1;
             for (std::size_t i = 0; i < slots.size(); ++i)
             {

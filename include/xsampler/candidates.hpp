@@ -113,8 +113,9 @@ namespace xsampler
             settle();
             return m_argmax;
         }
-        /// The row as loaded, before any edit, with its own max and argmax.
-        const T* loaded_row() const noexcept { return m_row.loaded().data; }
+        /// The row as loaded, before any edit (of T, or of f16 or bf16: its
+        /// visit(f) gives the typed pointer), with its own max and argmax.
+        const detail::stored_row<T>& loaded_row() const noexcept { return m_row.loaded(); }
         T loaded_max() const noexcept { return m_row_max; }
         token_id loaded_argmax() const noexcept { return m_row_argmax; }
 
@@ -130,6 +131,32 @@ namespace xsampler
         /// starts and ends on a 64-token block boundary.
         template <class F>
         void for_each_run(F&& f)
+        {
+            m_row.for_each_run([&](const auto* x, std::size_t first, std::size_t n) {
+                if constexpr (std::is_same<std::decay_t<decltype(*x)>, T>::value)
+                {
+                    f(x, first, n);
+                }
+                else
+                {
+                    // A row of f16 or bf16: widened a few blocks at a time.
+                    constexpr std::size_t chunk = 16 * detail::block_size;
+                    T wide[chunk];
+                    for (std::size_t at = 0; at < n; at += chunk)
+                    {
+                        const std::size_t len = std::min(chunk, n - at);
+                        std::copy(x + at, x + at + len, wide);
+                        f(static_cast<const T*>(wide), first + at, len);
+                    }
+                }
+            });
+        }
+        /// The same runs with x the row's own pointer where a run is not
+        /// edited: const T*, or for a row of f16 or bf16 const f16* or const
+        /// bf16* (an edited block is const T*); for kernels that widen as
+        /// they load (detail::load_logits).
+        template <class F>
+        void for_each_stored_run(F&& f)
         {
             m_row.for_each_run(f);
         }
@@ -221,7 +248,7 @@ namespace xsampler
             if (m_dense)
             {
                 detail::top_selector<T> select(j, out);
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
+                for_each_stored_run([&](const auto* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
                 select.finish();
             }
             else
@@ -280,7 +307,7 @@ namespace xsampler
                 m_weights.resize(m_row.size());
             }
             const std::uint64_t* outside = m_row.deferred_words();
-            m_row.for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
+            m_row.for_each_raw_run([&](const auto* x, std::size_t first, std::size_t n) {
                 count += detail::reduce_run(k, x, n, first, sums, outside == nullptr ? nullptr : outside + first / 64,
                                    Kernel::reads_weights ? m_weights.data() + first : nullptr,
                                    store ? m_weights.data() + first : nullptr);
@@ -392,7 +419,7 @@ namespace xsampler
             if (m_dense)
             {
                 detail::top_selector<T> select(k, m_list.tokens());
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
+                for_each_stored_run([&](const auto* x, std::size_t first, std::size_t n) { select.feed(x, n, first); });
                 select.finish();
                 m_list.changed(false, false);
             }
@@ -552,13 +579,14 @@ namespace xsampler
                 const B vlow(low);
                 auto& l = m_list.tokens();
                 l.clear();
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                for_each_stored_run([&](const auto* x, std::size_t first, std::size_t n) {
                     detail::for_each_passing(
                         x, n, [&](const B& v) { return v >= vlow; }, [&](T v) { return v >= low; },
                         [&](std::size_t j) {
-                            if (keep(x[j], token_id(first + j)))
+                            const T xj = x[j];
+                            if (keep(xj, token_id(first + j)))
                             {
-                                l.push_back({x[j], token_id(first + j)});
+                                l.push_back({xj, token_id(first + j)});
                             }
                         });
                 });

@@ -6,10 +6,12 @@
 // and p_i = w_i / Z).
 //
 // Contract
-// - A logits row is any 1-D xtensor expression of float or double: an
-//   xt::xtensor<T, 1>, a row view of an xt::xtensor<T, 2>, or xt::adapt over
-//   an engine's buffer. A contiguous row is read in place; any other
-//   expression is evaluated once into a buffer the caller owns.
+// - A logits row is any 1-D xtensor expression of float, double, f16 or
+//   bf16 (half.hpp): an xt::xtensor<T, 1>, a row view of an xt::xtensor<T,
+//   2>, or xt::adapt over an engine's buffer. A contiguous row is read in
+//   place; any other expression is evaluated once (in its own type) into a
+//   buffer the caller owns. A row of f16 or bf16 is sampled in float, as the
+//   float row of the same values (its lanes widened as they are loaded).
 // - -inf marks a masked token: probability 0, never drawn. NaN or +inf at any
 //   index, an empty row, a row that is not 1-D, a row longer than token_id
 //   can index, and a row where every token is masked throw invalid_logits
@@ -51,8 +53,57 @@ namespace xsampler
             std::size_t size;
         };
 
+        /// The type a row's elements are stored in, and the one it is sampled in.
         template <class E>
-        using logit_type = std::decay_t<typename E::value_type>;
+        using stored_type = std::decay_t<typename E::value_type>;
+        template <class E>
+        using logit_type = logit_of<stored_type<E>>;
+
+        /// A loaded row of logits sampled in T: a row of T, or for T = float
+        /// a row of f16 or bf16. visit(f) calls f with the typed pointer.
+        template <class T>
+        struct stored_row
+        {
+            enum class kind : unsigned char
+            {
+                logit,
+                f16,
+                bf16
+            };
+            const void* data = nullptr;
+            std::size_t size = 0;
+            kind stored = kind::logit;
+
+            stored_row() = default;
+            stored_row(row_ref<T> r) noexcept : data(r.data), size(r.size) {}
+            template <class H, std::enable_if_t<is_half<H>::value && std::is_same<T, float>::value, int> = 0>
+            stored_row(row_ref<H> r) noexcept
+                : data(r.data), size(r.size), stored(std::is_same<H, xsampler::f16>::value ? kind::f16 : kind::bf16)
+            {
+            }
+
+            /// f(x) with x the row's typed pointer (const T*, const f16* or const bf16*).
+            template <class F>
+            decltype(auto) visit(F&& f) const
+            {
+                if constexpr (std::is_same<T, float>::value)
+                {
+                    if (stored != kind::logit)  // (a float row's test: one compare)
+                    {
+                        return stored == kind::f16 ? f(static_cast<const xsampler::f16*>(data))
+                                                   : f(static_cast<const xsampler::bf16*>(data));
+                    }
+                }
+                return f(static_cast<const T*>(data));
+            }
+            /// Whether the row is stored in T itself.
+            bool native() const noexcept { return stored == kind::logit; }
+            /// Logit i, widened.
+            T operator[](std::size_t i) const noexcept
+            {
+                return visit([i](const auto* x) { return T(x[i]); });
+            }
+        };
 
         /// Throws unless a row of n tokens can be sampled: not empty, and
         /// every index a token_id.
@@ -72,11 +123,11 @@ namespace xsampler
         /// contiguous, else evaluated once into `scratch`; its size is
         /// checked first (check_row_size), so a lazy row too long to index is
         /// refused before it is evaluated.
-        template <class E, class T = logit_type<E>>
+        template <class E, class T = stored_type<E>>
         row_ref<T> contiguous_row(const xt::xexpression<E>& expr, std::vector<T>& scratch)
         {
-            static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value,
-                          "xsampler: logits must be float or double");
+            static_assert(std::is_same<T, float>::value || std::is_same<T, double>::value || is_half<T>::value,
+                          "xsampler: logits must be float, double, f16 or bf16");
             const E& e = expr.derived_cast();
             if (e.dimension() != 1)
             {
@@ -137,22 +188,22 @@ namespace xsampler
 
         /// One pass (SIMD): validates the row and finds its max; then finds
         /// the first index of the max (ties: the lowest id).
-        template <class T>
-        row_stats<T> scan_row(row_ref<T> row)
+        template <class S, class T = logit_of<S>>
+        row_stats<T> scan_row(row_ref<S> row)
         {
             check_row_size(row.size);
             using B = batch<T>;
             constexpr std::size_t width = B::size;
             constexpr T inf = std::numeric_limits<T>::infinity();
-            const T* x = row.data;
+            const S* x = row.data;
             const std::size_t n = row.size;
             const std::size_t vec_end = n - n % (2 * width);
             B mx0(-inf), mx1(-inf);
             auto nan = mx0 != mx0;  // a NaN seen (+inf shows in the max)
             for (std::size_t i = 0; i < vec_end; i += 2 * width)
             {
-                const B a = B::load_unaligned(x + i);
-                const B b = B::load_unaligned(x + i + width);
+                const B a = load_logits<T>(x + i);
+                const B b = load_logits<T>(x + i + width);
                 mx0 = xsimd::max(mx0, a);
                 mx1 = xsimd::max(mx1, b);
                 nan = nan | unordered(a, b);
@@ -163,16 +214,18 @@ namespace xsampler
             bool any_nan = xsimd::any(nan);
             for (std::size_t i = vec_end; i < n; ++i)
             {
-                any_nan = any_nan || x[i] != x[i];
-                best = std::max(best, x[i]);
+                const T xi = x[i];
+                any_nan = any_nan || xi != xi;
+                best = std::max(best, xi);
             }
             if (any_nan || best == inf)
             {
                 for (std::size_t i = 0; i < n; ++i)
                 {
-                    if (!(x[i] < inf))
+                    const T xi = x[i];
+                    if (!(xi < inf))
                     {
-                        throw invalid_logits(std::string("logits: ") + (x[i] != x[i] ? "NaN" : "+inf") +
+                        throw invalid_logits(std::string("logits: ") + (xi != xi ? "NaN" : "+inf") +
                                              " at index " + std::to_string(i));
                     }
                 }
@@ -186,19 +239,25 @@ namespace xsampler
             const B vbest(best);
             for (; arg + 4 * width <= n; arg += 4 * width)
             {
-                const T* v = x + arg;
-                if (xsimd::any((B::load_unaligned(v) == vbest) | (B::load_unaligned(v + width) == vbest) |
-                               (B::load_unaligned(v + 2 * width) == vbest) |
-                               (B::load_unaligned(v + 3 * width) == vbest)))
+                const S* v = x + arg;
+                if (xsimd::any((load_logits<T>(v) == vbest) | (load_logits<T>(v + width) == vbest) |
+                               (load_logits<T>(v + 2 * width) == vbest) |
+                               (load_logits<T>(v + 3 * width) == vbest)))
                 {
                     break;
                 }
             }
-            while (x[arg] != best)
+            while (T(x[arg]) != best)
             {
                 ++arg;
             }
             return {best, token_id(arg)};
+        }
+        /// scan_row over a stored row.
+        template <class T>
+        row_stats<T> scan_row(const stored_row<T>& row)
+        {
+            return row.visit([&](const auto* x) { return scan_row(row_ref<std::remove_const_t<std::remove_pointer_t<decltype(x)>>>{x, row.size}); });
         }
     }
 }

@@ -55,7 +55,7 @@ namespace xsampler
     template <class E>
     token_id greedy(const xt::xexpression<E>& logits)
     {
-        std::vector<detail::logit_type<E>> scratch;
+        std::vector<detail::stored_type<E>> scratch;
         return detail::scan_row(detail::contiguous_row(logits, scratch)).argmax;
     }
 

@@ -303,7 +303,9 @@ namespace xsampler
         /// longer than the room left is verified only as far as it fits.
         /// Returns the steps (views valid until the next call). Errors:
         /// verify_draft's ("sequence: step_draft: ..."), rows not k + 1, a
-        /// bad row ("step 7: logits: ..."); the sequence is then as before.
+        /// bad row ("step 7: logits: ..."); the sequence is then as before,
+        /// but for a stage that learns from draws (mirostat): it has observed
+        /// the positions verified before the failing one (docs/semantics.md).
         template <class E>
         span<const step_result> step_draft(const xt::xexpression<E>& rows, token_span draft,
                                            const verify_options& options = {}, workspace* ws = nullptr)

@@ -40,19 +40,20 @@ namespace xsampler
         template <class T>
         struct raw_softmax
         {
-            const T* x;
+            stored_row<T> x;
             std::size_t n;
             T m;
             double z;
             double log_z;
 
             /// Row x[0, n) (validated) and its max m.
-            raw_softmax(const T* row, std::size_t size, T max)
-                : x(row), n(size), m(max), z(dense_total(x, n, m, T(log2e), nullptr)), log_z(std::log(z))
+            raw_softmax(const stored_row<T>& row, T max)
+                : x(row), n(row.size), m(max),
+                  z(x.visit([&](const auto* r) { return dense_total(r, n, m, T(log2e), nullptr); })), log_z(std::log(z))
             {
             }
             /// The row a set loaded, as loaded.
-            explicit raw_softmax(const candidates<T>& c) : raw_softmax(c.loaded_row(), c.vocab(), c.loaded_max()) {}
+            explicit raw_softmax(const candidates<T>& c) : raw_softmax(c.loaded_row(), c.loaded_max()) {}
 
             /// p_i (0 for a masked token): the weight at scale 1 over Z.
             double prob(std::size_t i) const noexcept { return double(weight(x[i], m, T(log2e))) / z; }
@@ -61,8 +62,9 @@ namespace xsampler
             /// x_i - m overflows T, the difference in double.
             double logprob(std::size_t i) const noexcept
             {
-                const T d = x[i] - m;
-                return (std::isinf(d) && x[i] != -std::numeric_limits<T>::infinity() ? double(x[i]) - double(m) : double(d)) -
+                const T xi = x[i];
+                const T d = xi - m;
+                return (std::isinf(d) && xi != -std::numeric_limits<T>::infinity() ? double(xi) - double(m) : double(d)) -
                        log_z;
             }
 
@@ -72,7 +74,7 @@ namespace xsampler
             double entropy() const noexcept
             {
                 blocked_sum<T> sums[2];
-                reduce_run(moments_kernel<T, third_sum::none>(m, T(1), T(log2e)), x, n, 0, sums);
+                x.visit([&](const auto* r) { reduce_run(moments_kernel<T, third_sum::none>(m, T(1), T(log2e)), r, n, 0, sums); });
                 return log_z - sums[1].total() / z;
             }
 
@@ -80,7 +82,7 @@ namespace xsampler
             /// log-probabilities, into `out`; `best` is scratch.
             void top(std::size_t k, std::vector<scored<T>>& best, std::vector<sampled_token>& out) const
             {
-                select_top(x, n, k, best);
+                x.visit([&](const auto* r) { select_top(r, n, k, best); });
                 std::sort(best.begin(), best.end(), ranks_before<T>);
                 out.clear();
                 for (const auto& s : best)
@@ -99,9 +101,9 @@ namespace xsampler
         auto with_raw_softmax(const xt::xexpression<E>& logits, F&& f)
         {
             using T = logit_type<E>;
-            std::vector<T> scratch;
-            const row_ref<T> row = contiguous_row(logits, scratch);
-            return f(raw_softmax<T>(row.data, row.size, scan_row(row).max));
+            std::vector<stored_type<E>> scratch;
+            const stored_row<T> row = contiguous_row(logits, scratch);
+            return f(raw_softmax<T>(row, scan_row(row).max));
         }
     }
 
@@ -189,7 +191,7 @@ namespace xsampler
             try
             {
                 detail::with_raw_softmax(xt::view(e, i - 1, xt::all()), [&](const auto& raw) {
-                    using T = std::decay_t<decltype(*raw.x)>;
+                    using T = std::decay_t<decltype(raw.m)>;
                     out[i].logprob = raw.logprob(std::size_t(prompt[i]));
                     if (top_n > 0)
                     {

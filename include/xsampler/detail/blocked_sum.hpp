@@ -90,7 +90,8 @@ namespace xsampler
         public:
             explicit blocked_sum(block_record* record = nullptr) noexcept : m_record(record) {}
 
-            void add(std::size_t id, T w) noexcept
+            // (Forced inline: a sparse set's sum calls it per token.)
+            XSAMPLER_ALWAYS_INLINE void add(std::size_t id, T w) noexcept
             {
                 const std::size_t b = id / block_size;
                 if (b != m_block)

@@ -49,7 +49,7 @@ namespace xsampler
             edited_row(const edited_row& o)
                 : m_row(o.m_row), m_copy(o.m_copy), m_patch_at(o.m_patch_at), m_patch(o.m_patch),
                   m_patched(o.m_patched), m_whole(o.m_whole), m_masked(o.m_masked), m_deferred(o.m_deferred),
-                  m_words(o.m_words)
+                  m_words(o.m_words), m_copy_f16(o.m_copy_f16), m_copy_bf16(o.m_copy_bf16)
             {
                 rebase(o);
             }
@@ -70,7 +70,8 @@ namespace xsampler
             template <class E>
             void load(const xt::xexpression<E>& logits)
             {
-                m_row = contiguous_row(logits, m_copy);
+                m_row = contiguous_row(logits, copy_for(stored_type<E>{}));
+                m_direct = m_row.native() ? static_cast<const T*>(m_row.data) : nullptr;
                 for (const std::size_t b : m_patched)
                 {
                     m_patch_at[b] = no_patch;
@@ -84,7 +85,7 @@ namespace xsampler
 
             std::size_t size() const noexcept { return m_row.size; }
             /// The row as loaded, before any edit.
-            const row_ref<T>& loaded() const noexcept { return m_row; }
+            const stored_row<T>& loaded() const noexcept { return m_row; }
             /// Whether an edit or a deferred mask changed a logit since load.
             bool edited() const noexcept { return !m_patched.empty() || m_deferred; }
 
@@ -95,7 +96,12 @@ namespace xsampler
                 {
                     return -inf;
                 }
-                return m_patched.empty() ? m_row.data[i] : block(i / block_size)[i % block_size];
+                if (m_direct != nullptr)
+                {
+                    return m_direct[i];
+                }
+                const T* x = patched_block(i / block_size);
+                return x != nullptr ? x[i % block_size] : m_row[i];
             }
 
             /// The writable current logit of token i (its block copied on
@@ -118,8 +124,9 @@ namespace xsampler
                     }
                     const std::size_t lo = b * block_size;
                     const std::size_t n = std::min(block_size, m_row.size - lo);
+                    m_direct = nullptr;
                     m_patch_at[b] = m_patch.size();
-                    m_patch.insert(m_patch.end(), m_row.data + lo, m_row.data + lo + n);
+                    m_row.visit([&](const auto* x) { m_patch.insert(m_patch.end(), x + lo, x + lo + n); });
                     m_patch.resize(m_patch_at[b] + block_size, -inf);
                     m_patched.push_back(b);
                 }
@@ -127,7 +134,9 @@ namespace xsampler
             }
 
             /// Calls f(x, first, n) with the current logits of tokens [first,
-            /// first + n), in runs covering the row (see the top of this file).
+            /// first + n), in runs covering the row (see the top of this file);
+            /// x is the row's own pointer (a row of f16 or bf16: const f16*
+            /// or const bf16*) or, in an edited block, const T*.
             template <class F>
             void for_each_run(F&& f)
             {
@@ -139,9 +148,17 @@ namespace xsampler
             template <class F>
             void for_each_raw_run(F&& f) const
             {
-                if (m_patched.empty() || m_whole)
+                const auto base = [&](std::size_t first, std::size_t n) {
+                    m_row.visit([&](const auto* x) { f(x + first, first, n); });
+                };
+                if (m_whole)
                 {
-                    f(m_whole ? m_patch.data() : m_row.data, std::size_t(0), m_row.size);
+                    f(static_cast<const T*>(m_patch.data()), std::size_t(0), m_row.size);
+                    return;
+                }
+                if (m_patched.empty())
+                {
+                    base(0, m_row.size);
                     return;
                 }
                 if (!std::is_sorted(m_patched.begin(), m_patched.end()))
@@ -154,15 +171,15 @@ namespace xsampler
                     const std::size_t lo = b * block_size;
                     if (lo > next)
                     {
-                        f(m_row.data + next, next, lo - next);
+                        base(next, lo - next);
                     }
                     const std::size_t hi = std::min(lo + block_size, m_row.size);
-                    f(block(b), lo, hi - lo);
+                    f(patched_block(b), lo, hi - lo);
                     next = hi;
                 }
                 if (next < m_row.size)
                 {
-                    f(m_row.data + next, next, m_row.size - next);
+                    base(next, m_row.size - next);
                 }
             }
 
@@ -171,7 +188,7 @@ namespace xsampler
             std::size_t count_finite()
             {
                 std::size_t count = 0;
-                for_each_run([&](const T* x, std::size_t, std::size_t n) {
+                for_each_run([&](const auto* x, std::size_t, std::size_t n) {
                     count += std::size_t(std::count_if(x, x + n, [](T v) { return v != -inf; }));
                 });
                 return count;
@@ -181,7 +198,7 @@ namespace xsampler
             template <class F>
             void for_each_finite(F& f)
             {
-                for_each_run([&](const T* x, std::size_t first, std::size_t n) { finite_in(x, first, n, f); });
+                for_each_run([&](const auto* x, std::size_t first, std::size_t n) { finite_in(x, first, n, f); });
             }
             /// The same for the tokens of block b (a deferred mask read, not written).
             template <class F>
@@ -211,16 +228,26 @@ namespace xsampler
             }
 
             /// Block b's current logits (ids [64b, 64b + 64) within the row),
-            /// a deferred mask's tokens at -inf (copied into `masked` then).
+            /// a deferred mask's tokens at -inf (copied into `masked` then, as
+            /// a block of a row of f16 or bf16 is, widened).
             const T* read_block(std::size_t b, T (&masked)[block_size]) const noexcept
             {
-                const T* x = block(b);
+                const std::size_t lo = b * block_size;
+                const std::size_t n = std::min(lo + block_size, m_row.size) - lo;
+                const T* x = patched_block(b);
+                if (x == nullptr && m_row.native())
+                {
+                    x = static_cast<const T*>(m_row.data) + lo;
+                }
+                else if (x == nullptr)
+                {
+                    m_row.visit([&](const auto* r) { std::copy(r + lo, r + lo + n, masked); });
+                    x = masked;
+                }
                 if (!m_deferred)
                 {
                     return x;
                 }
-                const std::size_t lo = b * block_size;
-                const std::size_t n = std::min(lo + block_size, m_row.size) - lo;
                 for (std::size_t j = 0; j < n; ++j)
                 {
                     masked[j] = keeps(lo + j) ? x[j] : -inf;
@@ -236,7 +263,7 @@ namespace xsampler
                 max = -inf;
                 argmax = 0;
                 // Runs come in id order: a strictly greater max keeps ties at the lowest id.
-                const auto better = [&](const T* x, std::size_t first, std::size_t n) {
+                const auto better = [&](const auto* x, std::size_t first, std::size_t n) {
                     const T best = max_of(x, n);
                     if (best > max)
                     {
@@ -251,7 +278,7 @@ namespace xsampler
                 }
                 // A block's kept lanes only (runs start on block boundaries,
                 // one word of the mask a block).
-                for_each_raw_run([&](const T* x, std::size_t first, std::size_t n) {
+                for_each_raw_run([&](const auto* x, std::size_t first, std::size_t n) {
                     const auto whole = [&](std::size_t b) { return m_words[(first + b) / 64] == ~std::uint64_t(0); };
                     for (std::size_t b = 0; b < n;)
                     {
@@ -373,17 +400,22 @@ namespace xsampler
         private:
             static_assert(block_size == 64, "one mask word per block");
 
-            template <class F>
-            static void finite_in(const T* x, std::size_t first, std::size_t n, F& f)
+            template <class S, class F>
+            static void finite_in(const S* x, std::size_t first, std::size_t n, F& f)
             {
                 for (std::size_t i = 0; i < n; ++i)
                 {
-                    if (x[i] != -inf)
+                    const T xi = x[i];
+                    if (xi != -inf)
                     {
-                        f(token_id(first + i), x[i]);
+                        f(token_id(first + i), xi);
                     }
                 }
             }
+
+            std::vector<T>& copy_for(T) noexcept { return m_copy; }
+            std::vector<f16>& copy_for(f16) noexcept { return m_copy_f16; }
+            std::vector<bf16>& copy_for(bf16) noexcept { return m_copy_bf16; }
 
             // A row evaluated into o's buffer is read from this one's copy.
             void rebase(const edited_row& o) noexcept
@@ -392,14 +424,24 @@ namespace xsampler
                 {
                     m_row.data = m_copy.data();
                 }
+                if (!o.m_copy_f16.empty() && o.m_row.data == o.m_copy_f16.data())
+                {
+                    m_row.data = m_copy_f16.data();
+                }
+                if (!o.m_copy_bf16.empty() && o.m_row.data == o.m_copy_bf16.data())
+                {
+                    m_row.data = m_copy_bf16.data();
+                }
+                m_direct = m_patched.empty() && m_row.native() ? static_cast<const T*>(m_row.data) : nullptr;
             }
             static constexpr T inf = std::numeric_limits<T>::infinity();
             static constexpr std::size_t no_patch = ~std::size_t(0);
 
-            const T* block(std::size_t b) const noexcept
+            // Block b's copy, or null when it is not edited.
+            const T* patched_block(std::size_t b) const noexcept
             {
                 const std::size_t at = m_patched.empty() ? no_patch : m_patch_at[b];
-                return at == no_patch ? m_row.data + b * block_size : m_patch.data() + at;
+                return at == no_patch ? nullptr : m_patch.data() + at;
             }
 
             /// Every block patched, in order: the copy is then the whole row.
@@ -409,6 +451,7 @@ namespace xsampler
                 {
                     return;
                 }
+                m_direct = nullptr;
                 const std::size_t n = m_row.size;
                 const std::size_t blocks = (n + block_size - 1) / block_size;
                 if (m_patch_at.size() < n / block_size + 1)
@@ -417,15 +460,23 @@ namespace xsampler
                 }
                 if (m_patched.empty())
                 {
-                    m_patch.assign(m_row.data, m_row.data + n);  // (its buffer kept from the last row)
+                    m_row.visit([&](const auto* x) { m_patch.assign(x, x + n); });  // (its buffer kept from the last row)
                 }
                 else
                 {
                     m_spare.clear();
                     for (std::size_t b = 0; b < blocks; ++b)
                     {
-                        const T* x = block(b);
-                        m_spare.insert(m_spare.end(), x, x + std::min(block_size, n - b * block_size));
+                        const std::size_t lo = b * block_size;
+                        const std::size_t len = std::min(block_size, n - lo);
+                        if (const T* x = patched_block(b))
+                        {
+                            m_spare.insert(m_spare.end(), x, x + len);
+                        }
+                        else
+                        {
+                            m_row.visit([&](const auto* x) { m_spare.insert(m_spare.end(), x + lo, x + lo + len); });
+                        }
                     }
                     m_patch.swap(m_spare);
                 }
@@ -439,7 +490,8 @@ namespace xsampler
                 m_whole = true;
             }
 
-            row_ref<T> m_row{nullptr, 0};
+            stored_row<T> m_row;
+            const T* m_direct = nullptr;            // the row's own Ts while no block is patched (logit's fast path)
             std::vector<T> m_copy;                  // a row not contiguous, evaluated
             std::vector<std::size_t> m_patch_at;    // per block: its copy's offset in m_patch, or no_patch
             std::vector<T> m_patch;                 // copies of the edited blocks, 64 logits each
@@ -449,6 +501,8 @@ namespace xsampler
             bool m_masked = false;                  // a mask applies (its words: m_words)
             bool m_deferred = false;                // and is not yet written (defer_mask)
             std::vector<std::uint64_t> m_words;     // the mask's words, one a block
+            std::vector<f16> m_copy_f16;            // a row of f16 not contiguous, evaluated
+            std::vector<bf16> m_copy_bf16;          // the same for bf16
         };
     }
 }

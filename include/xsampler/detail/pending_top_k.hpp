@@ -52,11 +52,11 @@ namespace xsampler
             /// Validation and the selection of the top k + margin in one
             /// pass over the row, into `items` (L, untrimmed); k is then
             /// pending. False if the row is invalid (nothing pending).
-            bool select(const row_ref<T>& row, std::size_t k, std::size_t margin, std::vector<scored<T>>& items)
+            bool select(const stored_row<T>& row, std::size_t k, std::size_t margin, std::vector<scored<T>>& items)
             {
                 row_watch<T> watch;
                 top_selector<T> select(margin < row.size - k ? k + margin : row.size, items);
-                select.feed(row.data, row.size, 0, watch);  // not finished: keep_top trims
+                row.visit([&](const auto* x) { select.feed(x, row.size, 0, watch); });  // not finished: keep_top trims
                 if (!watch.valid())
                 {
                     return false;

@@ -16,7 +16,9 @@
 //   terms at x = -inf (and weight 0) must be +0 in every channel.
 // - With `store`, channel 0's term is also written by token (the weights).
 // - A kernel: channels; tiers (1 to 3) and plan(block, kept), the tier for a
-//   full block (kept: its mask word); terms<tier>(x[, w], t) on SIMD
+//   full block (kept: its mask word; block: the row's own pointer, const T*
+//   or for a 16-bit row const f16* / const bf16*, so plan is a template over
+//   it, reading with load_logits); terms<tier>(x[, w], t) on SIMD
 //   vectors and terms(x, w, t) on one token given its weight w (and
 //   terms(x, t), computing it, unless it reads weights), the same values;
 //   with reads_weights, w is the token's stored weight (0 where masked); with
@@ -38,18 +40,18 @@ namespace xsampler
     {
         // The terms of the vector at x + j, masked lanes +0, channel 0
         // stored to out + j.
-        template <int tier, bool store, bool masked, class Kernel, class T, std::size_t K>
-        XSAMPLER_ALWAYS_INLINE void vector_terms(const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+        template <int tier, bool store, bool masked, class Kernel, class S, class T, std::size_t K>
+        XSAMPLER_ALWAYS_INLINE void vector_terms(const Kernel& k, const S* x, const T* w, std::uint64_t kept,
                                                  std::size_t j, batch<T> (&v)[K], T* out) noexcept
         {
             using B = batch<T>;
             if constexpr (Kernel::reads_weights)
             {
-                k.template terms<tier>(B::load_unaligned(x + j), B::load_unaligned(w + j), v);
+                k.template terms<tier>(load_logits<T>(x + j), B::load_unaligned(w + j), v);
             }
             else
             {
-                k.template terms<tier>(B::load_unaligned(x + j), v);
+                k.template terms<tier>(load_logits<T>(x + j), v);
             }
             if (masked)
             {
@@ -67,8 +69,8 @@ namespace xsampler
 
         // A full block's lane sums: lane set g's first vector starts them.
         // (Not forced inline: the compiler's choice keeps fewer vectors live.)
-        template <int tier, bool store, bool masked, class Kernel, class T, std::size_t K, std::size_t G>
-        void block_terms(const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+        template <int tier, bool store, bool masked, class Kernel, class S, class T, std::size_t K, std::size_t G>
+        void block_terms(const Kernel& k, const S* x, const T* w, std::uint64_t kept,
                                                 batch<T> (&acc)[K][G], T* out) noexcept
         {
             using B = batch<T>;
@@ -96,8 +98,8 @@ namespace xsampler
         }
 
         // block_terms at the block's tier (a run-time choice among the kernel's).
-        template <bool store, bool masked, class Kernel, class T, std::size_t K, std::size_t G>
-        XSAMPLER_ALWAYS_INLINE void tier_terms(int tier, const Kernel& k, const T* x, const T* w, std::uint64_t kept,
+        template <bool store, bool masked, class Kernel, class S, class T, std::size_t K, std::size_t G>
+        XSAMPLER_ALWAYS_INLINE void tier_terms(int tier, const Kernel& k, const S* x, const T* w, std::uint64_t kept,
                                                batch<T> (&acc)[K][G], T* out) noexcept
         {
             if (tier == 0)
@@ -118,21 +120,22 @@ namespace xsampler
         }
 
         // The kept tokens of a block of 64 whose logit is not -inf.
-        template <class T>
-        std::size_t finite_in(const T* block, std::uint64_t kept) noexcept
+        template <class S>
+        std::size_t finite_in(const S* block, std::uint64_t kept) noexcept
         {
+            using T = logit_of<S>;
             using B = batch<T>;
             const B ninf(-std::numeric_limits<T>::infinity());
             std::uint64_t bits = 0;
             for (std::size_t i = 0; i < block_size; i += B::size)
             {
-                bits |= std::uint64_t(mask_bits(B::load_unaligned(block + i) != ninf)) << i;
+                bits |= std::uint64_t(mask_bits(load_logits<T>(block + i) != ninf)) << i;
             }
             return std::size_t(__builtin_popcountll(bits & kept));
         }
 
-        template <bool store, class Kernel, class T>
-        std::size_t reduce_blocks(const Kernel& k, const T* x, std::size_t n, std::size_t first,
+        template <bool store, class Kernel, class S, class T>
+        std::size_t reduce_blocks(const Kernel& k, const S* x, std::size_t n, std::size_t first,
                                   blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep, const T* w,
                                   T* out)
         {
@@ -170,7 +173,7 @@ namespace xsampler
             for (std::size_t i = full * block_size; i < n; ++i)
             {
                 const bool masked = keep != nullptr && (keep[i / block_size] >> (i % block_size) & 1) == 0;
-                const T xi = masked ? -std::numeric_limits<T>::infinity() : x[i];
+                const T xi = masked ? -std::numeric_limits<T>::infinity() : T(x[i]);
                 T v[K];
                 if constexpr (Kernel::reads_weights)
                 {
@@ -199,8 +202,8 @@ namespace xsampler
         /// null; w: the stored weights of the same tokens (reads_weights);
         /// out: where channel 0's terms go, or null. Returns the number of
         /// kept tokens whose logit is not -inf when the kernel counts (else 0).
-        template <class Kernel, class T>
-        std::size_t reduce_run(const Kernel& k, const T* x, std::size_t n, std::size_t first,
+        template <class Kernel, class S, class T>
+        std::size_t reduce_run(const Kernel& k, const S* x, std::size_t n, std::size_t first,
                         blocked_sum<T> (&sums)[Kernel::channels], const std::uint64_t* keep = nullptr,
                         const std::common_type_t<T>* w = nullptr, std::common_type_t<T>* out = nullptr)
         {
@@ -225,16 +228,16 @@ namespace xsampler
 
         /// The lane-wise least logit of a block of 64, over the lanes whose
         /// bit in `keep` is 1 (+inf where none is).
-        template <class T>
-        batch<T> block_low(const T* block, std::uint64_t keep) noexcept
+        template <class S, class T = logit_of<S>>
+        batch<T> block_low(const S* block, std::uint64_t keep) noexcept
         {
             using B = batch<T>;
             if (keep == ~std::uint64_t(0))
             {
-                B low = B::load_unaligned(block);
+                B low = load_logits<T>(block);
                 for (std::size_t i = B::size; i < block_size; i += B::size)
                 {
-                    low = xsimd::min(low, B::load_unaligned(block + i));
+                    low = xsimd::min(low, load_logits<T>(block + i));
                 }
                 return low;
             }
@@ -243,7 +246,7 @@ namespace xsampler
             for (std::size_t i = 0; i < block_size; i += B::size)
             {
                 low = xsimd::min(low, xsimd::select(lanes_of<T, kernel_arch>(std::uint32_t(keep >> i)),
-                                                    B::load_unaligned(block + i), none));
+                                                    load_logits<T>(block + i), none));
             }
             return low;
         }
@@ -265,7 +268,8 @@ namespace xsampler
 
             weight_terms(T max, T scale2) : m(max), s2(scale2), vm(max), vs2(scale2), wide(may_overflow(max)) {}
 
-            XSAMPLER_ALWAYS_INLINE int plan(const T* block, std::uint64_t kept) const noexcept
+            template <class S>
+            XSAMPLER_ALWAYS_INLINE int plan(const S* block, std::uint64_t kept) const noexcept
             {
                 if (xsimd::all((block_low(block, kept) - vm) * vs2 > B(exp_constants<T>::limit)))
                 {
@@ -354,8 +358,8 @@ namespace xsampler
         };
 
         /// Z over a whole row at (m, s2), from token 0.
-        template <class T>
-        double dense_total(const T* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
+        template <class S, class T>
+        double dense_total(const S* x, std::size_t n, T m, T s2, block_record* record, T* w_out = nullptr)
         {
             blocked_sum<T> sum[1]{blocked_sum<T>(record)};
             reduce_run(weight_kernel<T>(m, s2), x, n, 0, sum, nullptr, nullptr, w_out);

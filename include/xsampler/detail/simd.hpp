@@ -27,6 +27,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "../half.hpp"
 #include "../types.hpp"
 
 // A kernel's rare tier (a fallback in more precision) kept out of line, so
@@ -64,6 +65,95 @@ namespace xsampler
 #endif
         template <class T>
         using batch = xsimd::batch<T, kernel_arch>;
+
+        // --- loads: a row of T as it is, a row of f16 or bf16 widened in registers ---
+        //
+        // The same bits on every path (half.hpp's widen_f16 and widen_bf16 are
+        // the scalar statement): F16C's vcvtph2ps where the build has it
+        // (subnormals exact, NaN quieted), else integer lanes doing
+        // widen_f16's steps, else one lane at a time.
+
+#if XSIMD_WITH_SSE2
+        // Four binary16 values, widened (widen_f16's steps on integer lanes).
+        inline __m128 widen4_f16(const void* p) noexcept
+        {
+            const __m128i h = _mm_unpacklo_epi16(_mm_loadl_epi64(static_cast<const __m128i*>(p)), _mm_setzero_si128());
+            const __m128i em = _mm_and_si128(h, _mm_set1_epi32(0x7fff));
+            const __m128i sign = _mm_slli_epi32(_mm_xor_si128(h, em), 16);
+            const __m128i normal = _mm_add_epi32(_mm_slli_epi32(em, 13), _mm_set1_epi32((127 - 15) << 23));
+            const __m128i quiet = _mm_and_si128(_mm_cmpgt_epi32(em, _mm_set1_epi32(0x7c00)), _mm_set1_epi32(0x00400000));
+            const __m128i special = _mm_or_si128(
+                _mm_or_si128(_mm_slli_epi32(_mm_and_si128(em, _mm_set1_epi32(0x3ff)), 13), _mm_set1_epi32(0x7f800000)),
+                quiet);
+            const __m128i sub = _mm_castps_si128(_mm_mul_ps(_mm_cvtepi32_ps(em), _mm_set1_ps(0x1p-24f)));
+            const __m128i is_special = _mm_cmpgt_epi32(em, _mm_set1_epi32(0x7bff));
+            const __m128i is_sub = _mm_cmplt_epi32(em, _mm_set1_epi32(0x0400));
+            __m128i r = _mm_or_si128(_mm_and_si128(is_special, special), _mm_andnot_si128(is_special, normal));
+            r = _mm_or_si128(_mm_and_si128(is_sub, sub), _mm_andnot_si128(is_sub, r));
+            return _mm_castsi128_ps(_mm_or_si128(r, sign));
+        }
+        // Four bfloat16 values, widened: each the upper half of a float.
+        inline __m128 widen4_bf16(const void* p) noexcept
+        {
+            return _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), _mm_loadl_epi64(static_cast<const __m128i*>(p))));
+        }
+#endif
+
+        template <class H>
+        XSAMPLER_ALWAYS_INLINE batch<float> widen_lanes(const H* x) noexcept
+        {
+            using B = batch<float>;
+#if XSIMD_WITH_AVX
+            if constexpr (B::size == 8)
+            {
+#if defined(__F16C__)
+                if constexpr (std::is_same<H, f16>::value)
+                {
+                    return B(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))));
+                }
+#endif
+#if XSIMD_WITH_AVX2
+                if constexpr (std::is_same<H, bf16>::value)
+                {
+                    return B(_mm256_castsi256_ps(
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x))), 16)));
+                }
+#endif
+                const auto half = [&](std::size_t at) {
+                    return std::is_same<H, f16>::value ? widen4_f16(x + at) : widen4_bf16(x + at);
+                };
+                return B(_mm256_insertf128_ps(_mm256_castps128_ps256(half(0)), half(4), 1));
+            }
+#endif
+#if XSIMD_WITH_SSE2
+            if constexpr (B::size == 4)
+            {
+                return B(std::is_same<H, f16>::value ? widen4_f16(x) : widen4_bf16(x));
+            }
+#endif
+            alignas(64) float lane[B::size];
+            for (std::size_t i = 0; i < B::size; ++i)
+            {
+                lane[i] = float(x[i]);
+            }
+            return B::load_aligned(lane);
+        }
+
+        /// The vector of logits at x: loaded as it is for a row of T, widened
+        /// in registers for a row of f16 or bf16 (T float).
+        template <class T, class S>
+        XSAMPLER_ALWAYS_INLINE batch<T> load_logits(const S* x) noexcept
+        {
+            if constexpr (std::is_same<S, T>::value)
+            {
+                return batch<T>::load_unaligned(x);
+            }
+            else
+            {
+                static_assert(std::is_same<T, float>::value && is_half<S>::value, "xsampler: logits of T or of f16/bf16");
+                return widen_lanes(x);
+            }
+        }
 
         // The lanes of a comparison as bits (lane i -> bit i): one movemask
         // instruction on x86, a store and a loop elsewhere.
@@ -264,18 +354,19 @@ namespace xsampler
         /// for every group, so it may tighten as the walk goes on. `watch`
         /// sees every logit: watch.group(max, v) for each group of four
         /// vectors v (max: their lane-wise max), watch.one(x) for the rest.
-        template <class T, class Test, class TestOne, class F, class Watch = no_watch>
-        void for_each_passing(const T* x, std::size_t n, Test&& passes, TestOne&& passes_one, F&& f,
+        template <class S, class Test, class TestOne, class F, class Watch = no_watch>
+        void for_each_passing(const S* x, std::size_t n, Test&& passes, TestOne&& passes_one, F&& f,
                               Watch&& watch = Watch{})
         {
+            using T = logit_of<S>;
             using B = batch<T>;
             constexpr std::size_t width = B::size;
             constexpr std::size_t group = 4 * width;
             const std::size_t vec_end = n - n % group;
             for (std::size_t i = 0; i < vec_end; i += group)
             {
-                const B v[] = {B::load_unaligned(x + i), B::load_unaligned(x + i + width),
-                               B::load_unaligned(x + i + 2 * width), B::load_unaligned(x + i + 3 * width)};
+                const B v[] = {load_logits<T>(x + i), load_logits<T>(x + i + width), load_logits<T>(x + i + 2 * width),
+                               load_logits<T>(x + i + 3 * width)};
                 const B max = xsimd::max(xsimd::max(v[0], v[1]), xsimd::max(v[2], v[3]));
                 watch.group(max, v);
                 if (xsimd::any(passes(max)))
@@ -288,8 +379,9 @@ namespace xsampler
             }
             for (std::size_t i = vec_end; i < n; ++i)
             {
-                watch.one(x[i]);
-                if (passes_one(x[i]))
+                const T xi = x[i];
+                watch.one(xi);
+                if (passes_one(xi))
                 {
                     f(i);
                 }
@@ -297,18 +389,18 @@ namespace xsampler
         }
 
         /// The largest of x[0, n) (n >= 1; -inf if all are; no NaN expected).
-        template <class T>
-        T max_of(const T* x, std::size_t n) noexcept
+        template <class S, class T = logit_of<S>>
+        T max_of(const S* x, std::size_t n) noexcept
         {
             using B = batch<T>;
             const std::size_t vec_end = n - n % B::size;
             T best = -std::numeric_limits<T>::infinity();
             if (vec_end > 0)
             {
-                B m = B::load_unaligned(x);
+                B m = load_logits<T>(x);
                 for (std::size_t i = B::size; i < vec_end; i += B::size)
                 {
-                    m = xsimd::max(m, B::load_unaligned(x + i));
+                    m = xsimd::max(m, load_logits<T>(x + i));
                 }
                 alignas(64) T lane[B::size];
                 m.store_aligned(lane);
@@ -316,7 +408,7 @@ namespace xsampler
             }
             for (std::size_t i = vec_end; i < n; ++i)
             {
-                best = std::max(best, x[i]);
+                best = std::max(best, T(x[i]));
             }
             return best;
         }

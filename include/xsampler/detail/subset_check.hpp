@@ -66,8 +66,7 @@ namespace xsampler
                     };
                     if (!row.edited())
                     {
-                        const T* x = row.loaded().data;
-                        in_order([x](std::size_t i) { return x[i]; });
+                        row.loaded().visit([&](const auto* x) { in_order([x](std::size_t i) { return T(x[i]); }); });
                     }
                     else
                     {

@@ -38,8 +38,8 @@ namespace xsampler
             }
 
             /// Logits x[0, n) of tokens first, first + 1, ...
-            template <class Watch = no_watch>
-            void feed(const T* x, std::size_t n, std::size_t first, Watch&& watch = Watch{})
+            template <class S, class Watch = no_watch>
+            void feed(const S* x, std::size_t n, std::size_t first, Watch&& watch = Watch{})
             {
                 using B = batch<T>;
                 if (m_k == 0)
@@ -47,9 +47,10 @@ namespace xsampler
                     return;
                 }
                 const auto take = [&](std::size_t i) {
-                    if (x[i] > m_tau)  // tau may rise inside a group: asked again
+                    const T xi = x[i];
+                    if (xi > m_tau)  // tau may rise inside a group: asked again
                     {
-                        m_out.push_back({x[i], token_id(first + i)});
+                        m_out.push_back({xi, token_id(first + i)});
                         if (m_out.size() == m_cap)
                         {
                             shrink();
@@ -100,8 +101,8 @@ namespace xsampler
         };
 
         /// select_top over one contiguous row.
-        template <class T, class Watch = no_watch>
-        void select_top(const T* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out, Watch&& watch = Watch{})
+        template <class S, class T = logit_of<S>, class Watch = no_watch>
+        void select_top(const S* x, std::size_t n, std::size_t k, std::vector<scored<T>>& out, Watch&& watch = Watch{})
         {
             top_selector<T> select(k, out);
             select.feed(x, n, 0, watch);

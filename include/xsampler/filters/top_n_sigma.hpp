@@ -138,7 +138,7 @@ namespace xsampler
                 double b = 0.0;
                 if (dense)
                 {
-                    c.for_each_run([&](const T* x, std::size_t, std::size_t len) { sums(x, len, a, b); });
+                    c.for_each_stored_run([&](const auto* x, std::size_t, std::size_t len) { sums(x, len, a, b); });
                 }
                 else
                 {
@@ -178,7 +178,8 @@ namespace xsampler
                 x_drop = least_where([&](T x) { return !((md - double(x)) * (1.0 - 2.0 * u) > theta_hi); });
             }
 
-            void sums(const T* x, std::size_t len, double& a, double& b)
+            template <class S>
+            void sums(const S* x, std::size_t len, double& a, double& b)
             {
                 using B = detail::batch<T>;
                 const B vm(m);
@@ -192,7 +193,7 @@ namespace xsampler
                     B acc_b = zero;
                     for (; i < end; i += B::size)
                     {
-                        const B v = B::load_unaligned(x + i);
+                        const B v = detail::load_logits<T>(x + i);
                         const auto finite = v != ninf;
                         const B d = xsimd::select(finite, v - vm, zero);
                         acc_a = acc_a + d;
@@ -204,9 +205,10 @@ namespace xsampler
                 }
                 for (; i < len; ++i)
                 {
-                    if (x[i] != -std::numeric_limits<T>::infinity())
+                    const T xi = x[i];
+                    if (xi != -std::numeric_limits<T>::infinity())
                     {
-                        const T d = x[i] - m;
+                        const T d = xi - m;
                         a += double(d);
                         b += double(d * d);
                         ++count;
@@ -248,10 +250,10 @@ namespace xsampler
                 };
                 if (dense)
                 {
-                    c.for_each_run([&](const T* x, std::size_t, std::size_t len) {
+                    c.for_each_stored_run([&](const auto* x, std::size_t, std::size_t len) {
                         for (std::size_t i = 0; i < len; ++i)
                         {
-                            add(x[i]);
+                            add(T(x[i]));
                         }
                     });
                 }

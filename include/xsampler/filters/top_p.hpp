@@ -197,13 +197,13 @@ namespace xsampler
                     // The exps in double vectors, 64 tokens at a time.
                     using D = batch<double>;
                     alignas(64) double xd[64], td[64], wd[64];
-                    c.for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                    c.for_each_stored_run([&](const auto* x, std::size_t first, std::size_t len) {
                         for (std::size_t i = 0; i < len; i += 64)
                         {
                             const std::size_t k = std::min<std::size_t>(64, len - i);
                             for (std::size_t j = 0; j < 64; ++j)
                             {
-                                xd[j] = j < k ? double(x[i + j]) : m;
+                                xd[j] = j < k ? double(T(x[i + j])) : m;
                             }
                             for (std::size_t j = 0; j < 64; j += D::size)
                             {
@@ -213,9 +213,10 @@ namespace xsampler
                             }
                             for (std::size_t j = 0; j < k; ++j)
                             {
-                                if (x[i + j] != -inf)
+                                const T xj = x[i + j];
+                                if (xj != -inf)
                                 {
-                                    take(token_id(first + i + j), x[i + j], td[j], wd[j]);
+                                    take(token_id(first + i + j), xj, td[j], wd[j]);
                                 }
                             }
                         }
@@ -429,17 +430,17 @@ namespace xsampler
                 const T x_low = least_logit_where(m, [&](T x) { return exponent(x, m, s2) >= t_low; });
                 token_id* ids = grown(m_ids, n + B::size);  // gathers write past their count
                 std::size_t count = 0;
-                c.for_each_run([&](const T* x, std::size_t first, std::size_t len) {
+                c.for_each_stored_run([&](const auto* x, std::size_t first, std::size_t len) {
                     const std::size_t vec_end = len - len % B::size;
                     for (std::size_t i = 0; i < vec_end; i += B::size)
                     {
-                        count += compress_bits<B::size>(mask_bits(B::load_unaligned(x + i) >= B(x_low)),
+                        count += compress_bits<B::size>(mask_bits(load_logits<T>(x + i) >= B(x_low)),
                                                                 first + i, ids + count);
                     }
                     for (std::size_t j = vec_end; j < len; ++j)
                     {
                         ids[count] = token_id(first + j);
-                        count += x[j] >= x_low;
+                        count += T(x[j]) >= x_low;
                     }
                 });
 
@@ -561,7 +562,11 @@ namespace xsampler
                 static constexpr bool counts = false;
                 T low;
                 batch<T> vlow;
-                int plan(const T*, std::uint64_t) const noexcept { return 0; }
+                template <class S>
+                int plan(const S*, std::uint64_t) const noexcept
+                {
+                    return 0;
+                }
                 template <int>
                 XSAMPLER_ALWAYS_INLINE void terms(const batch<T>& x, const batch<T>& w, batch<T> (&t)[1]) const noexcept
                 {

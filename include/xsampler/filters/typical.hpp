@@ -93,13 +93,14 @@ namespace xsampler
                     const T x_low = all ? -std::numeric_limits<T>::max()
                                         : least_logit_where(m, [&](T x) { return exponent(x, m, s) >= t_low; });
                     g.clear();
-                    c.for_each_run([&](const T* x, std::size_t first, std::size_t n) {
+                    c.for_each_stored_run([&](const auto* x, std::size_t first, std::size_t n) {
                         using B = batch<T>;
                         for_each_passing(
                             x, n, [&](const B& v) { return v >= B(x_low); }, [&](T v) { return v >= x_low; },
                             [&](std::size_t j) {
                                 const auto id = token_id(first + j);
-                                g.push_back({dist(x[j]), T(0), id, x[j]});
+                                const T xj = x[j];
+                                g.push_back({dist(xj), T(0), id, xj});
                             });
                     });
                     near_weights(m, s2);
