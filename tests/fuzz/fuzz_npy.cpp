@@ -1,9 +1,10 @@
 // fuzz_npy: the xsampler tool's .npy reader (tool/npy_matrix.hpp) on any
 // bytes. The bytes are written to a file (one per process) and read back
-// with tool::load_npy_matrix: it either throws a std::exception with a
-// message, or returns a 1-D or 2-D matrix whose elements are the file's data,
-// element for element (C or Fortran order), with all of that data inside the
-// file. scripts/fuzz runs it with -malloc_limit_mb=512, so a reader that
+// with tool::load_npy_matrix, once as a float file and once with --bf16: it
+// either throws a std::exception with a message, or returns a 1-D or 2-D
+// matrix whose elements are the file's data, element for element (C or
+// Fortran order; float16 and bfloat16 bits widened), with all of that data
+// inside the file. scripts/fuzz runs it with -malloc_limit_mb=512, so a reader that
 // allocates what a header merely claims shows as a crash.
 #include <algorithm>
 #include <cstdint>
@@ -48,8 +49,19 @@ namespace
         return 8 + len_bytes + header_len;
     }
 
+    /// The descr the reader took (the header's spaces removed; keys are unique).
+    std::string descr_of(const std::string& header)
+    {
+        const std::size_t key = header.find("'descr':");
+        FUZZ_REQUIRE(key != std::string::npos && header[key + 8] == '\'', "no descr key");
+        const std::size_t end = header.find('\'', key + 9);
+        FUZZ_REQUIRE(end != std::string::npos, "no end to descr's value");
+        return header.substr(key + 9, end - key - 9);
+    }
+
     template <class T>
-    void check_matrix(const xt::xtensor<T, 2>& m, std::size_t rank, const std::uint8_t* data, std::size_t size)
+    void check_matrix(const xt::xtensor<T, 2>& m, std::size_t rank, const std::uint8_t* data, std::size_t size,
+                      bool bf16)
     {
         const std::size_t rows = m.shape()[0];
         const std::size_t cols = m.shape()[1];
@@ -58,7 +70,13 @@ namespace
         const std::size_t offset = data_offset(data, size);
         std::string header(reinterpret_cast<const char*>(data) + 8, offset - 8);
         header.erase(std::remove(header.begin(), header.end(), ' '), header.end());
-        FUZZ_REQUIRE(cols == 0 || rows <= (size - offset) / sizeof(T) / cols,
+        const std::string descr = descr_of(header);
+        FUZZ_REQUIRE(descr != "<u2" || bf16, "'<u2' read without --bf16");
+        FUZZ_REQUIRE(!bf16 || descr == "<u2", "--bf16 read dtype " + descr);
+        const bool half = descr == "<f2" || descr == "<u2";
+        FUZZ_REQUIRE(half || descr == (sizeof(T) == 4 ? "<f4" : "<f8"), "dtype " + descr + " read as another");
+        const std::size_t item = half ? 2 : sizeof(T);
+        FUZZ_REQUIRE(cols == 0 || rows <= (size - offset) / item / cols,
                      "shape " + std::to_string(rows) + " x " + std::to_string(cols) + " beyond the " +
                          std::to_string(size - offset) + " bytes of data");
         // Fortran order stores column by column (a 1-D array either way). The
@@ -73,7 +91,16 @@ namespace
             {
                 const std::size_t at = fortran ? c * rows + r : r * cols + c;
                 T v;
-                std::memcpy(&v, data + offset + at * sizeof(T), sizeof v);
+                if (half)
+                {
+                    std::uint16_t bits;
+                    std::memcpy(&bits, data + offset + at * 2, 2);
+                    v = T(descr == "<f2" ? float(xsampler::f16::from_bits(bits)) : float(xsampler::bf16::from_bits(bits)));
+                }
+                else
+                {
+                    std::memcpy(&v, data + offset + at * sizeof(T), sizeof v);
+                }
                 const T got = m(r, c);
                 FUZZ_REQUIRE(std::memcmp(&v, &got, sizeof v) == 0 || (v != v && got != got),
                              "element (" + std::to_string(r) + ", " + std::to_string(c) + ") is not the file's");
@@ -90,16 +117,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         FUZZ_REQUIRE(size == 0 || std::fwrite(data, 1, size, f) == size, "short write");
         FUZZ_REQUIRE(std::fclose(f) == 0, "cannot close " + scratch_path());
     }
-    tool::npy_matrix m;
-    try
+    for (const bool bf16 : {false, true})
     {
-        m = tool::load_npy_matrix(scratch_path());
+        tool::npy_matrix m;
+        try
+        {
+            m = tool::load_npy_matrix(scratch_path(), bf16);
+        }
+        catch (const std::exception& e)
+        {
+            FUZZ_REQUIRE(*e.what() != '\0', "an exception without a message");
+            continue;
+        }
+        std::visit([&](const auto& values) { check_matrix(values, m.rank, data, size, bf16); }, m.values);
     }
-    catch (const std::exception& e)
-    {
-        FUZZ_REQUIRE(*e.what() != '\0', "an exception without a message");
-        return 0;
-    }
-    std::visit([&](const auto& values) { check_matrix(values, m.rank, data, size); }, m.values);
     return 0;
 }

@@ -310,6 +310,8 @@ def npy_seeds():
     write("fuzz_npy", "f8_v2", npy("<f8", [3], struct.pack("<3d", -1, float("nan"), 7), version=2))
     write("fuzz_npy", "truncated", npy("<f4", [2, 8], struct.pack("<3f", 1, 2, 3)))
     write("fuzz_npy", "int_dtype", npy("<i4", [2], struct.pack("<2i", 1, 2)))
+    write("fuzz_npy", "f2_2d", npy("<f2", [2, 3], struct.pack("<6H", 0x3c00, 0xc000, 0x7c01, 0x03ff, 0x8000, 0x7c00)))
+    write("fuzz_npy", "u2_bf16", npy("<u2", [5], struct.pack("<5H", 0x3f80, 0xc000, 0x7f81, 0x0001, 0x8000)))
     write("fuzz_npy", "rank3", npy("<f4", [1, 1, 2], struct.pack("<2f", 1, 2)))
     write("fuzz_npy", "empty", npy("<f8", [0], b""))
 
