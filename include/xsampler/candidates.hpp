@@ -139,15 +139,10 @@ namespace xsampler
                 }
                 else
                 {
-                    // A row of f16 or bf16: widened a few blocks at a time.
-                    constexpr std::size_t chunk = 16 * detail::block_size;
-                    T wide[chunk];
-                    for (std::size_t at = 0; at < n; at += chunk)
-                    {
-                        const std::size_t len = std::min(chunk, n - at);
-                        std::copy(x + at, x + at + len, wide);
-                        f(static_cast<const T*>(wide), first + at, len);
-                    }
+                    // A row of f16 or bf16: widened 1,024 tokens at a time.
+                    detail::for_each_widened(x, n, [&](const T* wide, std::size_t at, std::size_t len) {
+                        f(wide, first + at, len);
+                    });
                 }
             });
         }

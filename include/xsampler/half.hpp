@@ -11,11 +11,12 @@
 //   logit type is float; tests/test_half.cpp checks each stage). The
 //   kernels widen the 16-bit lanes in registers as they load them (F16C
 //   where the build has it, integer lanes otherwise, the same bits: the
-//   widening is exact), never into a converted copy of the row.
-// - float(h) is exact: every f16 and bf16 value is a float. An f16
-//   subnormal widens by integer arithmetic, so a flush-to-zero mode does
-//   not change it; an f16 NaN widens to a quiet NaN (as F16C does), a bf16
-//   NaN keeps its bits; ±inf to ±inf.
+//   widening is exact), never into a whole converted copy of the row.
+// - float(h) is exact: every f16 and bf16 value is a float. An f16 widens
+//   by F16C's vcvtsh2ss where the build has it, else by integer
+//   arithmetic (the same bits); a flush-to-zero or denormals-are-zero mode
+//   changes neither (F16C ignores them); an f16 NaN widens to a quiet NaN,
+//   a bf16 NaN keeps its bits; ±inf to ±inf.
 // - f16(x) and bf16(x) round a float to the nearest 16-bit value (ties to
 //   even; past f16's range, ±inf; NaN stays NaN), in integer arithmetic
 //   (no rounding mode or -ffast-math changes it): how a test or the tool
@@ -29,6 +30,10 @@
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace xsampler
 {
@@ -51,6 +56,9 @@ namespace xsampler
         /// widen do the same steps).
         inline float widen_f16(std::uint16_t h) noexcept
         {
+#if defined(__F16C__)
+            return _cvtsh_ss(h);
+#else
             const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16;
             const std::uint32_t em = h & 0x7fffu;  // exponent and mantissa
             if (em < 0x0400u)
@@ -64,6 +72,7 @@ namespace xsampler
                 return float_from_bits(sign | 0x7f800000u | (em & 0x3ffu) << 13 | (em > 0x7c00u ? 0x00400000u : 0u));
             }
             return float_from_bits(sign | ((em << 13) + (std::uint32_t(127 - 15) << 23)));
+#endif
         }
 
         /// float to binary16 bits, to nearest (ties to even).

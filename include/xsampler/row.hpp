@@ -234,30 +234,13 @@ namespace xsampler
             {
                 throw invalid_logits("logits: every token is masked (-inf)");
             }
-            // The first index of the max: four vectors a test, then one by one.
-            std::size_t arg = 0;
-            const B vbest(best);
-            for (; arg + 4 * width <= n; arg += 4 * width)
-            {
-                const S* v = x + arg;
-                if (xsimd::any((load_logits<T>(v) == vbest) | (load_logits<T>(v + width) == vbest) |
-                               (load_logits<T>(v + 2 * width) == vbest) |
-                               (load_logits<T>(v + 3 * width) == vbest)))
-                {
-                    break;
-                }
-            }
-            while (T(x[arg]) != best)
-            {
-                ++arg;
-            }
-            return {best, token_id(arg)};
+            return {best, token_id(first_index_of(x, n, best))};
         }
         /// scan_row over a stored row.
         template <class T>
         row_stats<T> scan_row(const stored_row<T>& row)
         {
-            return row.visit([&](const auto* x) { return scan_row(row_ref<std::remove_const_t<std::remove_pointer_t<decltype(x)>>>{x, row.size}); });
+            return row.visit([&](const auto* x) { return scan_row(row_ref<std::decay_t<decltype(*x)>>{x, row.size}); });
         }
     }
 }

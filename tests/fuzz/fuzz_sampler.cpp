@@ -6,7 +6,9 @@
 //   flags          bit 0: double rows (else float); bit 1: give the custom
 //                  stage (order modes 0, 2, 3); bit 2: the processor also masks
 //                  the generated tokens of the history; bits 3-4: how rows are
-//                  passed (xtensor, a strided column view, xt::adapt)
+//                  passed (xtensor, a strided column view, xt::adapt);
+//                  bits 5-6 (float rows): 1 rounds every row to f16, 2 to
+//                  bf16, and the rounds are run again on the 16-bit rows
 //   temperature, top_p, min_p   value<double>; top_k: see read_top_k
 //   seed           u64
 //   order          mode byte: 0 default; 1 one of the compile-time orders
@@ -47,7 +49,9 @@
 // kept set is a prefix of the rank (logit desc, id asc) of the edited row
 // when the processor runs first or not at all. When the order is one of the
 // compile-time orders, the chain built from the same stages gives the same
-// errors, ids, probabilities and draws, row for row.
+// errors, ids, probabilities and draws, row for row. A row of f16 or bf16
+// gives what the float row of its values gave (the same errors, ids,
+// probabilities and draws), in each of the three forms.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -487,6 +491,25 @@ namespace
         return r;
     }
 
+    /// Two ways of sampling the same row gave the same errors, ids,
+    /// probabilities and draw.
+    void same_round(const round_result& got, const round_result& want, const std::string& where)
+    {
+        FUZZ_REQUIRE(got.dist_error == want.dist_error, where + "'" + got.dist_error + "' vs '" + want.dist_error + "'");
+        FUZZ_REQUIRE(got.sample_error == want.sample_error, where + "'" + got.sample_error + "' vs '" + want.sample_error + "'");
+        if (!want.dist_error.empty())
+        {
+            return;
+        }
+        FUZZ_REQUIRE(got.dist.ids == want.dist.ids, where + "ids differ");
+        FUZZ_REQUIRE(got.dist.probs == want.dist.probs, where + "probabilities differ");
+        if (want.sample_error.empty())
+        {
+            FUZZ_REQUIRE(got.token.id == want.token.id && got.token.logprob == want.token.logprob,
+                         where + "draws differ: " + std::to_string(got.token.id) + " vs " + std::to_string(want.token.id));
+        }
+    }
+
     /// A chain with an engine, called like a sampler (which has its own).
     template <class Chain>
     struct with_engine
@@ -518,24 +541,7 @@ namespace
         for (std::size_t i = 0; i < rows.size(); ++i)
         {
             const auto row = xt::adapt(rows[i], {rows[i].size()});
-            const round_result got = run_round<T>(runner, row, history);
-            const round_result& want = expected[i];
-            const std::string where = "row " + std::to_string(i) + ": chain vs sampler: ";
-            FUZZ_REQUIRE(got.dist_error == want.dist_error, where + "'" + got.dist_error + "' vs '" + want.dist_error + "'");
-            FUZZ_REQUIRE(got.sample_error == want.sample_error,
-                         where + "'" + got.sample_error + "' vs '" + want.sample_error + "'");
-            if (!want.dist_error.empty())
-            {
-                continue;
-            }
-            FUZZ_REQUIRE(got.dist.ids == want.dist.ids, where + "ids differ");
-            FUZZ_REQUIRE(got.dist.probs == want.dist.probs, where + "probabilities differ");
-            if (want.sample_error.empty())
-            {
-                FUZZ_REQUIRE(got.token.id == want.token.id && got.token.logprob == want.token.logprob,
-                             where + "draws differ: " + std::to_string(got.token.id) + " vs " +
-                                 std::to_string(want.token.id));
-            }
+            same_round(run_round<T>(runner, row, history), expected[i], "row " + std::to_string(i) + ": chain vs sampler: ");
         }
     }
 
@@ -563,10 +569,11 @@ namespace
     {
         if (form == 1)
         {
-            xt::xtensor<T, 2> m = xt::zeros<T>({row.size(), std::size_t(2)});
+            auto m = xt::xtensor<T, 2>::from_shape({row.size(), std::size_t(2)});
             for (std::size_t i = 0; i < row.size(); ++i)
             {
                 m(i, 0) = row[i];
+                m(i, 1) = T(0.0f);
             }
             f(xt::view(m, xt::all(), 0));  // strided: copied once
         }
@@ -618,6 +625,24 @@ namespace
                     ban(token_id(i));
                 }
             }
+        }
+    }
+
+    /// The rounds again on the 16-bit rows (H) whose values the float rows
+    /// hold, by a sampler made from the same parameters.
+    template <class H>
+    void compare_half(const sampling_params& p, unsigned form, const std::vector<std::vector<float>>& rows,
+                      const token_history& history, const std::vector<round_result>& expected)
+    {
+        fuzz::trace(std::string("compared with the rows as ") + (std::is_same<H, f16>::value ? "f16" : "bf16"));
+        sampler s(p);
+        for (std::size_t i = 0; i < rows.size(); ++i)
+        {
+            const std::vector<H> row(rows[i].begin(), rows[i].end());  // exact: the values are H's
+            round_result got;
+            with_row<H>(form, row, [&](const auto& expr) { got = run_round<float>(s, expr, history); });
+            same_round(got, expected[i], "row " + std::to_string(i) + ": " + (std::is_same<H, f16>::value ? "f16" : "bf16") +
+                                             " vs float: ");
         }
     }
 
@@ -692,9 +717,14 @@ namespace
         const std::size_t prompt_length = in.byte() % (tokens.size() + 2);
 
         std::vector<std::vector<T>> rows(in.byte() % 3 + 1);
+        const unsigned half = std::is_same<T, float>::value ? (flags >> 5) & 3 : 0;
         for (auto& r : rows)
         {
             r = read_row<T>(in);
+            for (auto& x : r)
+            {
+                x = half == 1 ? T(f16(float(x))) : half == 2 ? T(bf16(float(x))) : x;
+            }
         }
         if (mode != 1)
         {
@@ -758,6 +788,17 @@ namespace
         if (custom_name == "user")
         {
             compare_matching_chain<T>(p, u, rows, *history, results);
+        }
+        if constexpr (std::is_same<T, float>::value)
+        {
+            if (half == 1)
+            {
+                compare_half<f16>(p, form, rows, *history, results);
+            }
+            else if (half == 2)
+            {
+                compare_half<bf16>(p, form, rows, *history, results);
+            }
         }
     }
 }

@@ -71,12 +71,12 @@ namespace xsampler
             void load(const xt::xexpression<E>& logits)
             {
                 m_row = contiguous_row(logits, copy_for(stored_type<E>{}));
-                m_direct = m_row.native() ? static_cast<const T*>(m_row.data) : nullptr;
                 for (const std::size_t b : m_patched)
                 {
                     m_patch_at[b] = no_patch;
                 }
                 m_patched.clear();
+                reset_direct();
                 m_patch.clear();
                 m_whole = false;
                 m_masked = false;
@@ -124,11 +124,11 @@ namespace xsampler
                     }
                     const std::size_t lo = b * block_size;
                     const std::size_t n = std::min(block_size, m_row.size - lo);
-                    m_direct = nullptr;
                     m_patch_at[b] = m_patch.size();
-                    m_row.visit([&](const auto* x) { m_patch.insert(m_patch.end(), x + lo, x + lo + n); });
+                    m_row.visit([&](const auto* x) { append(m_patch, x + lo, n); });
                     m_patch.resize(m_patch_at[b] + block_size, -inf);
                     m_patched.push_back(b);
+                    reset_direct();
                 }
                 return m_patch[m_patch_at[b] + i % block_size];
             }
@@ -268,7 +268,7 @@ namespace xsampler
                     if (best > max)
                     {
                         max = best;
-                        argmax = token_id(first + std::size_t(std::find(x, x + n, best) - x));
+                        argmax = token_id(first + first_index_of(x, n, best));
                     }
                 };
                 if (!m_deferred)
@@ -420,19 +420,36 @@ namespace xsampler
             // A row evaluated into o's buffer is read from this one's copy.
             void rebase(const edited_row& o) noexcept
             {
-                if (!o.m_copy.empty() && o.m_row.data == o.m_copy.data())
-                {
-                    m_row.data = m_copy.data();
-                }
-                if (!o.m_copy_f16.empty() && o.m_row.data == o.m_copy_f16.data())
-                {
-                    m_row.data = m_copy_f16.data();
-                }
-                if (!o.m_copy_bf16.empty() && o.m_row.data == o.m_copy_bf16.data())
-                {
-                    m_row.data = m_copy_bf16.data();
-                }
+                const auto move = [&](const auto& theirs, const auto& mine) {
+                    if (!theirs.empty() && m_row.data == theirs.data())
+                    {
+                        m_row.data = mine.data();
+                    }
+                };
+                move(o.m_copy, m_copy);
+                move(o.m_copy_f16, m_copy_f16);
+                move(o.m_copy_bf16, m_copy_bf16);
+                reset_direct();
+            }
+            // logit's fast path: the row's own Ts while no block is patched
+            // (called wherever the row or the patched blocks change).
+            void reset_direct() noexcept
+            {
                 m_direct = m_patched.empty() && m_row.native() ? static_cast<const T*>(m_row.data) : nullptr;
+            }
+            // Appends logits x[0, n) to `to`, widened (a 16-bit row's a
+            // chunk at a time in SIMD, as the kernels load it).
+            template <class S>
+            static void append(std::vector<T>& to, const S* x, std::size_t n)
+            {
+                if constexpr (std::is_same<S, T>::value)
+                {
+                    to.insert(to.end(), x, x + n);
+                }
+                else
+                {
+                    for_each_widened(x, n, [&](const T* w, std::size_t, std::size_t len) { to.insert(to.end(), w, w + len); });
+                }
             }
             static constexpr T inf = std::numeric_limits<T>::infinity();
             static constexpr std::size_t no_patch = ~std::size_t(0);
@@ -451,35 +468,15 @@ namespace xsampler
                 {
                     return;
                 }
-                m_direct = nullptr;
                 const std::size_t n = m_row.size;
                 const std::size_t blocks = (n + block_size - 1) / block_size;
                 if (m_patch_at.size() < n / block_size + 1)
                 {
                     m_patch_at.resize(n / block_size + 1, no_patch);
                 }
-                if (m_patched.empty())
-                {
-                    m_row.visit([&](const auto* x) { m_patch.assign(x, x + n); });  // (its buffer kept from the last row)
-                }
-                else
-                {
-                    m_spare.clear();
-                    for (std::size_t b = 0; b < blocks; ++b)
-                    {
-                        const std::size_t lo = b * block_size;
-                        const std::size_t len = std::min(block_size, n - lo);
-                        if (const T* x = patched_block(b))
-                        {
-                            m_spare.insert(m_spare.end(), x, x + len);
-                        }
-                        else
-                        {
-                            m_row.visit([&](const auto* x) { m_spare.insert(m_spare.end(), x + lo, x + lo + len); });
-                        }
-                    }
-                    m_patch.swap(m_spare);
-                }
+                m_spare.clear();  // (its buffer kept from the last row)
+                for_each_raw_run([&](const auto* x, std::size_t, std::size_t len) { append(m_spare, x, len); });
+                m_patch.swap(m_spare);
                 m_patch.resize(blocks * block_size, -inf);
                 m_patched.resize(blocks);
                 for (std::size_t b = 0; b < blocks; ++b)
@@ -488,10 +485,11 @@ namespace xsampler
                     m_patch_at[b] = b * block_size;
                 }
                 m_whole = true;
+                reset_direct();
             }
 
             stored_row<T> m_row;
-            const T* m_direct = nullptr;            // the row's own Ts while no block is patched (logit's fast path)
+            const T* m_direct = nullptr;            // reset_direct()
             std::vector<T> m_copy;                  // a row not contiguous, evaluated
             std::vector<std::size_t> m_patch_at;    // per block: its copy's offset in m_patch, or no_patch
             std::vector<T> m_patch;                 // copies of the edited blocks, 64 logits each

@@ -155,6 +155,40 @@ namespace xsampler
             }
         }
 
+        /// Calls f(wide, at, len) for consecutive chunks [at, at + len) of the
+        /// f16 or bf16 logits x[0, n), each widened into a float buffer as
+        /// load_logits widens it (len: 1,024 but for the last chunk). For a
+        /// pass that reads each logit more than once (a block's tier test,
+        /// then its terms), so each is widened once and the float kernel runs.
+        template <class S, class F>
+        void for_each_widened(const S* x, std::size_t n, F&& f)
+        {
+            using B = batch<float>;
+            constexpr std::size_t chunk = 1024;
+            alignas(64) float wide[chunk];
+            for (std::size_t at = 0; at < n; at += chunk)
+            {
+                const std::size_t len = std::min(chunk, n - at);
+                std::size_t i = 0;
+                for (; i + 64 <= len; i += 64)
+                {
+                    for (std::size_t j = 0; j < 64; j += B::size)
+                    {
+                        widen_lanes(x + at + i + j).store_aligned(wide + i + j);
+                    }
+                }
+                for (; i + B::size <= len; i += B::size)
+                {
+                    widen_lanes(x + at + i).store_aligned(wide + i);
+                }
+                for (; i < len; ++i)
+                {
+                    wide[i] = float(x[at + i]);
+                }
+                f(static_cast<const float*>(wide), at, len);
+            }
+        }
+
         // The lanes of a comparison as bits (lane i -> bit i): one movemask
         // instruction on x86, a store and a loop elsewhere.
 #if XSIMD_WITH_AVX
@@ -411,6 +445,31 @@ namespace xsampler
                 best = std::max(best, T(x[i]));
             }
             return best;
+        }
+
+        /// The first index of v in x[0, n) (v must be there: a max_of's
+        /// result): four vectors a test, then one by one.
+        template <class S, class T>
+        std::size_t first_index_of(const S* x, std::size_t n, T v) noexcept
+        {
+            using B = batch<T>;
+            constexpr std::size_t width = B::size;
+            std::size_t i = 0;
+            const B vv(v);
+            for (; i + 4 * width <= n; i += 4 * width)
+            {
+                const S* p = x + i;
+                if (xsimd::any((load_logits<T>(p) == vv) | (load_logits<T>(p + width) == vv) |
+                               (load_logits<T>(p + 2 * width) == vv) | (load_logits<T>(p + 3 * width) == vv)))
+                {
+                    break;
+                }
+            }
+            while (T(x[i]) != v)
+            {
+                ++i;
+            }
+            return i;
         }
     }
 }
