@@ -8,6 +8,10 @@
 #include <random>
 #include <string>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 #include <xtensor/xview.hpp>
 
 #include "helpers.hpp"
@@ -143,6 +147,43 @@ int main()
         }
         std::printf("widened-digest/f16/bf16: %016llx %016llx\n", (unsigned long long)digest[0],
                     (unsigned long long)digest[1]);
+        // The same f16 patterns widened one at a time (F16C's scalar form or
+        // the integer steps): the same digest as the vector loads'; and both
+        // again with flush-to-zero and denormals-are-zero set (x86), which
+        // must change nothing.
+        const auto scalar_digest = [&] {
+            std::uint64_t d = 1469598103934665603ull;
+            for (const f16 h : all_h)
+            {
+                std::uint32_t u;
+                const float x = float(h);
+                std::memcpy(&u, &x, 4);
+                d = (d ^ u) * 1099511628211ull;
+            }
+            return d;
+        };
+        std::printf("scalar-digest/f16: %016llx\n", (unsigned long long)scalar_digest());
+#if defined(__SSE2__)
+        const unsigned csr = _mm_getcsr();
+        _mm_setcsr(csr | 0x8040u);  // FTZ | DAZ
+        std::uint64_t vector = 1469598103934665603ull;
+        for (std::size_t b = 0; b < 65536; b += B::size)
+        {
+            detail::load_logits<float>(all_h.data() + b).store_aligned(lane);
+            for (std::size_t j = 0; j < B::size; ++j)
+            {
+                std::uint32_t u;
+                std::memcpy(&u, &lane[j], 4);
+                vector = (vector ^ u) * 1099511628211ull;
+            }
+        }
+        const std::uint64_t scalar = scalar_digest();
+        _mm_setcsr(csr);
+#else
+        const std::uint64_t vector = digest[0];
+        const std::uint64_t scalar = scalar_digest();
+#endif
+        std::printf("ftz-daz-digest/f16: %016llx %016llx\n", (unsigned long long)vector, (unsigned long long)scalar);
     }
     return 0;
 }

@@ -13,10 +13,11 @@
 //   where the build has it, integer lanes otherwise, the same bits: the
 //   widening is exact), never into a whole converted copy of the row.
 // - float(h) is exact: every f16 and bf16 value is a float. An f16 widens
-//   by F16C's vcvtsh2ss where the build has it, else by integer
-//   arithmetic (the same bits); a flush-to-zero or denormals-are-zero mode
-//   changes neither (F16C ignores them); an f16 NaN widens to a quiet NaN,
-//   a bf16 NaN keeps its bits; ±inf to ±inf.
+//   by F16C's vcvtph2ps (_cvtsh_ss) where the build has F16C, else by
+//   integer arithmetic (the same bits); a flush-to-zero or
+//   denormals-are-zero mode changes neither (vcvtph2ps ignores DAZ, and
+//   every f16 is a normal float or zero); an f16 NaN widens to a quiet
+//   NaN, a bf16 NaN keeps its bits; ±inf to ±inf.
 // - f16(x) and bf16(x) round a float to the nearest 16-bit value (ties to
 //   even; past f16's range, ±inf; NaN stays NaN), in integer arithmetic
 //   (no rounding mode or -ffast-math changes it): how a test or the tool
@@ -52,8 +53,8 @@ namespace xsampler
             return b;
         }
 
-        /// binary16 bits to float, exactly (the lanes of detail/simd.hpp's
-        /// widen do the same steps).
+        /// binary16 bits to float, exactly: F16C where the build has it,
+        /// else integer steps (detail/simd.hpp's SSE2 lanes do the same).
         inline float widen_f16(std::uint16_t h) noexcept
         {
 #if defined(__F16C__)

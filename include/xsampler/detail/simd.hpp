@@ -3,7 +3,8 @@
 // SIMD lane helpers (xsimd) for the kernels of the other headers: the vector
 // type, lane masks as bits, the walk over the logits that pass a test, and the
 // few operations that need an instruction xsimd does not name. Every raw
-// intrinsic of the library (_mm256_*, _mm_*) is in this header.
+// intrinsic of the library (_mm256_*, _mm_*) is in this header, but for
+// half.hpp's one scalar F16C conversion (_cvtsh_ss).
 //
 // Contract
 // - batch<T> is xsimd's vector of T for kernel_arch: the build's default
@@ -157,9 +158,9 @@ namespace xsampler
 
         /// Calls f(wide, at, len) for consecutive chunks [at, at + len) of the
         /// f16 or bf16 logits x[0, n), each widened into a float buffer as
-        /// load_logits widens it (len: 1,024 but for the last chunk). For a
-        /// pass that reads each logit more than once (a block's tier test,
-        /// then its terms), so each is widened once and the float kernel runs.
+        /// load_logits widens it (len: 1,024 but for the last chunk): a user
+        /// stage's float runs (candidates::for_each_run) and edited_row's
+        /// copies of a 16-bit row.
         template <class S, class F>
         void for_each_widened(const S* x, std::size_t n, F&& f)
         {
