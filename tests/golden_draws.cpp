@@ -129,59 +129,47 @@ int main()
             all_h[b] = f16::from_bits(std::uint16_t(b));
             all_g[b] = bf16::from_bits(std::uint16_t(b));
         }
-        std::uint64_t digest[2] = {1469598103934665603ull, 1469598103934665603ull};
-        alignas(64) float lane[B::size];
-        for (std::size_t b = 0; b < 65536; b += B::size)
-        {
-            for (int k = 0; k < 2; ++k)
+        // FNV-1a over the widened values' bits: through the vector loads, and
+        // (f16) one at a time (F16C's scalar form or the integer steps).
+        const auto fold = [](std::uint64_t& d, float x) {
+            std::uint32_t u;
+            std::memcpy(&u, &x, 4);
+            d = (d ^ u) * 1099511628211ull;
+        };
+        const auto vector_digest = [&](const auto& all) {
+            std::uint64_t d = 1469598103934665603ull;
+            alignas(64) float lane[B::size];
+            for (std::size_t b = 0; b < 65536; b += B::size)
             {
-                (k == 0 ? detail::load_logits<float>(all_h.data() + b) : detail::load_logits<float>(all_g.data() + b))
-                    .store_aligned(lane);
-                for (std::size_t j = 0; j < B::size; ++j)
+                detail::load_logits<float>(all.data() + b).store_aligned(lane);
+                for (const float x : lane)
                 {
-                    std::uint32_t u;
-                    std::memcpy(&u, &lane[j], 4);
-                    digest[k] = (digest[k] ^ u) * 1099511628211ull;
+                    fold(d, x);
                 }
             }
-        }
-        std::printf("widened-digest/f16/bf16: %016llx %016llx\n", (unsigned long long)digest[0],
-                    (unsigned long long)digest[1]);
-        // The same f16 patterns widened one at a time (F16C's scalar form or
-        // the integer steps): the same digest as the vector loads'; and both
-        // again with flush-to-zero and denormals-are-zero set (x86), which
-        // must change nothing.
+            return d;
+        };
         const auto scalar_digest = [&] {
             std::uint64_t d = 1469598103934665603ull;
             for (const f16 h : all_h)
             {
-                std::uint32_t u;
-                const float x = float(h);
-                std::memcpy(&u, &x, 4);
-                d = (d ^ u) * 1099511628211ull;
+                fold(d, float(h));
             }
             return d;
         };
+        std::printf("widened-digest/f16/bf16: %016llx %016llx\n", (unsigned long long)vector_digest(all_h),
+                    (unsigned long long)vector_digest(all_g));
+        // The f16 digests are equal; and again with flush-to-zero and
+        // denormals-are-zero set (x86), which must change nothing.
         std::printf("scalar-digest/f16: %016llx\n", (unsigned long long)scalar_digest());
 #if defined(__SSE2__)
         const unsigned csr = _mm_getcsr();
         _mm_setcsr(csr | 0x8040u);  // FTZ | DAZ
-        std::uint64_t vector = 1469598103934665603ull;
-        for (std::size_t b = 0; b < 65536; b += B::size)
-        {
-            detail::load_logits<float>(all_h.data() + b).store_aligned(lane);
-            for (std::size_t j = 0; j < B::size; ++j)
-            {
-                std::uint32_t u;
-                std::memcpy(&u, &lane[j], 4);
-                vector = (vector ^ u) * 1099511628211ull;
-            }
-        }
+#endif
+        const std::uint64_t vector = vector_digest(all_h);
         const std::uint64_t scalar = scalar_digest();
+#if defined(__SSE2__)
         _mm_setcsr(csr);
-#else
-        const std::uint64_t vector = digest[0];
-        const std::uint64_t scalar = scalar_digest();
 #endif
         std::printf("ftz-daz-digest/f16: %016llx %016llx\n", (unsigned long long)vector, (unsigned long long)scalar);
     }
