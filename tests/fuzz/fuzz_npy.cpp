@@ -7,6 +7,7 @@
 // inside the file. scripts/fuzz runs it with -malloc_limit_mb=512, so a reader that
 // allocates what a header merely claims shows as a crash.
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -49,14 +50,29 @@ namespace
         return 8 + len_bytes + header_len;
     }
 
-    /// The descr the reader took (the header's spaces removed; keys are unique).
-    std::string descr_of(const std::string& header)
+    /// The value after a key of the header dict the reader took. `header` has
+    /// had all whitespace removed: the reader trims it around every token, and
+    /// an accepted dict's keys and values hold none. Keys are unique and may be
+    /// quoted either way; a quoted value ends at its own quote, any other at
+    /// ',' or '}'.
+    std::string value_of(const std::string& header, const std::string& key)
     {
-        const std::size_t key = header.find("'descr':");
-        FUZZ_REQUIRE(key != std::string::npos && header[key + 8] == '\'', "no descr key");
-        const std::size_t end = header.find('\'', key + 9);
-        FUZZ_REQUIRE(end != std::string::npos, "no end to descr's value");
-        return header.substr(key + 9, end - key - 9);
+        std::size_t at = std::string::npos;
+        for (const char q : {'\'', '"'})
+        {
+            const std::size_t found = header.find(q + key + q + ':');
+            if (found != std::string::npos)
+            {
+                FUZZ_REQUIRE(at == std::string::npos, "a repeated '" + key + "' key");
+                at = found + key.size() + 3;
+            }
+        }
+        FUZZ_REQUIRE(at != std::string::npos && at < header.size(), "no '" + key + "' key");
+        const char q = header[at];
+        const bool quoted = q == '\'' || q == '"';
+        const std::size_t end = quoted ? header.find(q, at + 1) : header.find_first_of(",}", at);
+        FUZZ_REQUIRE(end != std::string::npos, "no end to '" + key + "''s value");
+        return quoted ? header.substr(at + 1, end - at - 1) : header.substr(at, end - at);
     }
 
     template <class T>
@@ -69,8 +85,10 @@ namespace
         FUZZ_REQUIRE(rank == 2 || rows == 1, "a 1-D file read as " + std::to_string(rows) + " rows");
         const std::size_t offset = data_offset(data, size);
         std::string header(reinterpret_cast<const char*>(data) + 8, offset - 8);
-        header.erase(std::remove(header.begin(), header.end(), ' '), header.end());
-        const std::string descr = descr_of(header);
+        header.erase(std::remove_if(header.begin(), header.end(),
+                                    [](unsigned char ch) { return std::isspace(ch) != 0; }),
+                     header.end());
+        const std::string descr = value_of(header, "descr");
         FUZZ_REQUIRE(descr != "<u2" || bf16, "'<u2' read without --bf16");
         FUZZ_REQUIRE(!bf16 || descr == "<u2", "--bf16 read dtype " + descr);
         const bool half = descr == "<f2" || descr == "<u2";
@@ -79,12 +97,8 @@ namespace
         FUZZ_REQUIRE(cols == 0 || rows <= (size - offset) / item / cols,
                      "shape " + std::to_string(rows) + " x " + std::to_string(cols) + " beyond the " +
                          std::to_string(size - offset) + " bytes of data");
-        // Fortran order stores column by column (a 1-D array either way). The
-        // reader took the value between these keys (xtensor's parse_header).
-        const std::size_t key = header.find("'fortran_order'");
-        const std::size_t next = header.find("'shape'");
-        FUZZ_REQUIRE(key != std::string::npos && next != std::string::npos && key < next, "no fortran_order key");
-        const bool fortran = rank == 2 && header.substr(key, next - key).find("True") != std::string::npos;
+        // Fortran order stores column by column (a 1-D array either way).
+        const bool fortran = rank == 2 && value_of(header, "fortran_order") == "True";
         for (std::size_t r = 0; cols > 0 && r < rows; ++r)  // [rows, 0] may claim any number of rows
         {
             for (std::size_t c = 0; c < cols; ++c)

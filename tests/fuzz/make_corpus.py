@@ -294,9 +294,12 @@ def decode_seeds():
 
 
 # --- fuzz_npy ---
-def npy(descr, shape, data, fortran=False, version=1):
+NUMPY_SPELLING = "{'descr': '%(descr)s', 'fortran_order': %(fortran)s, 'shape': (%(dims)s), }"
+
+
+def npy(descr, shape, data, fortran=False, version=1, spelling=NUMPY_SPELLING):
     dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
-    header = "{'descr': '%s', 'fortran_order': %s, 'shape': (%s), }" % (descr, "True" if fortran else "False", dims)
+    header = spelling % {"descr": descr, "fortran": "True" if fortran else "False", "dims": dims}
     preamble = 10 if version == 1 else 12
     header += " " * ((-(preamble + len(header) + 1)) % 64) + "\n"
     length = struct.pack("<H", len(header)) if version == 1 else struct.pack("<I", len(header))
@@ -314,6 +317,16 @@ def npy_seeds():
     write("fuzz_npy", "u2_bf16", npy("<u2", [5], struct.pack("<5H", 0x3f80, 0xc000, 0x7f81, 0x0001, 0x8000)))
     write("fuzz_npy", "rank3", npy("<f4", [1, 1, 2], struct.pack("<2f", 1, 2)))
     write("fuzz_npy", "empty", npy("<f8", [0], b""))
+    # Spellings numpy does not write but the reader takes: double quotes, any
+    # whitespace, keys in any order (CI's fuzz run found the harness assuming
+    # numpy's own spelling).
+    six = struct.pack("<6f", 1, 4, 2, 5, 3, 6)
+    write("fuzz_npy", "double_quotes", npy("<f4", [2, 3], six,
+                                           spelling='{"descr": "%(descr)s", "fortran_order": %(fortran)s, '
+                                                    '"shape": (%(dims)s)}'))
+    write("fuzz_npy", "tabs_reordered", npy("<f4", [2, 3], six, fortran=True,
+                                            spelling="{\t'shape':\t(%(dims)s),\n'fortran_order':%(fortran)s ,"
+                                                     "'descr':'%(descr)s'}"))
 
 
 # --- fuzz_regex ---
