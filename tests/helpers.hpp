@@ -107,13 +107,14 @@ namespace test_helpers
                 }
                 continue;
             }
-            if (all.count(id) != 0 && rep != 1.0)
+            // Output scope: repetition on every token, presence and frequency
+            // on the generated ones, rounded once.
+            const bool repeated = all.count(id) != 0 && rep != 1.0;
+            const bool generated = out.count(id) != 0 && (pres != 0.0 || freq != 0.0);
+            if (repeated || generated)
             {
-                r(t) = clamp(repeat(double(r(t))));
-            }
-            if (out.count(id) != 0 && (pres != 0.0 || freq != 0.0))
-            {
-                r(t) = clamp(double(r(t)) - (out[id] * freq + pres));
+                const double v = repeated ? repeat(double(r(t))) : double(r(t));
+                r(t) = clamp(generated ? v - (out[id] * freq + pres) : v);
             }
         }
         return r;

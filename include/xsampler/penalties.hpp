@@ -212,19 +212,13 @@ namespace xsampler
                 }
                 return;
             }
-            if (m_repeat != 1.0)
+            // Output scope: one edit per token, rounded once (repetition on
+            // every token counted, presence and frequency by the generated
+            // count; a subset, so with repeat 1 only those).
+            const bool repeat = m_repeat != 1.0;
+            for (const token_id t : (repeat ? m_all : m_output).present())
             {
-                for (const token_id t : m_all.present())
-                {
-                    edit(c, t, true, 0);
-                }
-            }
-            if (m_presence != 0.0 || m_frequency != 0.0)
-            {
-                for (const token_id t : m_output.present())
-                {
-                    edit(c, t, false, m_output.count(t));
-                }
+                edit(c, t, repeat, m_output.count(t));
             }
         }
 

@@ -171,13 +171,6 @@ namespace xsampler
             {
                 const std::size_t len = std::min(chunk, n - at);
                 std::size_t i = 0;
-                for (; i + 64 <= len; i += 64)
-                {
-                    for (std::size_t j = 0; j < 64; j += B::size)
-                    {
-                        widen_lanes(x + at + i + j).store_aligned(wide + i + j);
-                    }
-                }
                 for (; i + B::size <= len; i += B::size)
                 {
                     widen_lanes(x + at + i).store_aligned(wide + i);
