@@ -361,11 +361,25 @@ namespace
         }();
         return h;
     }
-    void run_with_history(benchmark::State& state, xsampler::sampling_params p)
+    // The same history with its ids spread over the vocabulary (id * 42:
+    // up to 125,958, a token in most 64-token blocks of a 128,256 row).
+    const std::vector<xsampler::token_id>& spread_history()
+    {
+        static const std::vector<xsampler::token_id> h = [] {
+            auto ids = long_history();
+            for (auto& id : ids)
+            {
+                id *= 42;
+            }
+            return ids;
+        }();
+        return h;
+    }
+    void run_with_history(benchmark::State& state, xsampler::sampling_params p, bool spread = false)
     {
         const auto& row = logits(std::size_t(state.range(0)), false);
         const auto view = adapt(row);
-        const xsampler::token_history history(long_history(), 2048);
+        const xsampler::token_history history(spread ? spread_history() : long_history(), 2048);
         xsampler::sampler s(std::move(p));
         xsampler::philox4x32 rng(1);
         for (auto _ : state)
@@ -382,24 +396,30 @@ namespace
         p.order = xsampler::parse_stage_order(processor + ";top_k;top_p;min_p;temperature");
         return p;
     }
-    void BM_sampler_penalties(benchmark::State& state)
+    // repeat 1.1, presence 0.5, frequency 0.5 in `scope`.
+    xsampler::sampling_params penalties_params(xsampler::penalty_scope scope)
     {
         auto p = llama_params_after("penalties");
         p.repeat_penalty = 1.1;
         p.presence_penalty = 0.5;
         p.frequency_penalty = 0.5;
-        run_with_history(state, p);
+        p.penalty_scope = scope;
+        return p;
+    }
+    void BM_sampler_penalties(benchmark::State& state)
+    {
+        run_with_history(state, penalties_params(xsampler::penalty_scope::window));
     }
     // Output scope: repetition over all 4,096 tokens, presence and frequency
     // over the 2,048 generated: ~2,200 distinct ids edited.
     void BM_sampler_penalties_output(benchmark::State& state)
     {
-        auto p = llama_params_after("penalties");
-        p.repeat_penalty = 1.1;
-        p.presence_penalty = 0.5;
-        p.frequency_penalty = 0.5;
-        p.penalty_scope = xsampler::penalty_scope::output;
-        run_with_history(state, p);
+        run_with_history(state, penalties_params(xsampler::penalty_scope::output));
+    }
+    // The same over ids spread across the row: most blocks copied.
+    void BM_sampler_penalties_output_spread(benchmark::State& state)
+    {
+        run_with_history(state, penalties_params(xsampler::penalty_scope::output), true);
     }
     void BM_sampler_dry(benchmark::State& state)
     {
@@ -988,6 +1008,7 @@ BENCHMARK(BM_sample_chain_processor)->Apply(vocab_args);
 BENCHMARK(BM_sampler_history)->Arg(128256);
 BENCHMARK(BM_sampler_penalties)->Arg(128256);
 BENCHMARK(BM_sampler_penalties_output)->Arg(128256);
+BENCHMARK(BM_sampler_penalties_output_spread)->Arg(128256);
 BENCHMARK(BM_sampler_dry)->Arg(128256);
 BENCHMARK(BM_sampler_logit_bias)->Arg(128256);
 BENCHMARK(BM_sampler_sequence_bias)->Arg(128256);

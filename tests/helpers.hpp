@@ -121,14 +121,27 @@ namespace test_helpers
     }
 
     /// A processor that writes fixed values into fixed tokens (-inf masks).
+    /// With `in_one_call`, the edits go through candidates::edit_each,
+    /// which leaves a token at -inf as it is.
     struct set_logits
     {
         static constexpr const char* name = "set_logits";
         std::vector<std::pair<xsampler::token_id, double>> edits;
+        bool in_one_call = false;
 
         template <class T>
         void apply(xsampler::candidates<T>& c, const xsampler::token_history&) const
         {
+            if (in_one_call)
+            {
+                std::vector<xsampler::token_id> ids;
+                for (const auto& e : edits)
+                {
+                    ids.push_back(e.first);
+                }
+                c.edit_each(ids, [&](std::size_t j, T) { return T(edits[j].second); });
+                return;
+            }
             for (const auto& e : edits)
             {
                 c.set_logit(e.first, T(e.second));
@@ -142,7 +155,10 @@ namespace test_helpers
     {
         for (const auto& e : p.edits)
         {
-            r(std::size_t(e.first)) = T(e.second);
+            if (!p.in_one_call || r(std::size_t(e.first)) != -std::numeric_limits<T>::infinity())
+            {
+                r(std::size_t(e.first)) = T(e.second);
+            }
         }
         return r;
     }

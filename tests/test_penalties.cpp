@@ -26,7 +26,8 @@ using test_helpers::row;
 namespace
 {
     /// The stage's edits decide what the hand-edited row decides: the same
-    /// distribution, bit for bit; the caller's row is unchanged.
+    /// distribution, bit for bit, alone and before a fused top_k (the edits
+    /// on its pending list); the caller's row is unchanged.
     template <class S, class T>
     void check_edits(S stage, const xt::xtensor<T, 1>& r, const token_history& h, const xt::xtensor<T, 1>& want)
     {
@@ -35,6 +36,10 @@ namespace
         const auto expected = chain{}.final_distribution(want);
         CHECK(got.ids == expected.ids);
         CHECK(got.probs == expected.probs);
+        const auto got_top = chain{stage, top_k{2}}.final_distribution(r, h);
+        const auto expected_top = chain{top_k{2}}.final_distribution(want);
+        CHECK(got_top.ids == expected_top.ids);
+        CHECK(got_top.probs == expected_top.probs);
         CHECK(r == before);
     }
 

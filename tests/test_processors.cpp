@@ -303,7 +303,8 @@ TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row 
             for (const std::size_t lowering : {std::size_t(0), std::size_t(10), std::size_t(64), std::size_t(65),
                                                std::size_t(120)})
             {
-                const auto p = random_edits(r, count, lowering, seed * 1000 + count * 10 + lowering);
+                auto p = random_edits(r, count, lowering, seed * 1000 + count * 10 + lowering);
+                p.in_one_call = (seed + count + lowering) % 2 == 1;  // set_logit one by one, or edit_each
                 const auto e = edited(r, p);
                 if (test_helpers::reference(e).kept.empty())
                 {
@@ -311,7 +312,8 @@ TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row 
                 }
                 for (const std::size_t k : {std::size_t(1), std::size_t(7), std::size_t(40), std::size_t(300)})
                 {
-                    INFO("seed " << seed << ", " << count << " edits, " << lowering << " lowering, k " << k);
+                    INFO("seed " << seed << ", " << count << " edits, " << lowering << " lowering, k " << k
+                                 << (p.in_one_call ? ", edit_each" : ""));
                     // Whether the fused selection survived the edits.
                     candidates<TestType> c;
                     c.load(r, k);
@@ -348,6 +350,112 @@ TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row 
     // Both paths were taken.
     CHECK(checked_pending > 100);
     CHECK(checked_fallback > 100);
+}
+
+TEMPLATE_TEST_CASE("edit_each is set_logit one token after another, in every state of the set", "[candidates]",
+                   float, double)
+{
+    using T = TestType;
+    const auto r = test_helpers::random_row<T>(3000, 8, 3.0, false, 0.1);
+    const auto ranked = test_helpers::reference(r).kept;
+    token_set half;  // a mask that keeps a sixteenth or more: deferred on a dense set
+    for (std::size_t i = 0; i < r.size(); i += 2)
+    {
+        half.insert(token_id(i));
+    }
+    // Ids: the best 100 ranks (lowered: more than a fused list's margin),
+    // 300 more anywhere, some twice, raised or lowered, a few to -inf.
+    philox4x32 rng(3);
+    std::vector<token_id> ids;
+    for (std::size_t i = 0; i < 100; ++i)
+    {
+        ids.push_back(ranked[i].second);
+    }
+    for (std::size_t i = 0; i < 300; ++i)
+    {
+        ids.push_back(token_id(uniform01(rng) * double(r.size())) % token_id(r.size()));
+    }
+    ids.push_back(ids[5]);
+    ids.push_back(ids[200]);
+    const auto f = [&](std::size_t j, T x) {
+        return j % 37 == 0 ? -std::numeric_limits<T>::infinity() : j % 5 == 0 ? x + T(4) : j < 100 ? x - T(20) : x - T(1);
+    };
+    // The states: dense, dense with a deferred mask, sparse, and a pending
+    // fused top-k, alone or with a pending keep_in; each with a few edits
+    // (the fused list survives them) and with all of them (it does not).
+    const std::vector<std::string> states = {"dense", "masked", "sparse", "pending", "pending keep_in"};
+    for (const auto& state : states)
+    {
+        for (const std::size_t n : {std::size_t(8), ids.size()})
+        {
+            INFO(state << ", " << n << " edits");
+            candidates<T> each, one;
+            for (auto* c : {&each, &one})
+            {
+                c->load(r, state.rfind("pending", 0) == 0 ? 20 : 0);
+                if (state == "masked" || state == "pending keep_in")
+                {
+                    c->keep_in(half, "mask");
+                }
+                if (state == "sparse")
+                {
+                    c->keep_top(500);
+                }
+            }
+            const bool pending = each.top_k_pending();
+            CHECK(pending == (state.rfind("pending", 0) == 0));
+            const std::vector<token_id> some(ids.begin() + (n == 8 ? 100 : 0), ids.begin() + (n == 8 ? 108 : std::ptrdiff_t(n)));
+            each.edit_each(some, [&](std::size_t j, T x) { return f(j, x); });
+            for (std::size_t j = 0; j < some.size(); ++j)
+            {
+                const T x = one.logit(some[j]);
+                if (x != -std::numeric_limits<T>::infinity() && f(j, x) != x)
+                {
+                    one.set_logit(some[j], f(j, x));
+                }
+            }
+            CHECK(each.top_k_pending() == one.top_k_pending());
+            if (n == 8 && state == "pending")
+            {
+                CHECK(each.top_k_pending());  // lowered outside the list, or raised: the list holds
+            }
+            for (std::size_t i = 0; i < r.size(); ++i)
+            {
+                if (each.logit(token_id(i)) != one.logit(token_id(i)))
+                {
+                    FAIL_CHECK("token " << i << ": " << each.logit(token_id(i)) << " != " << one.logit(token_id(i)));
+                }
+            }
+            CHECK(each.max_logit() == one.max_logit());
+            CHECK(each.argmax() == one.argmax());
+            each.keep_top(20);
+            one.keep_top(20);
+            const auto a = distribution_of(each);
+            const auto b = distribution_of(one);
+            CHECK(a.ids == b.ids);
+            CHECK(a.probs == b.probs);
+        }
+    }
+    // Errors: every id checked first, nothing changed; a NaN or +inf result
+    // as set_logit's, the edits before it made.
+    candidates<T> c;
+    c.load(r, 20);
+    const std::vector<token_id> bad = {ranked[0].second, token_id(r.size())};
+    CHECK_THROWS_MATCHES(c.edit_each(bad, [](std::size_t, T) { return T(0); }), invalid_parameter,
+                         Message("edit_each: token id 3000 is outside the vocabulary of 3000"));
+    const std::vector<token_id> negative = {-1};
+    CHECK_THROWS_MATCHES(c.edit_each(negative, [](std::size_t, T) { return T(0); }), invalid_parameter,
+                         Message("edit_each: token id -1 is outside the vocabulary of 3000"));
+    CHECK(c.logit(ranked[0].second) == ranked[0].first);
+    CHECK(c.top_k_pending());
+    const std::vector<token_id> two = {ranked[0].second, ranked[1].second};
+    CHECK_THROWS_MATCHES(c.edit_each(two,
+                                     [](std::size_t j, T) { return j == 0 ? T(50) : std::numeric_limits<T>::quiet_NaN(); }),
+                         invalid_logits, Message("set_logit: token " + std::to_string(ranked[1].second) + " set to NaN"));
+    CHECK(c.logit(ranked[0].second) == T(50));
+    CHECK(c.logit(ranked[1].second) == ranked[1].first);
+    c.load(r);  // usable again
+    CHECK(c.logit(ranked[0].second) == ranked[0].first);
 }
 
 TEMPLATE_TEST_CASE("the fused selection survives up to the margin of lowering edits", "[candidates]", float, double)

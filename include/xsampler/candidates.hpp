@@ -51,6 +51,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -323,11 +324,7 @@ namespace xsampler
                 throw invalid_parameter("set_logit: token id " + std::to_string(id) + " is outside the vocabulary of " +
                                         std::to_string(m_row.size()));
             }
-            if (!(x < inf))
-            {
-                throw invalid_logits(std::string("set_logit: token ") + std::to_string(id) + " set to " +
-                                     (x != x ? "NaN" : "+inf"));
-            }
+            checked(id, x);
             const auto i = std::size_t(id);
             if (m_pending.active())
             {
@@ -353,6 +350,79 @@ namespace xsampler
             note_edit(id, old, x);
         }
         void mask(token_id id) { set_logit(id, -inf); }
+
+        /// Sets each token ids[j] (in order) whose current logit x is finite
+        /// to f(j, x), as set_logit(ids[j], f(j, x)) one after another would
+        /// (a result equal to x changes nothing): a processor's edits in one
+        /// call, the set's bookkeeping done once rather than per token. Every
+        /// id is checked first (invalid_parameter naming it, nothing
+        /// changed); a NaN or +inf result throws as set_logit does, the edits
+        /// before it made.
+        template <class F>
+        void edit_each(span<const token_id> ids, F&& f)
+        {
+            const std::size_t vocab = m_row.size();
+            const std::size_t n = ids.size();
+            detail::check_ids(ids, vocab, "edit_each", "token id");
+            std::size_t j = 0;
+            const bool pending = m_pending.active();
+            if ((pending && m_pending.mask() == nullptr) || (!pending && m_dense && !m_row.masked()))
+            {
+                // set_logit's pending or dense path with its checks hoisted
+                // (every id's block copied first), until an edit unfuses the set.
+                m_row.patch_blocks(ids);
+                auto& items = m_list.tokens();
+                if (pending)
+                {
+                    m_pending.index(items, vocab);
+                }
+                m_weights_current = false;
+                for (; j < n; ++j)
+                {
+                    const auto i = std::size_t(ids[j]);
+                    T& slot = m_row.patched(i);
+                    const T old = slot;
+                    if (old == -inf)
+                    {
+                        continue;
+                    }
+                    const T x = checked(ids[j], f(j, old));
+                    if (same_bits(x, old))
+                    {
+                        continue;
+                    }
+                    slot = x;
+                    if (x == -inf)
+                    {
+                        m_size = unknown;
+                    }
+                    if (pending && !(x > old) && !m_pending.listed(i))
+                    {
+                        continue;  // lowered outside L: below the max, no change to the list
+                    }
+                    note_edit(ids[j], old, x);
+                    if (pending && m_pending.edited(i, old, x, items, vocab))
+                    {
+                        unfuse();  // the top k may now lie outside the list
+                        ++j;
+                        break;
+                    }
+                }
+            }
+            for (; j < n; ++j)
+            {
+                const T old = m_row.logit(std::size_t(ids[j]));
+                if (old == -inf)
+                {
+                    continue;
+                }
+                const T x = f(j, old);
+                if (!same_bits(x, old))
+                {
+                    set_logit(ids[j], x);
+                }
+            }
+        }
 
         /// Throws invalid_logits("<who>: every token is masked") when the
         /// edits so far left no token; a processor's runner calls it.
@@ -665,6 +735,28 @@ namespace xsampler
         static constexpr T inf = std::numeric_limits<T>::infinity();
         static constexpr bool never(T) noexcept { return false; }
         static constexpr std::size_t unknown = ~std::size_t(0);
+
+        /// x, if it may be a logit (not NaN, not +inf); else invalid_logits naming token id.
+        static T checked(token_id id, T x)
+        {
+            if (!(x < inf))
+            {
+                not_a_logit(id, x);
+            }
+            return x;
+        }
+        [[noreturn]] static void not_a_logit(token_id id, T x)
+        {
+            throw invalid_logits(std::string("set_logit: token ") + std::to_string(id) + " set to " +
+                                 (x != x ? "NaN" : "+inf"));
+        }
+        static bool same_bits(T a, T b) noexcept
+        {
+            typename detail::exp_constants<T>::bits ua, ub;
+            std::memcpy(&ua, &a, sizeof a);
+            std::memcpy(&ub, &b, sizeof b);
+            return ua == ub;
+        }
 
         /// A dense set's edit of token i (also a pending fused top-k's):
         /// patches the row, and the size and the max follow. Returns the old

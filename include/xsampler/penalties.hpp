@@ -24,8 +24,10 @@
 //   entered or left the counted range, as long as each history extends the
 //   last one (the same tokens, more at the end; the prompt length may not
 //   shrink); any other history (an engine rolling back a rejected draft, a
-//   new sequence) rebuilds them. Then one edit per distinct counted token:
-//   O(window) per step, never a pass over the vocabulary. The history is
+//   new sequence) rebuilds them. Then one edit per distinct counted token,
+//   all in one candidates::edit_each call: O(window) per step (the output
+//   scope: O(distinct tokens of the history)), never a pass over the
+//   vocabulary. The history is
 //   compared with the last one (a memcmp) and its new ids are checked. The
 //   state: two count arrays the size of the vocabulary (grown once) and a
 //   copy of the history, which grows by doubling (O(log n) allocations over
@@ -204,35 +206,23 @@ namespace xsampler
                 return;
             }
             update(history, c.vocab());
-            if (m_scope == penalty_scope::window)
-            {
-                for (const token_id t : m_all.present())
-                {
-                    edit(c, t, true, m_all.count(t));
-                }
-                return;
-            }
-            // Output scope: one edit per token, rounded once (repetition on
-            // every token counted, presence and frequency by the generated
-            // count; a subset, so with repeat 1 only those).
-            const bool repeat = m_repeat != 1.0;
-            for (const token_id t : (repeat ? m_all : m_output).present())
-            {
-                edit(c, t, repeat, m_output.count(t));
-            }
+            // Window scope: all three on the window's counts. Output scope:
+            // repetition on every token counted, presence and frequency by
+            // the generated count (a subset: with repeat 1, only those).
+            // One edit per token, rounded once.
+            const bool window = m_scope == penalty_scope::window;
+            const bool repeat = window || m_repeat != 1.0;
+            const detail::token_counts& counts = window ? m_all : m_output;
+            const std::vector<token_id>& tokens = (repeat ? m_all : m_output).present();
+            c.edit_each(tokens, [&](std::size_t j, T x) { return penalised(x, repeat, counts.count(tokens[j])); });
         }
 
     private:
         // x -> the repetition rule (if `repeat`), then minus the count's
-        // presence and frequency terms (if count > 0).
+        // presence and frequency terms (if count > 0), in double, rounded once.
         template <class T>
-        void edit(candidates<T>& c, token_id t, bool repeat, std::uint32_t count) const
+        T penalised(T x, bool repeat, std::uint32_t count) const
         {
-            const T x = c.logit(t);
-            if (x == -std::numeric_limits<T>::infinity())
-            {
-                return;
-            }
             double v = x;
             if (repeat)
             {
@@ -242,7 +232,7 @@ namespace xsampler
             {
                 v -= double(count) * m_frequency + m_presence;
             }
-            c.set_logit(t, detail::finite_logit<T>(v));
+            return detail::finite_logit<T>(v);
         }
 
         // Brings the counts to `history`: incrementally when it extends the

@@ -133,6 +133,22 @@ namespace xsampler
                 return m_patch[m_patch_at[b] + i % block_size];
             }
 
+            /// patch(i) for every i of `ids` (each < size()): each block
+            /// copied once, so that patched(i) may be used for them.
+            void patch_blocks(span<const token_id> ids)
+            {
+                for (std::size_t j = 0; j < ids.size(); ++j)
+                {
+                    const auto i = std::size_t(ids[j]);
+                    if (j == 0 || m_patch_at[i / block_size] == no_patch)
+                    {
+                        patch(i);  // (the first sizes the table and writes a deferred mask)
+                    }
+                }
+            }
+            /// The writable current logit of token i, whose block is patched.
+            T& patched(std::size_t i) noexcept { return m_patch[m_patch_at[i / block_size] + i % block_size]; }
+
             /// Calls f(x, first, n) with the current logits of tokens [first,
             /// first + n), in runs covering the row (see the top of this file);
             /// x is the row's own pointer (a row of f16 or bf16: const f16*

@@ -73,6 +73,10 @@ namespace xsampler
                 return true;
             }
 
+            /// Whether token i is in L (an edited token that joined it
+            /// included); the list must be indexed (index()).
+            bool listed(std::size_t i) const noexcept { return (m_listed_bits[i / 64] >> (i % 64) & 1) != 0; }
+
             /// Token i (not masked out) went from old to x, the row already
             /// patched: the list follows the edit. True when more members of
             /// L were lowered than the margin: the caller must unfuse.
@@ -151,7 +155,6 @@ namespace xsampler
                 m_mask = nullptr;
             }
 
-        private:
             /// Indexes the list at its first edit: a bit per listed id and
             /// its position (buffers grown once to the vocabulary; the bits
             /// are all clear between pending states).
@@ -179,6 +182,7 @@ namespace xsampler
                 m_indexed = true;
             }
 
+        private:
             /// Clears the bits of the listed ids only.
             void clear_index(const std::vector<scored<T>>& items) noexcept
             {
