@@ -103,7 +103,8 @@ namespace test_helpers
             {
                 if (all.count(id) != 0)
                 {
-                    r(t) = clamp(repeat(double(r(t))) - (all[id] * freq + pres));
+                    const double v = repeat(double(r(t)));
+                    r(t) = clamp(pres != 0.0 || freq != 0.0 ? v - (all[id] * freq + pres) : v);
                 }
                 continue;
             }

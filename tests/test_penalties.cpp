@@ -76,6 +76,17 @@ TEMPLATE_TEST_CASE("penalties: the sign rule, presence and frequency, by hand", 
     // ...and the window scope counts the prompt too.
     check_edits(penalties{2.0, 0.5, 0.25, 64, penalty_scope::window}, r, prompted,
                 row<T>({0.0, -2.75, 0.5, 0.75, 0.0, -inf}));
+    // Presence and frequency of -0 subtract nothing: a -0 logit keeps its sign.
+    const std::vector<token_id> zeros = {0, 1, 0};
+    const auto signed_zero = row<T>({-0.0, 1.0});
+    for (const auto scope : {penalty_scope::window, penalty_scope::output})
+    {
+        candidates<T> c;
+        c.load(signed_zero);  // (read in place: the row must outlive c's use)
+        penalties(2.0, -0.0, -0.0, 64, scope).apply(c, token_history(zeros, 1));
+        CHECK(std::signbit(c.logit(0)));
+        CHECK(c.logit(1) == T(0.5));
+    }
     // Negative presence and frequency raise; values stay finite.
     const T big = std::numeric_limits<T>::max();
     check_edits(penalties{1.0, -1e300, 0.0}, r, h, row<T>({double(big), double(big), 0.5, double(big), 0.0, -inf}));

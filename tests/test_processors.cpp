@@ -290,8 +290,8 @@ namespace
 TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row gives", "[processors][candidates]",
                    float, double)
 {
-    int checked_pending = 0;
-    int checked_fallback = 0;
+    int checked_pending[2] = {};  // by form: set_logit one by one, edit_each
+    int checked_fallback[2] = {};
     for (std::uint64_t seed = 1; seed <= 12; ++seed)
     {
         const bool ties = seed % 3 == 0;
@@ -318,7 +318,7 @@ TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row 
                     candidates<TestType> c;
                     c.load(r, k);
                     p.apply(c, {});
-                    (c.top_k_pending() ? checked_pending : checked_fallback) += 1;
+                    (c.top_k_pending() ? checked_pending : checked_fallback)[p.in_one_call] += 1;
                     const auto same = [&](auto with, auto without) {
                         const auto a = with.final_distribution(r);
                         const auto b = without.final_distribution(e);
@@ -347,9 +347,12 @@ TEMPLATE_TEST_CASE("edits before a fused top_k give exactly what the edited row 
             }
         }
     }
-    // Both paths were taken.
-    CHECK(checked_pending > 100);
-    CHECK(checked_fallback > 100);
+    // Both paths were taken, by both forms.
+    for (int form = 0; form < 2; ++form)
+    {
+        CHECK(checked_pending[form] > 50);
+        CHECK(checked_fallback[form] > 50);
+    }
 }
 
 TEMPLATE_TEST_CASE("edit_each is set_logit one token after another, in every state of the set", "[candidates]",
@@ -363,77 +366,97 @@ TEMPLATE_TEST_CASE("edit_each is set_logit one token after another, in every sta
     {
         half.insert(token_id(i));
     }
-    // Ids: the best 100 ranks (lowered: more than a fused list's margin),
-    // 300 more anywhere, some twice, raised or lowered, a few to -inf.
+    // A few edits a fused list survives: tokens outside it lowered (one to
+    // -inf) and raised (j = 5), members of it lowered, one twice, and an id
+    // twice. Then all: the best 100 ranks (more lowered than any margin),
+    // 300 more anywhere, two of them twice.
     philox4x32 rng(3);
-    std::vector<token_id> ids;
-    for (std::size_t i = 0; i < 100; ++i)
-    {
-        ids.push_back(ranked[i].second);
-    }
+    std::vector<token_id> anywhere;
     for (std::size_t i = 0; i < 300; ++i)
     {
-        ids.push_back(token_id(uniform01(rng) * double(r.size())) % token_id(r.size()));
+        anywhere.push_back(token_id(uniform01(rng) * double(r.size())) % token_id(r.size()));
     }
-    ids.push_back(ids[5]);
-    ids.push_back(ids[200]);
-    const auto f = [&](std::size_t j, T x) {
+    const std::vector<token_id> few = {anywhere[0], anywhere[1], ranked[3].second, anywhere[2],
+                                       ranked[3].second, anywhere[3], ranked[60].second, anywhere[1]};
+    std::vector<token_id> all;
+    for (std::size_t i = 0; i < 100; ++i)
+    {
+        all.push_back(ranked[i].second);
+    }
+    all.insert(all.end(), anywhere.begin(), anywhere.end());
+    all.push_back(all[5]);
+    all.push_back(all[200]);
+    const auto f = [](std::size_t j, T x) {
         return j % 37 == 0 ? -std::numeric_limits<T>::infinity() : j % 5 == 0 ? x + T(4) : j < 100 ? x - T(20) : x - T(1);
     };
     // The states: dense, dense with a deferred mask, sparse, and a pending
-    // fused top-k, alone or with a pending keep_in; each with a few edits
-    // (the fused list survives them) and with all of them (it does not).
-    const std::vector<std::string> states = {"dense", "masked", "sparse", "pending", "pending keep_in"};
-    for (const auto& state : states)
-    {
-        for (const std::size_t n : {std::size_t(8), ids.size()})
+    // fused top-k, alone or with a pending keep_in; a row of T, and for
+    // float one of f16 (read in place).
+    const auto check_state = [&](const auto& row, const std::string& state, const std::vector<token_id>& some) {
+        INFO(state << ", " << some.size() << " edits");
+        candidates<T> each, one;
+        for (auto* c : {&each, &one})
         {
-            INFO(state << ", " << n << " edits");
-            candidates<T> each, one;
-            for (auto* c : {&each, &one})
+            c->load(row, state.rfind("pending", 0) == 0 ? 20 : 0);
+            if (state == "masked" || state == "pending keep_in")
             {
-                c->load(r, state.rfind("pending", 0) == 0 ? 20 : 0);
-                if (state == "masked" || state == "pending keep_in")
-                {
-                    c->keep_in(half, "mask");
-                }
-                if (state == "sparse")
-                {
-                    c->keep_top(500);
-                }
+                c->keep_in(half, "mask");
             }
-            const bool pending = each.top_k_pending();
-            CHECK(pending == (state.rfind("pending", 0) == 0));
-            const std::vector<token_id> some(ids.begin() + (n == 8 ? 100 : 0), ids.begin() + (n == 8 ? 108 : std::ptrdiff_t(n)));
-            each.edit_each(some, [&](std::size_t j, T x) { return f(j, x); });
-            for (std::size_t j = 0; j < some.size(); ++j)
+            if (state == "sparse")
             {
-                const T x = one.logit(some[j]);
-                if (x != -std::numeric_limits<T>::infinity() && f(j, x) != x)
-                {
-                    one.set_logit(some[j], f(j, x));
-                }
+                c->keep_top(500);
             }
-            CHECK(each.top_k_pending() == one.top_k_pending());
-            if (n == 8 && state == "pending")
+        }
+        CHECK(each.top_k_pending() == (state.rfind("pending", 0) == 0));
+        each.edit_each(some, f);
+        for (std::size_t j = 0; j < some.size(); ++j)
+        {
+            const T x = one.logit(some[j]);
+            if (x != -std::numeric_limits<T>::infinity() && f(j, x) != x)
             {
-                CHECK(each.top_k_pending());  // lowered outside the list, or raised: the list holds
+                one.set_logit(some[j], f(j, x));
             }
-            for (std::size_t i = 0; i < r.size(); ++i)
+        }
+        CHECK(each.top_k_pending() == one.top_k_pending());
+        if (&some == &few && state == "pending")
+        {
+            CHECK(each.top_k_pending());  // three lowered members of the list: within its margin
+        }
+        for (std::size_t i = 0; i < r.size(); ++i)
+        {
+            if (each.logit(token_id(i)) != one.logit(token_id(i)))
             {
-                if (each.logit(token_id(i)) != one.logit(token_id(i)))
-                {
-                    FAIL_CHECK("token " << i << ": " << each.logit(token_id(i)) << " != " << one.logit(token_id(i)));
-                }
+                FAIL_CHECK("token " << i << ": " << each.logit(token_id(i)) << " != " << one.logit(token_id(i)));
             }
-            CHECK(each.max_logit() == one.max_logit());
-            CHECK(each.argmax() == one.argmax());
-            each.keep_top(20);
-            one.keep_top(20);
-            const auto a = distribution_of(each);
-            const auto b = distribution_of(one);
-            CHECK(a.ids == b.ids);
-            CHECK(a.probs == b.probs);
+        }
+        CHECK(each.max_logit() == one.max_logit());
+        CHECK(each.argmax() == one.argmax());
+        CHECK(each.edited() == one.edited());  // (every case changes a logit: else edit_each may say true)
+        candidates<T> each_copy = each, one_copy = one;  // (size() unfuses: on copies)
+        CHECK(each_copy.size() == one_copy.size());
+        each.keep_top(20);
+        one.keep_top(20);
+        const auto a = distribution_of(each);
+        const auto b = distribution_of(one);
+        CHECK(a.ids == b.ids);
+        CHECK(a.probs == b.probs);
+    };
+    for (const std::string state : {"dense", "masked", "sparse", "pending", "pending keep_in"})
+    {
+        check_state(r, state, few);
+        check_state(r, state, all);
+    }
+    if constexpr (std::is_same<T, float>::value)
+    {
+        xt::xtensor<f16, 1> r16 = xt::xtensor<f16, 1>::from_shape({r.size()});
+        for (std::size_t i = 0; i < r.size(); ++i)
+        {
+            r16(i) = f16(r(i));
+        }
+        for (const std::string state : {"dense", "pending"})
+        {
+            check_state(r16, state, few);
+            check_state(r16, state, all);
         }
     }
     // Errors: every id checked first, nothing changed; a NaN or +inf result

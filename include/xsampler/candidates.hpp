@@ -353,8 +353,9 @@ namespace xsampler
 
         /// Sets each token ids[j] (in order) whose current logit x is finite
         /// to f(j, x), as set_logit(ids[j], f(j, x)) one after another would
-        /// (a result equal to x changes nothing): a processor's edits in one
-        /// call, the set's bookkeeping done once rather than per token. Every
+        /// (a result equal to x changes no logit; edited() may still turn
+        /// true): a processor's edits in one call, the set's bookkeeping
+        /// done once rather than per token. Every
         /// id is checked first (invalid_parameter naming it, nothing
         /// changed); a NaN or +inf result throws as set_logit does, the edits
         /// before it made.
@@ -369,14 +370,14 @@ namespace xsampler
             if ((pending && m_pending.mask() == nullptr) || (!pending && m_dense && !m_row.masked()))
             {
                 // set_logit's pending or dense path with its checks hoisted
-                // (every id's block copied first), until an edit unfuses the set.
+                // (every id's block copied first: edited() turns true even if
+                // no logit changes), until an edit unfuses the set.
                 m_row.patch_blocks(ids);
                 auto& items = m_list.tokens();
                 if (pending)
                 {
                     m_pending.index(items, vocab);
                 }
-                m_weights_current = false;
                 for (; j < n; ++j)
                 {
                     const auto i = std::size_t(ids[j]);
@@ -392,6 +393,7 @@ namespace xsampler
                         continue;
                     }
                     slot = x;
+                    m_weights_current = false;
                     if (x == -inf)
                     {
                         m_size = unknown;

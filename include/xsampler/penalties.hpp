@@ -219,7 +219,8 @@ namespace xsampler
 
     private:
         // x -> the repetition rule (if `repeat`), then minus the count's
-        // presence and frequency terms (if count > 0), in double, rounded once.
+        // presence and frequency terms (if count > 0 and either is set: a
+        // -0 logit stays -0), in double, rounded once.
         template <class T>
         T penalised(T x, bool repeat, std::uint32_t count) const
         {
@@ -228,7 +229,7 @@ namespace xsampler
             {
                 v = v > 0.0 ? v / m_repeat : v * m_repeat;
             }
-            if (count > 0)
+            if (count > 0 && (m_presence != 0.0 || m_frequency != 0.0))
             {
                 v -= double(count) * m_frequency + m_presence;
             }

@@ -207,7 +207,7 @@ namespace xsampler
         {
             for (const token_id id : ids)
             {
-                if (id < 0 || std::size_t(id) >= vocab)
+                if (std::size_t(id) >= vocab)  // (a negative id converts to more than any vocabulary)
                 {
                     throw invalid_parameter(std::string(who) + ": " + what + " " + std::to_string(id) +
                                             " is outside the vocabulary of " + std::to_string(vocab));
