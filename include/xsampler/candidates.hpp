@@ -392,12 +392,7 @@ namespace xsampler
                     {
                         continue;
                     }
-                    slot = x;
-                    m_weights_current = false;
-                    if (x == -inf)
-                    {
-                        m_size = unknown;
-                    }
+                    write(slot, x);
                     if (pending && !(x > old) && !m_pending.listed(i))
                     {
                         continue;  // lowered outside L: below the max, no change to the list
@@ -765,7 +760,14 @@ namespace xsampler
         /// logit.
         T edit_row(std::size_t i, T x)
         {
-            T& slot = m_row.patch(i);
+            const T old = write(m_row.patch(i), x);
+            note_edit(token_id(i), old, x);
+            return old;
+        }
+        /// Writes x into a token's slot of the patched row; the size
+        /// follows (the max is the caller's: note_edit). Returns the old logit.
+        T write(T& slot, T x) noexcept
+        {
             const T old = slot;
             slot = x;
             m_weights_current = false;
@@ -773,7 +775,6 @@ namespace xsampler
             {
                 m_size = unknown;
             }
-            note_edit(token_id(i), old, x);
             return old;
         }
 

@@ -83,7 +83,7 @@ namespace xsampler
             bool edited(std::size_t i, T old, T x, std::vector<scored<T>>& items, std::size_t vocab)
             {
                 index(items, vocab);
-                if (m_listed_bits[i / 64] >> (i % 64) & 1)
+                if (listed(i))
                 {
                     const std::size_t at = m_listed_at[i];
                     items[at].logit = x;  // a masked item stays, dropped by keep_top
